@@ -1,0 +1,427 @@
+//! Dispatch accounting: the device-driver algorithm of `ARCHITECTURE.md`,
+//! written once as a pure state machine (no I/O, no clock, no kernel).
+//!
+//! Feed it the dispatches, wakeups and losses of a recording in global time
+//! order ([`Accounting::dispatch`], [`Accounting::wakeup`],
+//! [`Accounting::lost`]) and close the window with [`Accounting::finish`].
+//! It keeps, per CPU, the dispatches to and from idle, the idle time and the
+//! stream breaks; per thread, the work-area counters (`last_cpu`,
+//! `idle_on_cpu`, `total_idle`, `dip`, `idle`) and the blocked-thread
+//! statistics of the patent's table. Each call returns what happened at that
+//! point (an idle interval closed, a trace record's deltas, a break) so that
+//! callers can build distributions and attributions without keeping history.
+//!
+//! Invariants:
+//! - Time on a CPU is accounted exactly once: between the window start and
+//!   `finish`, every nanosecond of every CPU is in exactly one of `idle_ns`,
+//!   `busy_ns` (running a thread) or `unknown_ns` (after a stream break).
+//!   So idle time is known to lie in `[idle_ns, idle_ns + unknown_ns]`.
+//! - A break (the thread that leaves a CPU is not the one that last got it)
+//!   is counted, never repaired by guessing: the time since the CPU's last
+//!   dispatch becomes unknown and no idle interval or timeslice spanning the
+//!   break is recorded.
+
+use idleflow_format::{Dispatch, PrevState, Wakeup, IDLE_TID};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+/// Per-CPU counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CpuAccount {
+    /// CPU number.
+    pub cpu: u32,
+    /// Dispatches on this CPU.
+    pub dispatches: u64,
+    /// Dispatches that left the CPU idle (`next` is the idle task).
+    pub idle_dispatches_to: u64,
+    /// Dispatches out of idle (`prev` is the idle task): the patent's
+    /// per-processor idle count.
+    pub idle_dispatches_from: u64,
+    /// Idle time, ns.
+    pub idle_ns: u64,
+    /// Time running threads, ns.
+    pub busy_ns: u64,
+    /// Time the stream cannot account for after a break, ns.
+    pub unknown_ns: u64,
+    /// Continuity breaks: the thread leaving was not the one that got the CPU last.
+    pub breaks: u64,
+    /// Records the kernel dropped for this CPU.
+    pub lost: u64,
+    /// Who has the CPU now, `None` before the first dispatch seen.
+    #[serde(skip)]
+    current: Option<u32>,
+    /// Since when `current` has it (window start before the first dispatch).
+    #[serde(skip)]
+    since: u64,
+    /// The thread whose leaving started the current idle interval, and why it left.
+    #[serde(skip)]
+    idle_cause: Option<(u32, PrevState)>,
+    /// Whether the current interval began at a known dispatch (not a window edge or break).
+    #[serde(skip)]
+    since_known: bool,
+}
+
+/// Per-thread work area and blocked-thread statistics.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ThreadAccount {
+    /// Thread id.
+    pub tid: u32,
+    /// CPU of the last switch-in.
+    pub last_cpu: Option<u32>,
+    /// That CPU's dispatches from idle at the last switch-in.
+    pub idle_on_cpu: u64,
+    /// The total dispatches from idle at the last switch-in.
+    pub total_idle: u64,
+    /// Running sum of `cpu_delta`: dispatches from idle on the thread's CPU while it was away (DIP).
+    pub dip: u64,
+    /// Running sum of `total_delta`: dispatches from idle on all CPUs while it was away (IDLE).
+    pub idle: u64,
+    /// Time on a CPU, ns.
+    pub runtime_ns: u64,
+    /// Times dispatched.
+    pub timeslices: u64,
+    /// Longest time on a CPU in one go, ns.
+    pub max_timeslice_ns: u64,
+    /// Times it left a CPU not runnable (sleeping, waiting for I/O, …).
+    pub non_runnable: u64,
+    /// Times it was preempted while runnable.
+    pub preempted: u64,
+    /// Time runnable but not running (preempted, or woken and not yet dispatched), ns.
+    pub runnable_wait_ns: u64,
+    /// Time not runnable (blocked, sleeping), ns.
+    pub blocked_ns: u64,
+    #[serde(skip)]
+    running: Option<(u32, u64)>,
+    #[serde(skip)]
+    off: Option<(u64, PrevState)>,
+    #[serde(skip)]
+    woken_at: Option<u64>,
+}
+
+/// An idle interval that ended (or was cut by the end of the window).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleInterval {
+    /// CPU.
+    pub cpu: u32,
+    /// Start, ns.
+    pub start: u64,
+    /// End, ns.
+    pub end: u64,
+    /// Both ends are dispatches (not a window edge).
+    pub complete: bool,
+    /// The thread whose leaving began it, and why it left (`None` at the window start).
+    pub caused_by: Option<(u32, PrevState)>,
+}
+
+/// The patent's trace record: what a dispatch of a thread adds to its work area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceRecord {
+    /// Time of the dispatch, ns.
+    pub time: u64,
+    /// Thread dispatched.
+    pub tid: u32,
+    /// CPU it was dispatched on.
+    pub cpu: u32,
+    /// Dispatches from idle on this CPU since it last ran here (0 if it last ran elsewhere).
+    pub cpu_delta: u64,
+    /// Dispatches from idle on all CPUs since it last ran.
+    pub total_delta: u64,
+}
+
+/// What one dispatch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DispatchOutcome {
+    /// The dispatch left its CPU idle.
+    pub to_idle: bool,
+    /// The idle interval this dispatch closed, if it was a dispatch from idle.
+    pub closed_idle: Option<IdleInterval>,
+    /// The work-area update of the dispatched thread (not for the idle task).
+    pub trace: Option<TraceRecord>,
+    /// The dispatch did not continue its CPU's stream: `(cpu, unknown ns)`.
+    pub broke: Option<(u32, u64)>,
+}
+
+/// The dispatch-accounting state machine. See the module documentation.
+#[derive(Debug)]
+pub struct Accounting {
+    start_ns: u64,
+    cpu_index: FxHashMap<u32, usize>,
+    cpus: Vec<CpuAccount>,
+    total_idle: u64,
+    threads: FxHashMap<u32, ThreadAccount>,
+    finished: bool,
+}
+
+impl Accounting {
+    /// Starts accounting for `cpus` at the window start `start_ns`.
+    pub fn new(cpus: &[u32], start_ns: u64) -> Self {
+        Accounting {
+            start_ns,
+            cpu_index: cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect(),
+            cpus: cpus
+                .iter()
+                .map(|&cpu| CpuAccount {
+                    cpu,
+                    since: start_ns,
+                    ..Default::default()
+                })
+                .collect(),
+            total_idle: 0,
+            threads: FxHashMap::default(),
+            finished: false,
+        }
+    }
+
+    /// Per-CPU counters, in the order the CPUs were given.
+    pub fn cpus(&self) -> &[CpuAccount] {
+        &self.cpus
+    }
+
+    /// Dispatches from idle on all CPUs so far (the patent's total idle count).
+    pub fn total_idle(&self) -> u64 {
+        self.total_idle
+    }
+
+    /// Every thread seen so far.
+    pub fn threads(&self) -> impl Iterator<Item = &ThreadAccount> {
+        self.threads.values()
+    }
+
+    /// One thread's counters.
+    pub fn thread(&self, tid: u32) -> Option<&ThreadAccount> {
+        self.threads.get(&tid)
+    }
+
+    /// Window start, ns.
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    fn cpu_mut(&mut self, cpu: u32) -> &mut CpuAccount {
+        let n = self.cpus.len();
+        let i = *self.cpu_index.entry(cpu).or_insert(n);
+        if i == n {
+            // A CPU not announced at the start (hot-plugged): account from the window start.
+            self.cpus.push(CpuAccount {
+                cpu,
+                since: self.start_ns,
+                ..Default::default()
+            });
+        }
+        &mut self.cpus[i]
+    }
+
+    fn thread_mut(
+        threads: &mut FxHashMap<u32, ThreadAccount>,
+        tid: u32,
+        total_idle: u64,
+    ) -> &mut ThreadAccount {
+        threads.entry(tid).or_insert_with(|| ThreadAccount {
+            tid,
+            total_idle,
+            ..Default::default()
+        })
+    }
+
+    /// The kernel dropped `count` records of `cpu`'s stream: the next
+    /// discontinuity there is explained by it (and still counted as a break).
+    pub fn lost(&mut self, cpu: u32, count: u64) {
+        self.cpu_mut(cpu).lost += count;
+    }
+
+    /// A thread was made runnable.
+    pub fn wakeup(&mut self, w: &Wakeup) {
+        if let Some(t) = self.threads.get_mut(&w.wakee_tid) {
+            if let Some((off, _)) = t.off {
+                if t.woken_at.is_none() && w.time >= off {
+                    t.woken_at = Some(w.time);
+                }
+            }
+        }
+    }
+
+    /// Accounts one dispatch. Dispatches must come in global time order.
+    pub fn dispatch(&mut self, d: &Dispatch) -> DispatchOutcome {
+        let total_idle_before = self.total_idle;
+        let mut out = DispatchOutcome::default();
+        let t = d.time;
+        let c = self.cpu_mut(d.cpu);
+        c.dispatches += 1;
+        let continuous = match c.current {
+            None => true, // first dispatch: `prev` had the CPU since before the window
+            Some(cur) => cur == d.prev_tid,
+        };
+        let span = t.saturating_sub(c.since);
+        let mut prev_slice_known = continuous;
+        if !continuous {
+            c.breaks += 1;
+            c.unknown_ns += span;
+            out.broke = Some((d.cpu, span));
+            // The slice of whoever we last saw get the CPU ended at an unknown time.
+            if let Some(cur) = c.current {
+                if cur != IDLE_TID {
+                    if let Some(th) = self.threads.get_mut(&cur) {
+                        if th.running.is_some_and(|(rc, _)| rc == d.cpu) {
+                            th.running = None;
+                        }
+                    }
+                }
+            }
+            prev_slice_known = false;
+        }
+
+        // 1. prev is idle: a dispatch from idle.
+        if d.prev_tid == IDLE_TID && d.next_tid != IDLE_TID {
+            let c = self.cpu_mut(d.cpu);
+            c.idle_dispatches_from += 1;
+            if continuous {
+                c.idle_ns += span;
+            }
+            let interval = IdleInterval {
+                cpu: d.cpu,
+                start: c.since,
+                end: t,
+                complete: continuous && c.since_known,
+                caused_by: if continuous { c.idle_cause } else { None },
+            };
+            c.idle_cause = None;
+            self.total_idle += 1;
+            if continuous {
+                out.closed_idle = Some(interval);
+            }
+        }
+
+        // Switch-out of prev (a thread).
+        if d.prev_tid != IDLE_TID {
+            if continuous {
+                self.cpu_mut(d.cpu).busy_ns += span;
+            }
+            let th = Self::thread_mut(&mut self.threads, d.prev_tid, total_idle_before);
+            if let Some((rc, since)) = th.running.take() {
+                if prev_slice_known && rc == d.cpu {
+                    let slice = t.saturating_sub(since);
+                    th.runtime_ns += slice;
+                    th.max_timeslice_ns = th.max_timeslice_ns.max(slice);
+                }
+            } else if prev_slice_known {
+                // Running since before the window started: the part inside the window.
+                let slice = t.saturating_sub(self.start_ns);
+                if th.timeslices == 0 {
+                    th.runtime_ns += slice;
+                    th.max_timeslice_ns = th.max_timeslice_ns.max(slice);
+                }
+            }
+            match d.prev_state {
+                PrevState::Preempted => th.preempted += 1,
+                PrevState::Unknown => {}
+                _ => th.non_runnable += 1,
+            }
+            th.off = Some((t, d.prev_state));
+            th.woken_at = None;
+        }
+
+        // 2. next is idle: a dispatch to idle.
+        let c = self.cpu_mut(d.cpu);
+        if d.next_tid == IDLE_TID {
+            out.to_idle = d.prev_tid != IDLE_TID;
+            if out.to_idle {
+                c.idle_dispatches_to += 1;
+            }
+            c.idle_cause = (d.prev_tid != IDLE_TID).then_some((d.prev_tid, d.prev_state));
+        }
+        c.current = Some(d.next_tid);
+        c.since = t;
+        c.since_known = true;
+
+        // 3. next is a thread: update its work area.
+        if d.next_tid != IDLE_TID {
+            let idle_on_cpu = c.idle_dispatches_from;
+            let total_idle = self.total_idle;
+            let th = Self::thread_mut(&mut self.threads, d.next_tid, total_idle);
+            let cpu_delta = if th.last_cpu == Some(d.cpu) {
+                idle_on_cpu - th.idle_on_cpu
+            } else {
+                0
+            };
+            let total_delta = total_idle - th.total_idle;
+            th.last_cpu = Some(d.cpu);
+            th.idle_on_cpu = idle_on_cpu;
+            th.total_idle = total_idle;
+            th.dip += cpu_delta;
+            th.idle += total_delta;
+            out.trace = Some(TraceRecord {
+                time: t,
+                tid: d.next_tid,
+                cpu: d.cpu,
+                cpu_delta,
+                total_delta,
+            });
+            // 4. blocked statistics: a switch-in.
+            th.timeslices += 1;
+            if let Some((off, state)) = th.off.take() {
+                let away = t.saturating_sub(off);
+                match (state.is_runnable(), th.woken_at) {
+                    (true, _) => th.runnable_wait_ns += away,
+                    (false, Some(w)) => {
+                        th.blocked_ns += w.saturating_sub(off);
+                        th.runnable_wait_ns += t.saturating_sub(w);
+                    }
+                    (false, None) => th.blocked_ns += away,
+                }
+            }
+            th.woken_at = None;
+            th.running = Some((d.cpu, t));
+        }
+        out
+    }
+
+    /// Closes the window at `stop_ns`: open idle intervals and timeslices are
+    /// cut there. Returns the idle intervals it closed (none `complete`).
+    /// Calling it twice does nothing the second time.
+    pub fn finish(&mut self, stop_ns: u64) -> Vec<IdleInterval> {
+        let mut closed = Vec::new();
+        if self.finished {
+            return closed;
+        }
+        self.finished = true;
+        for c in &mut self.cpus {
+            let span = stop_ns.saturating_sub(c.since);
+            match c.current {
+                Some(IDLE_TID) => {
+                    c.idle_ns += span;
+                    closed.push(IdleInterval {
+                        cpu: c.cpu,
+                        start: c.since,
+                        end: stop_ns,
+                        complete: false,
+                        caused_by: c.idle_cause,
+                    });
+                }
+                // No dispatch in the whole window: what ran is not known.
+                None => c.unknown_ns += span,
+                Some(_) => c.busy_ns += span,
+            }
+        }
+        for th in self.threads.values_mut() {
+            if let Some((_, since)) = th.running.take() {
+                let slice = stop_ns.saturating_sub(since);
+                th.runtime_ns += slice;
+                th.max_timeslice_ns = th.max_timeslice_ns.max(slice);
+            } else if let Some((off, state)) = th.off.take() {
+                let away = stop_ns.saturating_sub(off);
+                match (state.is_runnable(), th.woken_at) {
+                    (true, _) => th.runnable_wait_ns += away,
+                    (false, Some(w)) => {
+                        th.blocked_ns += w.saturating_sub(off);
+                        th.runnable_wait_ns += stop_ns.saturating_sub(w);
+                    }
+                    (false, None) => th.blocked_ns += away,
+                }
+            }
+        }
+        closed
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,245 @@
+//! Constructed event sequences with known answers.
+
+use super::*;
+
+const A: u32 = 100;
+const B: u32 = 200;
+
+fn d(time: u64, cpu: u32, prev_tid: u32, prev_state: PrevState, next_tid: u32) -> Dispatch {
+    Dispatch {
+        time,
+        cpu,
+        prev_tid,
+        prev_state,
+        next_tid,
+    }
+}
+
+fn run(cpus: &[u32], events: &[Dispatch], stop: u64) -> (Accounting, Vec<DispatchOutcome>) {
+    let mut a = Accounting::new(cpus, 0);
+    let outs = events.iter().map(|e| a.dispatch(e)).collect();
+    a.finish(stop);
+    (a, outs)
+}
+
+#[test]
+fn duty_cycle_on_one_cpu() {
+    use PrevState::*;
+    let (a, outs) = run(
+        &[0],
+        &[
+            d(10, 0, IDLE_TID, Unknown, A),
+            d(20, 0, A, Sleeping, IDLE_TID),
+            d(30, 0, IDLE_TID, Unknown, A),
+            d(40, 0, A, Sleeping, IDLE_TID),
+        ],
+        50,
+    );
+    let c = &a.cpus()[0];
+    assert_eq!(c.idle_dispatches_from, 2);
+    assert_eq!(c.idle_dispatches_to, 2);
+    assert_eq!(c.idle_ns, 10 + 10 + 10);
+    assert_eq!(c.busy_ns, 20);
+    assert_eq!(c.breaks, 0);
+    assert_eq!(c.unknown_ns, 0);
+    assert_eq!(a.total_idle(), 2);
+    // The first interval starts at the window edge; the second is complete
+    // and was caused by A sleeping.
+    assert_eq!(outs[0].closed_idle.map(|i| i.complete), Some(false));
+    let second = outs[2].closed_idle.unwrap();
+    assert!(second.complete);
+    assert_eq!((second.start, second.end), (20, 30));
+    assert_eq!(second.caused_by, Some((A, Sleeping)));
+    assert!(outs[1].to_idle && outs[3].to_idle && !outs[0].to_idle);
+    let t = a.thread(A).unwrap();
+    assert_eq!(t.runtime_ns, 20);
+    assert_eq!(t.timeslices, 2);
+    assert_eq!(t.max_timeslice_ns, 10);
+    assert_eq!(t.non_runnable, 2);
+    assert_eq!(t.preempted, 0);
+    assert_eq!(t.blocked_ns, 10 + 10);
+}
+
+#[test]
+fn saturated_cpu_is_never_idle_and_counts_preemptions() {
+    use PrevState::*;
+    // A was running at the start; A and B take turns by preemption.
+    let (a, _) = run(
+        &[0],
+        &[
+            d(5, 0, A, Preempted, B),
+            d(15, 0, B, Preempted, A),
+            d(25, 0, A, Preempted, B),
+        ],
+        30,
+    );
+    let c = &a.cpus()[0];
+    assert_eq!(c.idle_ns, 0);
+    assert_eq!(c.busy_ns, 30);
+    assert_eq!(c.idle_dispatches_from + c.idle_dispatches_to, 0);
+    let ta = a.thread(A).unwrap();
+    assert_eq!(ta.runtime_ns, 5 + 10);
+    assert_eq!(ta.preempted, 2);
+    assert_eq!(ta.runnable_wait_ns, 10 + 5);
+    assert_eq!(ta.max_timeslice_ns, 10);
+    let tb = a.thread(B).unwrap();
+    assert_eq!(tb.runtime_ns, 10 + 5);
+    assert_eq!(tb.timeslices, 2);
+    assert_eq!(tb.runnable_wait_ns, 10);
+}
+
+#[test]
+fn work_area_deltas_follow_the_patent() {
+    use PrevState::*;
+    let mut a = Accounting::new(&[0, 1], 0);
+    // A runs on CPU 0 and sleeps.
+    a.dispatch(&d(1, 0, IDLE_TID, Unknown, A));
+    a.dispatch(&d(2, 0, A, Sleeping, IDLE_TID));
+    // CPU 0 leaves idle once for B, CPU 1 twice.
+    a.dispatch(&d(3, 0, IDLE_TID, Unknown, B));
+    a.dispatch(&d(4, 0, B, Sleeping, IDLE_TID));
+    a.dispatch(&d(5, 1, IDLE_TID, Unknown, B));
+    a.dispatch(&d(6, 1, B, Sleeping, IDLE_TID));
+    a.dispatch(&d(7, 1, IDLE_TID, Unknown, B));
+    a.dispatch(&d(8, 1, B, Sleeping, IDLE_TID));
+    // A comes back on CPU 0: one idle dispatch on its CPU since, three in all.
+    let out = a.dispatch(&d(9, 0, IDLE_TID, Unknown, A));
+    let tr = out.trace.unwrap();
+    assert_eq!((tr.tid, tr.cpu, tr.cpu_delta, tr.total_delta), (A, 0, 2, 4));
+    // Counted: its own return from idle too (the one at t=9), as the patent
+    // counts at the dispatch itself. B's work area: on CPU 1 last.
+    let ta = a.thread(A).unwrap();
+    assert_eq!((ta.dip, ta.idle), (2, 4));
+    // A now moves to CPU 1: no cpu delta, since it last ran on CPU 0.
+    a.dispatch(&d(10, 0, A, Preempted, IDLE_TID));
+    let out = a.dispatch(&d(11, 1, IDLE_TID, Unknown, A));
+    let tr = out.trace.unwrap();
+    assert_eq!((tr.cpu_delta, tr.total_delta), (0, 1));
+    assert_eq!(a.total_idle(), 6);
+}
+
+#[test]
+fn a_break_is_counted_and_bounded_never_guessed() {
+    use PrevState::*;
+    let (a, outs) = run(
+        &[0],
+        &[
+            d(10, 0, IDLE_TID, Unknown, A),
+            // The switch A -> idle was lost: next we see idle -> B.
+            d(30, 0, IDLE_TID, Unknown, B),
+            d(40, 0, B, Sleeping, IDLE_TID),
+        ],
+        50,
+    );
+    let c = &a.cpus()[0];
+    assert_eq!(c.breaks, 1);
+    assert_eq!(outs[1].broke, Some((0, 20)));
+    assert_eq!(outs[1].closed_idle, None);
+    assert_eq!(c.unknown_ns, 20);
+    assert_eq!(c.idle_ns, 10 + 10);
+    assert_eq!(c.busy_ns, 10);
+    assert_eq!(c.idle_ns + c.busy_ns + c.unknown_ns, 50);
+    // A's slice has no known end: no runtime invented for it.
+    assert_eq!(a.thread(A).unwrap().runtime_ns, 0);
+    assert_eq!(a.thread(B).unwrap().runtime_ns, 10);
+}
+
+#[test]
+fn wakeups_split_off_cpu_time_into_blocked_and_runnable() {
+    use PrevState::*;
+    let mut a = Accounting::new(&[0, 1], 0);
+    a.dispatch(&d(0, 0, IDLE_TID, Unknown, A));
+    a.dispatch(&d(10, 0, A, Sleeping, IDLE_TID));
+    a.wakeup(&Wakeup {
+        time: 25,
+        cpu: 1,
+        waker_tid: B,
+        wakee_tid: A,
+        target_cpu: 0,
+        new_thread: false,
+    });
+    a.dispatch(&d(27, 0, IDLE_TID, Unknown, A));
+    a.finish(30);
+    let t = a.thread(A).unwrap();
+    assert_eq!(t.blocked_ns, 15);
+    assert_eq!(t.runnable_wait_ns, 2);
+    assert_eq!(t.runtime_ns, 10 + 3);
+}
+
+#[test]
+fn a_cpu_without_dispatches_is_unknown_not_idle() {
+    let mut a = Accounting::new(&[0, 1], 100);
+    a.dispatch(&d(150, 0, IDLE_TID, PrevState::Unknown, A));
+    a.finish(200);
+    assert_eq!(a.cpus()[1].unknown_ns, 100);
+    assert_eq!(a.cpus()[1].idle_ns, 0);
+    assert_eq!(a.cpus()[0].idle_ns, 50);
+    assert_eq!(a.cpus()[0].busy_ns, 50);
+}
+
+#[test]
+fn losses_are_counted_per_cpu() {
+    let mut a = Accounting::new(&[0, 1], 0);
+    a.lost(1, 7);
+    a.lost(1, 3);
+    assert_eq!(a.cpus()[1].lost, 10);
+    assert_eq!(a.cpus()[0].lost, 0);
+}
+
+/// Random streams, some with breaks: every nanosecond of every CPU is
+/// accounted exactly once, and the idle counts agree with the stream.
+#[test]
+fn time_is_conserved_on_random_streams() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for _ in 0..200 {
+        let ncpu = 1 + rnd(4) as u32;
+        let cpus: Vec<u32> = (0..ncpu).collect();
+        let mut a = Accounting::new(&cpus, 1000);
+        let mut current = vec![IDLE_TID; ncpu as usize];
+        let mut t = 1000;
+        let (mut from, mut to) = (0u64, 0u64);
+        for _ in 0..rnd(300) {
+            t += rnd(50);
+            let cpu = rnd(ncpu as u64) as u32;
+            let next = if rnd(3) == 0 {
+                IDLE_TID
+            } else {
+                1 + rnd(6) as u32
+            };
+            // Occasionally a broken stream: the prev is not the current.
+            let prev = if rnd(20) == 0 {
+                1 + rnd(6) as u32
+            } else {
+                current[cpu as usize]
+            };
+            if prev == next {
+                continue;
+            }
+            from += u64::from(prev == IDLE_TID);
+            to += u64::from(next == IDLE_TID);
+            let st = if rnd(2) == 0 {
+                PrevState::Preempted
+            } else {
+                PrevState::Sleeping
+            };
+            a.dispatch(&d(t, cpu, prev, st, next));
+            current[cpu as usize] = next;
+        }
+        let stop = t + rnd(100);
+        a.finish(stop);
+        let (mut got_from, mut got_to) = (0, 0);
+        for c in a.cpus() {
+            assert_eq!(c.idle_ns + c.busy_ns + c.unknown_ns, stop - 1000, "{c:?}");
+            got_from += c.idle_dispatches_from;
+            got_to += c.idle_dispatches_to;
+        }
+        assert_eq!((got_from, got_to), (from, to));
+        assert_eq!(a.total_idle(), from);
+    }
+}

@@ -1,0 +1,324 @@
+//! Streaming reader of recordings.
+
+use std::io::{self, Read};
+
+use crate::record::{
+    Dispatch, Lost, PrevState, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, Wakeup,
+};
+use crate::writer::unzigzag;
+use crate::{kind, FormatError, MAGIC, VERSION};
+
+/// Largest payload accepted; anything larger is corruption, not data.
+const MAX_PAYLOAD: u64 = 64 << 20;
+
+/// Reads a recording record by record, in the order written, with a fixed
+/// amount of memory. Never panics on bad input: every problem is a
+/// [`FormatError`] that says where it is.
+#[derive(Debug)]
+pub struct Reader<R: Read> {
+    input: R,
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    /// File offset of `buf[0]`.
+    base: u64,
+    last_time: u64,
+    info: RunInfo,
+    summary: Option<RunSummary>,
+    unknown_records: u64,
+}
+
+impl<R: Read> Reader<R> {
+    /// Opens a recording: checks the magic and version and reads the
+    /// [`RunInfo`] record.
+    pub fn new(input: R) -> Result<Self, FormatError> {
+        let mut r = Reader {
+            input,
+            buf: vec![0; 256 * 1024],
+            pos: 0,
+            end: 0,
+            base: 0,
+            last_time: 0,
+            info: RunInfo {
+                tool_version: String::new(),
+                kernel_release: String::new(),
+                hostname: String::new(),
+                cpus: Vec::new(),
+                clock: String::new(),
+                command: Vec::new(),
+                target_pids: Vec::new(),
+                start_ns: 0,
+                start_unix_ns: 0,
+                proc_stat_start: Vec::new(),
+                user_hz: 0,
+                ring_bytes: 0,
+            },
+            summary: None,
+            unknown_records: 0,
+        };
+        if !r.fill(12)? || r.buf[..8] != MAGIC[..] {
+            return Err(FormatError::NotARecording);
+        }
+        let version = u32::from_le_bytes([r.buf[8], r.buf[9], r.buf[10], r.buf[11]]);
+        if version != VERSION {
+            return Err(FormatError::UnsupportedVersion {
+                found: version,
+                supported: VERSION,
+            });
+        }
+        r.pos = 12;
+        let offset = r.offset();
+        let (k, payload) = r.raw_record()?.ok_or(FormatError::Truncated {
+            offset,
+            what: "the run information record",
+        })?;
+        if k != kind::META {
+            return Err(FormatError::Corrupt {
+                offset,
+                what: format!("the first record is of kind {k}, not run information"),
+            });
+        }
+        r.info = serde_json::from_slice(&r.buf[payload.0..payload.1]).map_err(|e| {
+            FormatError::Corrupt {
+                offset,
+                what: format!("run information: {e}"),
+            }
+        })?;
+        r.last_time = r.info.start_ns;
+        Ok(r)
+    }
+
+    /// What the recording is of.
+    pub fn info(&self) -> &RunInfo {
+        &self.info
+    }
+
+    /// How the recording ended; known once [`Reader::next_record`] returned `None`.
+    pub fn summary(&self) -> Option<&RunSummary> {
+        self.summary.as_ref()
+    }
+
+    /// Records of kinds this version does not know, skipped so far.
+    pub fn unknown_records(&self) -> u64 {
+        self.unknown_records
+    }
+
+    /// The next record, or `None` after the end record. A file that ends
+    /// before the end record is [`FormatError::Truncated`].
+    pub fn next_record(&mut self) -> Result<Option<Record>, FormatError> {
+        loop {
+            if self.summary.is_some() {
+                return Ok(None);
+            }
+            let offset = self.offset();
+            let Some((k, (start, end))) = self.raw_record()? else {
+                return Err(FormatError::Truncated {
+                    offset,
+                    what: "no end record",
+                });
+            };
+            let mut p = Payload {
+                data: &self.buf[start..end],
+                offset,
+            };
+            let record = match k {
+                kind::DISPATCH => {
+                    let time = p.time(&mut self.last_time)?;
+                    let cpu = p.u32()?;
+                    let prev_tid = p.u32()?;
+                    let code = p.byte()?;
+                    let prev_state = PrevState::from_code(code)
+                        .ok_or_else(|| p.corrupt(format!("unknown thread state code {code}")))?;
+                    let next_tid = p.u32()?;
+                    Record::Dispatch(Dispatch {
+                        time,
+                        cpu,
+                        prev_tid,
+                        prev_state,
+                        next_tid,
+                    })
+                }
+                kind::WAKEUP => Record::Wakeup(Wakeup {
+                    time: p.time(&mut self.last_time)?,
+                    cpu: p.u32()?,
+                    waker_tid: p.u32()?,
+                    wakee_tid: p.u32()?,
+                    target_cpu: p.u32()?,
+                    new_thread: p.byte()? != 0,
+                }),
+                kind::THREAD => {
+                    let time = p.time(&mut self.last_time)?;
+                    let tid = p.u32()?;
+                    let pid = p.u32()?;
+                    let ppid = p.u32()?;
+                    let len = p.uint()? as usize;
+                    let comm = String::from_utf8_lossy(p.bytes(len)?).into_owned();
+                    Record::Thread(ThreadInfo {
+                        time,
+                        tid,
+                        pid,
+                        ppid,
+                        comm,
+                    })
+                }
+                kind::EXIT => Record::Exit(ThreadExit {
+                    time: p.time(&mut self.last_time)?,
+                    tid: p.u32()?,
+                    pid: p.u32()?,
+                }),
+                kind::LOST => Record::Lost(Lost {
+                    time: p.time(&mut self.last_time)?,
+                    cpu: p.u32()?,
+                    count: p.uint()?,
+                }),
+                kind::END => {
+                    let summary = serde_json::from_slice(p.data).map_err(|e| {
+                        FormatError::Corrupt {
+                            offset,
+                            what: format!("end record: {e}"),
+                        }
+                    })?;
+                    self.summary = Some(summary);
+                    return Ok(None);
+                }
+                kind::META => {
+                    return Err(FormatError::Corrupt {
+                        offset,
+                        what: "a second run information record".into(),
+                    })
+                }
+                _ => {
+                    self.unknown_records += 1;
+                    continue;
+                }
+            };
+            return Ok(Some(record));
+        }
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Makes at least `n` bytes available at `pos`; `false` at end of input.
+    fn fill(&mut self, n: usize) -> Result<bool, FormatError> {
+        if self.end - self.pos >= n {
+            return Ok(true);
+        }
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.base += self.pos as u64;
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        if self.buf.len() < n {
+            self.buf.resize(n, 0);
+        }
+        while self.end < n {
+            match self.input.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(false),
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Reads one record's kind and payload; the payload is `buf[start..end]`.
+    /// `None` at a clean end of input (between records).
+    fn raw_record(&mut self) -> Result<Option<(u8, (usize, usize))>, FormatError> {
+        let offset = self.offset();
+        // kind (1) + length (at most 10 bytes of LEB128); a short read here
+        // is fine as long as the record itself is complete.
+        if !self.fill(1)? {
+            return Ok(None);
+        }
+        let _ = self.fill(11)?;
+        let avail = &self.buf[self.pos..self.end];
+        let k = avail[0];
+        let mut rest = &avail[1..];
+        let before = rest.len();
+        let len = match leb128::read::unsigned(&mut rest) {
+            Ok(len) => len,
+            Err(leb128::read::Error::IoError(_)) => {
+                return Err(FormatError::Truncated {
+                    offset,
+                    what: "a record length",
+                })
+            }
+            Err(leb128::read::Error::Overflow) => {
+                return Err(FormatError::Corrupt {
+                    offset,
+                    what: "record length overflows".into(),
+                })
+            }
+        };
+        if len > MAX_PAYLOAD {
+            return Err(FormatError::Corrupt {
+                offset,
+                what: format!("record length {len} is implausible"),
+            });
+        }
+        let head = 1 + before - rest.len();
+        let total = head + len as usize;
+        if !self.fill(total)? {
+            return Err(FormatError::Truncated {
+                offset,
+                what: "a record's payload",
+            });
+        }
+        let start = self.pos + head;
+        self.pos += total;
+        Ok(Some((k, (start, self.pos))))
+    }
+}
+
+/// Decoding cursor over one record's payload.
+struct Payload<'a> {
+    data: &'a [u8],
+    offset: u64,
+}
+
+impl Payload<'_> {
+    fn corrupt(&self, what: String) -> FormatError {
+        FormatError::Corrupt {
+            offset: self.offset,
+            what,
+        }
+    }
+
+    fn uint(&mut self) -> Result<u64, FormatError> {
+        leb128::read::unsigned(&mut self.data)
+            .map_err(|_| self.corrupt("bad or missing integer field".into()))
+    }
+
+    fn u32(&mut self) -> Result<u32, FormatError> {
+        let v = self.uint()?;
+        u32::try_from(v).map_err(|_| self.corrupt(format!("field value {v} out of range")))
+    }
+
+    fn byte(&mut self) -> Result<u8, FormatError> {
+        let (&b, rest) = self
+            .data
+            .split_first()
+            .ok_or_else(|| self.corrupt("record too short".into()))?;
+        self.data = rest;
+        Ok(b)
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&[u8], FormatError> {
+        if self.data.len() < n {
+            return Err(self.corrupt("record too short".into()));
+        }
+        let (head, rest) = self.data.split_at(n);
+        self.data = rest;
+        Ok(head)
+    }
+
+    fn time(&mut self, last: &mut u64) -> Result<u64, FormatError> {
+        let delta = unzigzag(self.uint()?);
+        *last = last.wrapping_add(delta as u64);
+        Ok(*last)
+    }
+}

@@ -1,0 +1,282 @@
+//! The record types of a recording, as Rust values.
+
+use serde::{Deserialize, Serialize};
+
+/// The thread id of a CPU's idle task (`swapper/N`): the same on every CPU.
+pub const IDLE_TID: u32 = 0;
+
+/// Why the previous thread left the CPU at a dispatch: the kernel's
+/// `prev_state` of `sched_switch`, normalized to one letter as `ps` prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PrevState {
+    /// Preempted while runnable (`R`, `R+`).
+    Preempted,
+    /// Interruptible sleep (`S`): waiting on a lock, a condition, a timer, the network.
+    Sleeping,
+    /// Uninterruptible sleep (`D`): usually disk I/O.
+    DiskSleep,
+    /// Stopped (`T`) or traced (`t`).
+    Stopped,
+    /// Exiting (`X`, `Z`).
+    Dead,
+    /// Parked kthread (`P`).
+    Parked,
+    /// Idle kthread wait (`I`, `TASK_IDLE`).
+    IdleWait,
+    /// Left the CPU not runnable, but the `sched_switch` sample that says why
+    /// was not seen (only the switch record was).
+    Blocked,
+    /// Nothing is known of why it left (the previous task is the idle task, or
+    /// only the switch-in record of the next task was seen).
+    Unknown,
+}
+
+impl PrevState {
+    /// All states, in code order.
+    pub const ALL: [PrevState; 9] = [
+        PrevState::Preempted,
+        PrevState::Sleeping,
+        PrevState::DiskSleep,
+        PrevState::Stopped,
+        PrevState::Dead,
+        PrevState::Parked,
+        PrevState::IdleWait,
+        PrevState::Blocked,
+        PrevState::Unknown,
+    ];
+
+    /// Decodes the kernel's `prev_state` value of the `sched_switch`
+    /// tracepoint. `0` and the `TASK_REPORT_MAX` bit (set when the task was
+    /// preempted) mean runnable; otherwise the lowest state bit wins.
+    pub fn from_kernel(prev_state: u64) -> Self {
+        let bits = prev_state & 0xff;
+        if bits == 0 {
+            return PrevState::Preempted;
+        }
+        match bits.trailing_zeros() {
+            0 => PrevState::Sleeping,
+            1 => PrevState::DiskSleep,
+            2 | 3 => PrevState::Stopped,
+            4 | 5 => PrevState::Dead,
+            6 => PrevState::Parked,
+            _ => PrevState::IdleWait,
+        }
+    }
+
+    /// The one-byte code stored in a recording.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The state for a stored code, if the code is known.
+    pub fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.get(code as usize).copied()
+    }
+
+    /// The letter `ps`/`perf` print for this state.
+    pub fn letter(self) -> &'static str {
+        match self {
+            PrevState::Preempted => "R",
+            PrevState::Sleeping => "S",
+            PrevState::DiskSleep => "D",
+            PrevState::Stopped => "T",
+            PrevState::Dead => "X",
+            PrevState::Parked => "P",
+            PrevState::IdleWait => "I",
+            PrevState::Blocked => "B",
+            PrevState::Unknown => "?",
+        }
+    }
+
+    /// Whether the thread was still runnable when it left the CPU.
+    pub fn is_runnable(self) -> bool {
+        self == PrevState::Preempted
+    }
+}
+
+/// One dispatch: on `cpu` at `time`, `prev_tid` left the CPU and `next_tid`
+/// got it. Tid [`IDLE_TID`] is the CPU's idle task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dispatch {
+    /// Nanoseconds on the recording's clock.
+    pub time: u64,
+    /// The CPU the dispatch happened on.
+    pub cpu: u32,
+    /// The thread that left the CPU.
+    pub prev_tid: u32,
+    /// Why it left.
+    pub prev_state: PrevState,
+    /// The thread that got the CPU.
+    pub next_tid: u32,
+}
+
+/// A thread made runnable (`sched_wakeup` or `sched_wakeup_new`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wakeup {
+    /// Nanoseconds on the recording's clock.
+    pub time: u64,
+    /// The CPU the wakeup was raised on.
+    pub cpu: u32,
+    /// The thread running there when it was raised (the waker; 0 = idle or interrupt).
+    pub waker_tid: u32,
+    /// The thread made runnable.
+    pub wakee_tid: u32,
+    /// The CPU the wakee will run on.
+    pub target_cpu: u32,
+    /// `true` for a new thread's first wakeup (`sched_wakeup_new`).
+    pub new_thread: bool,
+}
+
+/// A thread's process and name, as known from `time` on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    /// Nanoseconds on the recording's clock (the start time for threads that existed then).
+    pub time: u64,
+    /// Thread id.
+    pub tid: u32,
+    /// Process id (thread group id).
+    pub pid: u32,
+    /// Parent process id, 0 where not known.
+    pub ppid: u32,
+    /// Thread name (`comm`).
+    pub comm: String,
+}
+
+/// A thread exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadExit {
+    /// Nanoseconds on the recording's clock.
+    pub time: u64,
+    /// Thread id.
+    pub tid: u32,
+    /// Process id.
+    pub pid: u32,
+}
+
+/// The kernel dropped `count` records of one CPU's ring (`PERF_RECORD_LOST`)
+/// just before this point of the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lost {
+    /// Nanoseconds on the recording's clock.
+    pub time: u64,
+    /// The CPU whose records were lost.
+    pub cpu: u32,
+    /// How many records.
+    pub count: u64,
+}
+
+/// One CPU's idle counters in `/proc/stat`, in ticks of `RunInfo::user_hz`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcStatCpu {
+    /// CPU number.
+    pub cpu: u32,
+    /// The `idle` field.
+    pub idle: u64,
+    /// The `iowait` field.
+    pub iowait: u64,
+}
+
+/// What the recording is of; the first record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The idleflow version that wrote it.
+    pub tool_version: String,
+    /// `uname -r` of the recording machine.
+    pub kernel_release: String,
+    /// Host name of the recording machine.
+    pub hostname: String,
+    /// The CPUs recorded (all online CPUs), ascending.
+    pub cpus: Vec<u32>,
+    /// The clock of every timestamp (`CLOCK_MONOTONIC`).
+    pub clock: String,
+    /// The command launched (`record -- CMD`), empty for system-wide or `--pid`.
+    pub command: Vec<String>,
+    /// Processes the report shows threads of: the launched command's pid or
+    /// `--pid`; empty for a system-wide recording.
+    pub target_pids: Vec<u32>,
+    /// Start of the recording window (all events enabled), ns on `clock`.
+    pub start_ns: u64,
+    /// The same instant as wall-clock time, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// `/proc/stat` idle counters read at the start of the window.
+    pub proc_stat_start: Vec<ProcStatCpu>,
+    /// `/proc/stat` tick rate (`sysconf(_SC_CLK_TCK)`).
+    pub user_hz: u64,
+    /// Size of each CPU's ring buffer, bytes.
+    pub ring_bytes: u64,
+}
+
+/// How the recording ended; the last record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RunSummary {
+    /// End of the recording window, ns on the recording's clock.
+    pub stop_ns: u64,
+    /// Why it stopped: `command exited`, `duration`, `interrupted`, `target exited`.
+    pub stop_reason: String,
+    /// Exit code of the launched command, if any.
+    pub exit_code: Option<i32>,
+    /// Records the kernel dropped, per CPU, in `RunInfo::cpus` order.
+    pub lost_per_cpu: Vec<u64>,
+    /// Dispatches written.
+    pub dispatches: u64,
+    /// Wakeups written.
+    pub wakeups: u64,
+    /// Events that reached the merge after later events had been written (a
+    /// time-order violation; should be 0).
+    pub late_events: u64,
+    /// `/proc/stat` idle counters read at the end of the window.
+    pub proc_stat_stop: Vec<ProcStatCpu>,
+}
+
+/// One record of a recording, in stream order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// See [`Dispatch`].
+    Dispatch(Dispatch),
+    /// See [`Wakeup`].
+    Wakeup(Wakeup),
+    /// See [`ThreadInfo`].
+    Thread(ThreadInfo),
+    /// See [`ThreadExit`].
+    Exit(ThreadExit),
+    /// See [`Lost`].
+    Lost(Lost),
+}
+
+impl Record {
+    /// The record's time, ns on the recording's clock.
+    pub fn time(&self) -> u64 {
+        match self {
+            Record::Dispatch(d) => d.time,
+            Record::Wakeup(w) => w.time,
+            Record::Thread(t) => t.time,
+            Record::Exit(e) => e.time,
+            Record::Lost(l) => l.time,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_states_decode_like_perf() {
+        assert_eq!(PrevState::from_kernel(0), PrevState::Preempted);
+        assert_eq!(PrevState::from_kernel(0x100), PrevState::Preempted);
+        assert_eq!(PrevState::from_kernel(0x1), PrevState::Sleeping);
+        assert_eq!(PrevState::from_kernel(0x2), PrevState::DiskSleep);
+        assert_eq!(PrevState::from_kernel(0x4), PrevState::Stopped);
+        assert_eq!(PrevState::from_kernel(0x10), PrevState::Dead);
+        assert_eq!(PrevState::from_kernel(0x40), PrevState::Parked);
+        assert_eq!(PrevState::from_kernel(0x80), PrevState::IdleWait);
+    }
+
+    #[test]
+    fn codes_round_trip() {
+        for s in PrevState::ALL {
+            assert_eq!(PrevState::from_code(s.code()), Some(s));
+        }
+        assert_eq!(PrevState::from_code(200), None);
+    }
+}

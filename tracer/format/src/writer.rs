@@ -1,0 +1,132 @@
+//! Streaming writer of recordings.
+
+use std::io::Write;
+
+use crate::record::{Record, RunInfo, RunSummary};
+use crate::{kind, FormatError, MAGIC, VERSION};
+
+/// Writes a recording record by record; memory use does not grow with the
+/// recording. Call [`Writer::finish`] to write the end record: a recording
+/// without it reads back as truncated.
+#[derive(Debug)]
+pub struct Writer<W: Write> {
+    out: W,
+    payload: Vec<u8>,
+    last_time: u64,
+    bytes: u64,
+}
+
+impl<W: Write> Writer<W> {
+    /// Starts a recording: writes the header and the [`RunInfo`] record.
+    /// `out` should be buffered.
+    pub fn new(mut out: W, info: &RunInfo) -> Result<Self, FormatError> {
+        out.write_all(MAGIC)?;
+        out.write_all(&VERSION.to_le_bytes())?;
+        let mut w = Writer {
+            out,
+            payload: Vec::with_capacity(64),
+            last_time: info.start_ns,
+            bytes: 12,
+        };
+        let json = serde_json::to_vec(info).map_err(|e| FormatError::Corrupt {
+            offset: 12,
+            what: e.to_string(),
+        })?;
+        w.payload = json;
+        w.emit(kind::META)?;
+        Ok(w)
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Appends one record. Timed records should come in time order; an
+    /// earlier time is stored exactly all the same (as a negative delta).
+    pub fn write(&mut self, record: &Record) -> Result<(), FormatError> {
+        self.payload.clear();
+        let k = match record {
+            Record::Dispatch(d) => {
+                self.put_time(d.time);
+                put(&mut self.payload, d.cpu.into());
+                put(&mut self.payload, d.prev_tid.into());
+                self.payload.push(d.prev_state.code());
+                put(&mut self.payload, d.next_tid.into());
+                kind::DISPATCH
+            }
+            Record::Wakeup(w) => {
+                self.put_time(w.time);
+                put(&mut self.payload, w.cpu.into());
+                put(&mut self.payload, w.waker_tid.into());
+                put(&mut self.payload, w.wakee_tid.into());
+                put(&mut self.payload, w.target_cpu.into());
+                self.payload.push(u8::from(w.new_thread));
+                kind::WAKEUP
+            }
+            Record::Thread(t) => {
+                self.put_time(t.time);
+                put(&mut self.payload, t.tid.into());
+                put(&mut self.payload, t.pid.into());
+                put(&mut self.payload, t.ppid.into());
+                put(&mut self.payload, t.comm.len() as u64);
+                self.payload.extend_from_slice(t.comm.as_bytes());
+                kind::THREAD
+            }
+            Record::Exit(e) => {
+                self.put_time(e.time);
+                put(&mut self.payload, e.tid.into());
+                put(&mut self.payload, e.pid.into());
+                kind::EXIT
+            }
+            Record::Lost(l) => {
+                self.put_time(l.time);
+                put(&mut self.payload, l.cpu.into());
+                put(&mut self.payload, l.count);
+                kind::LOST
+            }
+        };
+        self.emit(k)
+    }
+
+    /// Writes the end record, flushes, and returns the output.
+    pub fn finish(mut self, summary: &RunSummary) -> Result<W, FormatError> {
+        self.payload = serde_json::to_vec(summary).map_err(|e| FormatError::Corrupt {
+            offset: self.bytes,
+            what: e.to_string(),
+        })?;
+        self.emit(kind::END)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    fn put_time(&mut self, time: u64) {
+        let delta = time.wrapping_sub(self.last_time) as i64;
+        self.last_time = time;
+        put(&mut self.payload, zigzag(delta));
+    }
+
+    fn emit(&mut self, k: u8) -> Result<(), FormatError> {
+        self.out.write_all(&[k])?;
+        let n = leb128::write::unsigned(&mut self.out, self.payload.len() as u64)?;
+        self.out.write_all(&self.payload)?;
+        self.bytes += (1 + n + self.payload.len()) as u64;
+        Ok(())
+    }
+}
+
+/// Appends `v` as unsigned LEB128.
+fn put(buf: &mut Vec<u8>, v: u64) {
+    // Writing to a Vec cannot fail.
+    let _ = leb128::write::unsigned(buf, v);
+}
+
+/// Maps signed to unsigned so that small magnitudes stay small.
+pub(crate) fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// Inverse of [`zigzag`].
+pub(crate) fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
