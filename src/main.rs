@@ -1,1 +1,34 @@
-fn main() {}
+//! `idleflow`: which code paths make the processors go idle, and why.
+//!
+//! A thin command line over the tracer (`record`) and the post-processor
+//! (`report`): parse, call the library, print. Errors are printed as one
+//! line with their whole cause chain.
+
+mod cli;
+mod record;
+mod report;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        cli::Command::Record(args) => record::run(args),
+        cli::Command::Report(args) => report::run(args).map(|()| 0),
+        cli::Command::Script(args) => report::script(args).map(|()| 0),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::BrokenPipe {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            eprintln!("idleflow: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -4,7 +4,7 @@
 //! analysis, no kernel access). A recording is one file:
 //!
 //! ```text
-//! magic "IDLEFLOW" | version u32 LE | record* 
+//! magic "IDLEFLOW" | version u32 LE | record*
 //! record = kind u8 | payload length (LEB128) | payload
 //! ```
 //!

@@ -8,6 +8,9 @@ use crate::record::{
 use crate::writer::unzigzag;
 use crate::{kind, FormatError, MAGIC, VERSION};
 
+/// A record's kind and the `buf` range of its payload.
+type RawRecord = (u8, (usize, usize));
+
 /// Largest payload accepted; anything larger is corruption, not data.
 const MAX_PAYLOAD: u64 = 64 << 20;
 
@@ -172,12 +175,11 @@ impl<R: Read> Reader<R> {
                     count: p.uint()?,
                 }),
                 kind::END => {
-                    let summary = serde_json::from_slice(p.data).map_err(|e| {
-                        FormatError::Corrupt {
+                    let summary =
+                        serde_json::from_slice(p.data).map_err(|e| FormatError::Corrupt {
                             offset,
                             what: format!("end record: {e}"),
-                        }
-                    })?;
+                        })?;
                     self.summary = Some(summary);
                     return Ok(None);
                 }
@@ -227,7 +229,7 @@ impl<R: Read> Reader<R> {
 
     /// Reads one record's kind and payload; the payload is `buf[start..end]`.
     /// `None` at a clean end of input (between records).
-    fn raw_record(&mut self) -> Result<Option<(u8, (usize, usize))>, FormatError> {
+    fn raw_record(&mut self) -> Result<Option<RawRecord>, FormatError> {
         let offset = self.offset();
         // kind (1) + length (at most 10 bytes of LEB128); a short read here
         // is fine as long as the record itself is complete.

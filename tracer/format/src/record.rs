@@ -208,6 +208,7 @@ pub struct RunInfo {
 
 /// How the recording ended; the last record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct RunSummary {
     /// End of the recording window, ns on the recording's clock.
     pub stop_ns: u64,
@@ -224,6 +225,9 @@ pub struct RunSummary {
     /// Events that reached the merge after later events had been written (a
     /// time-order violation; should be 0).
     pub late_events: u64,
+    /// Ring records that could not be decoded (should be 0).
+    #[serde(default)]
+    pub undecodable: u64,
     /// `/proc/stat` idle counters read at the end of the window.
     pub proc_stat_stop: Vec<ProcStatCpu>,
 }

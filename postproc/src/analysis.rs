@@ -1,0 +1,147 @@
+//! One streaming pass over a recording: every record goes through the
+//! dispatch accounting once, and what the reports need is collected on the
+//! way (idle interval distributions, who made each CPU idle, thread names).
+//!
+//! Invariant: memory depends on the number of CPUs and threads, never on
+//! the number of records: nothing per dispatch is kept.
+
+use std::io::Read;
+
+use hdrhistogram::Histogram;
+use idleflow_accounting::{Accounting, IdleInterval};
+use idleflow_format::{FormatError, PrevState, Reader, Record, RunInfo, RunSummary, IDLE_TID};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// Why a thread made a CPU idle, counted per (CPU, thread).
+#[derive(Debug, Clone, Default)]
+pub struct IdleCause {
+    /// Dispatches to idle that followed the thread leaving.
+    pub dispatches: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+    /// `dispatches` split by the thread's state when it left, indexed by [`PrevState::code`].
+    pub by_state: [u64; PrevState::ALL.len()],
+}
+
+/// Everything one pass collects.
+#[derive(Debug)]
+pub struct Analysis {
+    /// The recording's run information.
+    pub info: RunInfo,
+    /// How the recording ended.
+    pub summary: RunSummary,
+    /// The accounting after the whole stream.
+    pub accounting: Accounting,
+    /// Complete idle intervals per CPU (ns), in `info.cpus` order.
+    pub intervals: Vec<Histogram<u64>>,
+    /// Idle causes: (CPU index, tid) → counts.
+    pub causes: FxHashMap<(usize, u32), IdleCause>,
+    /// Latest known (pid, comm) of each thread.
+    pub names: FxHashMap<u32, (u32, String)>,
+    /// The processes whose threads the report shows (targets and their
+    /// descendants); empty means all.
+    pub shown_pids: FxHashSet<u32>,
+    /// Dispatches read.
+    pub dispatches: u64,
+    /// Wakeups read.
+    pub wakeups: u64,
+    /// Record kinds this version does not know, skipped.
+    pub unknown_records: u64,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 2).expect("constant bounds are valid")
+}
+
+impl Analysis {
+    /// Reads the whole recording from `input`.
+    pub fn run(input: impl Read) -> Result<Self, FormatError> {
+        let mut reader = Reader::new(input)?;
+        let info = reader.info().clone();
+        let cpu_index: FxHashMap<u32, usize> =
+            info.cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect();
+        let mut a = Analysis {
+            accounting: Accounting::new(&info.cpus, info.start_ns),
+            intervals: info.cpus.iter().map(|_| histogram()).collect(),
+            causes: FxHashMap::default(),
+            names: FxHashMap::default(),
+            shown_pids: info.target_pids.iter().copied().collect(),
+            dispatches: 0,
+            wakeups: 0,
+            unknown_records: 0,
+            summary: RunSummary::default(),
+            info,
+        };
+        while let Some(rec) = reader.next_record()? {
+            match rec {
+                Record::Dispatch(d) => {
+                    a.dispatches += 1;
+                    let out = a.accounting.dispatch(&d);
+                    if out.to_idle {
+                        if let Some(&ci) = cpu_index.get(&d.cpu) {
+                            let c = a.causes.entry((ci, d.prev_tid)).or_default();
+                            c.dispatches += 1;
+                            c.by_state[d.prev_state.code() as usize] += 1;
+                        }
+                    }
+                    if let Some(iv) = out.closed_idle {
+                        a.interval(&cpu_index, &iv);
+                    }
+                }
+                Record::Wakeup(w) => {
+                    a.wakeups += 1;
+                    a.accounting.wakeup(&w);
+                }
+                Record::Lost(l) => a.accounting.lost(l.cpu, l.count),
+                Record::Thread(t) => {
+                    if !a.shown_pids.is_empty() && t.tid == t.pid && a.shown_pids.contains(&t.ppid)
+                    {
+                        a.shown_pids.insert(t.pid);
+                    }
+                    a.names.insert(t.tid, (t.pid, t.comm));
+                }
+                Record::Exit(_) => {}
+            }
+        }
+        a.unknown_records = reader.unknown_records();
+        a.summary = reader.summary().cloned().ok_or(FormatError::Truncated {
+            offset: 0,
+            what: "no end record",
+        })?;
+        let stop = a.summary.stop_ns.max(a.info.start_ns);
+        for iv in a.accounting.finish(stop) {
+            a.interval(&cpu_index, &iv);
+        }
+        Ok(a)
+    }
+
+    fn interval(&mut self, cpu_index: &FxHashMap<u32, usize>, iv: &IdleInterval) {
+        let Some(&ci) = cpu_index.get(&iv.cpu) else {
+            return;
+        };
+        let len = iv.end.saturating_sub(iv.start);
+        if iv.complete {
+            // Out-of-range values are clamped by the histogram's bounds.
+            let _ = self.intervals[ci].record(len.max(1));
+        }
+        if let Some((tid, _)) = iv.caused_by {
+            if tid != IDLE_TID {
+                self.causes.entry((ci, tid)).or_default().idle_ns += len;
+            }
+        }
+    }
+
+    /// Window length, ns.
+    pub fn duration_ns(&self) -> u64 {
+        self.summary.stop_ns.saturating_sub(self.info.start_ns)
+    }
+
+    /// Whether the report shows thread `tid` (in a target process, or all).
+    pub fn shows(&self, tid: u32) -> bool {
+        self.shown_pids.is_empty()
+            || self
+                .names
+                .get(&tid)
+                .is_some_and(|(pid, _)| self.shown_pids.contains(pid))
+    }
+}

@@ -1,0 +1,14 @@
+//! idleflow's post-processor: reads a recording (no privileges, no live
+//! kernel needed) and reports where the CPUs went idle and who made them.
+//!
+//! [`analysis`] makes one streaming pass through the recording with the
+//! shared dispatch accounting; [`report`] turns the result into the report's
+//! data (serialized as JSON as is); [`text`] prints it for people.
+
+pub mod analysis;
+pub mod report;
+pub mod script;
+pub mod text;
+
+pub use analysis::Analysis;
+pub use report::Report;

@@ -1,0 +1,356 @@
+//! The report's content as data: built once from an [`Analysis`], then
+//! printed as text ([`crate::text`]) or serialized as JSON with the stable
+//! field names documented in `docs/format.md`. Text and JSON carry the same
+//! numbers because both come from this one structure.
+
+use serde::Serialize;
+
+use crate::analysis::{Analysis, IdleCause};
+use idleflow_format::PrevState;
+
+/// Distribution of complete idle intervals (both ends seen), ns.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct IntervalStats {
+    /// Intervals.
+    pub count: u64,
+    /// Mean length.
+    pub mean_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// Longest.
+    pub max_ns: u64,
+}
+
+/// A thread whose leaving made a CPU idle.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct IdleCauseRow {
+    /// Process id (0 if unknown).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub comm: String,
+    /// Dispatches to idle that followed its leaving.
+    pub idle_dispatches_to: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+    /// The dispatches split by its state when it left (`S`, `D`, `R`, …).
+    pub states: std::collections::BTreeMap<&'static str, u64>,
+}
+
+/// One CPU's idle breakdown (or the total over all CPUs, with `cpu` = null).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CpuRow {
+    /// CPU number; `None` for the total.
+    pub cpu: Option<u32>,
+    /// Dispatches.
+    pub dispatches: u64,
+    /// Dispatches that left the CPU idle.
+    pub idle_dispatches_to: u64,
+    /// Dispatches out of idle.
+    pub idle_dispatches_from: u64,
+    /// Idle time, ns.
+    pub idle_ns: u64,
+    /// Idle time as % of the window.
+    pub idle_pct: f64,
+    /// Idle time per the kernel's `/proc/stat` (idle + iowait) over the
+    /// same window, ns, at its tick resolution; `None` if not recorded.
+    pub kernel_idle_ns: Option<u64>,
+    /// Time no dispatch accounts for (after a stream break), ns: the idle
+    /// time is within `[idle_ns, idle_ns + unknown_ns]`.
+    pub unknown_ns: u64,
+    /// Stream breaks.
+    pub breaks: u64,
+    /// Records the kernel dropped.
+    pub lost: u64,
+    /// Complete idle intervals.
+    pub idle_intervals: IntervalStats,
+    /// Threads whose leaving made this CPU idle, most idle time first.
+    pub idle_causes: Vec<IdleCauseRow>,
+}
+
+/// One row of the blocked-thread statistics table.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ThreadRow {
+    /// Process id (0 if unknown).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub comm: String,
+    /// Time on a CPU, ns.
+    pub runtime_ns: u64,
+    /// Times dispatched.
+    pub timeslices: u64,
+    /// Longest time on a CPU in one go, ns.
+    pub max_timeslice_ns: u64,
+    /// Times it left a CPU not runnable.
+    pub non_runnable: u64,
+    /// Times preempted while runnable.
+    pub preempted: u64,
+    /// Time runnable but waiting for a CPU, ns.
+    pub runnable_wait_ns: u64,
+    /// Time blocked (not runnable), ns.
+    pub blocked_ns: u64,
+    /// Shares of the time it was observed: running, runnable-waiting, blocked (%).
+    pub running_pct: f64,
+    /// See `running_pct`.
+    pub runnable_pct: f64,
+    /// See `running_pct`.
+    pub blocked_pct: f64,
+    /// Dispatches to idle its leaving caused, all CPUs.
+    pub idle_dispatches_caused: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns_caused: u64,
+    /// DIP: dispatches from idle on its CPU while it was away (work-area count).
+    pub dip: u64,
+    /// IDLE: dispatches from idle on all CPUs while it was away (work-area count).
+    pub idle: u64,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Report {
+    /// Recording format version.
+    pub format_version: u32,
+    /// Window length, ns.
+    pub duration_ns: u64,
+    /// Window start, wall clock, ns since the epoch.
+    pub start_unix_ns: u64,
+    /// Number of CPUs recorded.
+    pub cpus: usize,
+    /// Their numbers.
+    pub cpu_ids: Vec<u32>,
+    /// Recording machine's kernel.
+    pub kernel_release: String,
+    /// Recording machine's name.
+    pub hostname: String,
+    /// Launched command (empty: system-wide or `--pid`).
+    pub command: Vec<String>,
+    /// Processes shown in the thread table (empty: all).
+    pub target_pids: Vec<u32>,
+    /// Why recording stopped.
+    pub stop_reason: String,
+    /// Exit code of the launched command.
+    pub exit_code: Option<i32>,
+    /// Dispatches.
+    pub dispatches: u64,
+    /// Wakeups.
+    pub wakeups: u64,
+    /// Records the kernel dropped, all CPUs.
+    pub lost_events: u64,
+    /// Stream breaks, all CPUs.
+    pub stream_breaks: u64,
+    /// Records that reached the merge late (time-order violations).
+    pub late_events: u64,
+    /// Records of kinds this idleflow does not know, skipped.
+    pub unknown_records: u64,
+    /// Ring records the recorder could not decode.
+    pub undecodable_records: u64,
+    /// Per-CPU idle breakdown.
+    pub per_cpu: Vec<CpuRow>,
+    /// All CPUs together.
+    pub total: CpuRow,
+    /// Blocked-thread statistics, most runtime first.
+    pub threads: Vec<ThreadRow>,
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        ((part as f64 * 10000.0 / whole as f64).round()) / 100.0
+    }
+}
+
+fn states(c: &IdleCause) -> std::collections::BTreeMap<&'static str, u64> {
+    PrevState::ALL
+        .iter()
+        .filter(|s| c.by_state[s.code() as usize] > 0)
+        .map(|s| (s.letter(), c.by_state[s.code() as usize]))
+        .collect()
+}
+
+impl Report {
+    /// Builds the report; `max_causes` limits idle causes per CPU.
+    pub fn new(a: &Analysis, max_causes: usize) -> Self {
+        let duration = a.duration_ns();
+        let name = |tid: u32| -> (u32, String) {
+            if tid == 0 {
+                return (0, "swapper".into());
+            }
+            a.names.get(&tid).cloned().unwrap_or((0, String::new()))
+        };
+        let hz = a.info.user_hz.max(1);
+        let kernel_idle = |cpu: u32| -> Option<u64> {
+            let s = a.info.proc_stat_start.iter().find(|p| p.cpu == cpu)?;
+            let e = a.summary.proc_stat_stop.iter().find(|p| p.cpu == cpu)?;
+            let ticks = (e.idle + e.iowait).checked_sub(s.idle + s.iowait)?;
+            Some(ticks * 1_000_000_000 / hz)
+        };
+        let mut per_cpu = Vec::new();
+        let mut total_hist =
+            hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 2)
+                .expect("constant bounds are valid");
+        let mut all_causes: rustc_hash::FxHashMap<u32, IdleCause> = Default::default();
+        let empty = total_hist.clone();
+        for (i, c) in a.accounting.cpus().iter().enumerate() {
+            let h = a.intervals.get(i);
+            let mut causes: Vec<(u32, &IdleCause)> = a
+                .causes
+                .iter()
+                .filter(|((ci, _), _)| *ci == i)
+                .map(|((_, tid), c)| (*tid, c))
+                .collect();
+            for (tid, c) in &causes {
+                let e = all_causes.entry(*tid).or_default();
+                e.dispatches += c.dispatches;
+                e.idle_ns += c.idle_ns;
+                for (k, v) in c.by_state.iter().enumerate() {
+                    e.by_state[k] += v;
+                }
+            }
+            causes.sort_by(|x, y| {
+                (y.1.idle_ns, y.1.dispatches, x.0).cmp(&(x.1.idle_ns, x.1.dispatches, y.0))
+            });
+            if let Some(h) = h {
+                let _ = total_hist.add(h);
+            }
+            per_cpu.push(CpuRow {
+                cpu: Some(c.cpu),
+                dispatches: c.dispatches,
+                idle_dispatches_to: c.idle_dispatches_to,
+                idle_dispatches_from: c.idle_dispatches_from,
+                idle_ns: c.idle_ns,
+                idle_pct: pct(c.idle_ns, duration),
+                kernel_idle_ns: kernel_idle(c.cpu),
+                unknown_ns: c.unknown_ns,
+                breaks: c.breaks,
+                lost: c.lost,
+                idle_intervals: interval_stats(h.unwrap_or(&empty)),
+                idle_causes: causes
+                    .iter()
+                    .take(max_causes)
+                    .map(|(tid, c)| cause_row(*tid, c, &name))
+                    .collect(),
+            });
+        }
+        let sum = |f: fn(&CpuRow) -> u64| per_cpu.iter().map(f).sum::<u64>();
+        let ncpu = per_cpu.len() as u64;
+        let mut total_causes: Vec<(u32, IdleCause)> = all_causes.into_iter().collect();
+        total_causes.sort_by(|x, y| {
+            (y.1.idle_ns, y.1.dispatches, x.0).cmp(&(x.1.idle_ns, x.1.dispatches, y.0))
+        });
+        let kernel_total: Option<u64> = per_cpu.iter().map(|c| c.kernel_idle_ns).sum();
+        let total = CpuRow {
+            cpu: None,
+            dispatches: sum(|c| c.dispatches),
+            idle_dispatches_to: sum(|c| c.idle_dispatches_to),
+            idle_dispatches_from: sum(|c| c.idle_dispatches_from),
+            idle_ns: sum(|c| c.idle_ns),
+            idle_pct: pct(sum(|c| c.idle_ns), duration * ncpu),
+            kernel_idle_ns: kernel_total,
+            unknown_ns: sum(|c| c.unknown_ns),
+            breaks: sum(|c| c.breaks),
+            lost: sum(|c| c.lost),
+            idle_intervals: interval_stats(&total_hist),
+            idle_causes: total_causes
+                .iter()
+                .take(max_causes)
+                .map(|(tid, c)| cause_row(*tid, c, &name))
+                .collect(),
+        };
+        let mut caused: rustc_hash::FxHashMap<u32, (u64, u64)> = Default::default();
+        for ((_, tid), c) in &a.causes {
+            let e = caused.entry(*tid).or_default();
+            e.0 += c.dispatches;
+            e.1 += c.idle_ns;
+        }
+        let mut threads: Vec<ThreadRow> = a
+            .accounting
+            .threads()
+            .filter(|t| a.shows(t.tid))
+            .map(|t| {
+                let (pid, comm) = name(t.tid);
+                let observed = t.runtime_ns + t.runnable_wait_ns + t.blocked_ns;
+                let (ic, ins) = caused.get(&t.tid).copied().unwrap_or_default();
+                ThreadRow {
+                    pid,
+                    tid: t.tid,
+                    comm,
+                    runtime_ns: t.runtime_ns,
+                    timeslices: t.timeslices,
+                    max_timeslice_ns: t.max_timeslice_ns,
+                    non_runnable: t.non_runnable,
+                    preempted: t.preempted,
+                    runnable_wait_ns: t.runnable_wait_ns,
+                    blocked_ns: t.blocked_ns,
+                    running_pct: pct(t.runtime_ns, observed),
+                    runnable_pct: pct(t.runnable_wait_ns, observed),
+                    blocked_pct: pct(t.blocked_ns, observed),
+                    idle_dispatches_caused: ic,
+                    idle_ns_caused: ins,
+                    dip: t.dip,
+                    idle: t.idle,
+                }
+            })
+            .collect();
+        threads.sort_by(|x, y| (y.runtime_ns, x.tid).cmp(&(x.runtime_ns, y.tid)));
+        Report {
+            format_version: idleflow_format::VERSION,
+            duration_ns: duration,
+            start_unix_ns: a.info.start_unix_ns,
+            cpus: per_cpu.len(),
+            cpu_ids: per_cpu.iter().filter_map(|c| c.cpu).collect(),
+            kernel_release: a.info.kernel_release.clone(),
+            hostname: a.info.hostname.clone(),
+            command: a.info.command.clone(),
+            target_pids: a.info.target_pids.clone(),
+            stop_reason: a.summary.stop_reason.clone(),
+            exit_code: a.summary.exit_code,
+            dispatches: a.dispatches,
+            wakeups: a.wakeups,
+            lost_events: total.lost.max(a.summary.lost_per_cpu.iter().sum()),
+            stream_breaks: total.breaks,
+            late_events: a.summary.late_events,
+            unknown_records: a.unknown_records,
+            undecodable_records: a.summary.undecodable,
+            per_cpu,
+            total,
+            threads,
+        }
+    }
+}
+
+fn interval_stats(h: &hdrhistogram::Histogram<u64>) -> IntervalStats {
+    if h.is_empty() {
+        return IntervalStats {
+            count: 0,
+            mean_ns: 0,
+            p50_ns: 0,
+            p99_ns: 0,
+            max_ns: 0,
+        };
+    }
+    IntervalStats {
+        count: h.len(),
+        mean_ns: h.mean().round() as u64,
+        p50_ns: h.value_at_quantile(0.5),
+        p99_ns: h.value_at_quantile(0.99),
+        max_ns: h.max(),
+    }
+}
+
+fn cause_row(tid: u32, c: &IdleCause, name: &impl Fn(u32) -> (u32, String)) -> IdleCauseRow {
+    let (pid, comm) = name(tid);
+    IdleCauseRow {
+        pid,
+        tid,
+        comm,
+        idle_dispatches_to: c.dispatches,
+        idle_ns: c.idle_ns,
+        states: states(c),
+    }
+}

@@ -1,0 +1,71 @@
+//! `idleflow script`: every record of a recording, one line each, in
+//! stream order (like `perf script`), for checking and for scripts.
+
+use std::io::{Read, Write};
+
+use idleflow_format::{FormatError, Reader, Record};
+
+/// Errors of printing a recording.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// The recording could not be read.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// The output could not be written.
+    #[error("writing the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// Prints every record of `input` to `out`, times in seconds since the window start.
+pub fn print(input: impl Read, out: &mut impl Write) -> Result<(), ScriptError> {
+    let mut r = Reader::new(input)?;
+    let start = r.info().start_ns;
+    let rel = |t: u64| (t as i128 - start as i128) as f64 / 1e9;
+    while let Some(rec) = r.next_record()? {
+        match rec {
+            Record::Dispatch(d) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} dispatch {:>7} [{}] -> {:>7}",
+                rel(d.time),
+                d.cpu,
+                d.prev_tid,
+                d.prev_state.letter(),
+                d.next_tid
+            )?,
+            Record::Wakeup(w) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} wakeup   {:>7} wakes {:>7} on cpu {}{}",
+                rel(w.time),
+                w.cpu,
+                w.waker_tid,
+                w.wakee_tid,
+                w.target_cpu,
+                if w.new_thread { " (new)" } else { "" }
+            )?,
+            Record::Thread(t) => writeln!(
+                out,
+                "{:14.9}         thread   {:>7} pid {} ppid {} comm {}",
+                rel(t.time),
+                t.tid,
+                t.pid,
+                t.ppid,
+                t.comm
+            )?,
+            Record::Exit(e) => writeln!(
+                out,
+                "{:14.9}         exit     {:>7} pid {}",
+                rel(e.time),
+                e.tid,
+                e.pid
+            )?,
+            Record::Lost(l) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} LOST     {} records",
+                rel(l.time),
+                l.cpu,
+                l.count
+            )?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! The command-line grammar: what each subcommand accepts, with help
+//! written for people who know `perf record` / `perf report`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Which code paths make the processors go idle, and why.
+///
+/// idleflow records every dispatch (context switch) on every CPU, counts the
+/// dispatches to and from idle per CPU and per thread, and reports which
+/// threads' leaving made a CPU idle, for how long, and in what state they
+/// left (sleeping, waiting for I/O, preempted).
+///
+/// Typical use:
+///
+///   sudo idleflow record -o run.idleflow -- ./my-server --threads 8
+///   idleflow report run.idleflow
+#[derive(Debug, Parser)]
+#[command(name = "idleflow", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Record dispatches on every CPU while a command runs, for a duration, or while a process lives.
+    ///
+    /// Needs root or CAP_PERFMON. Every CPU is always recorded (idle time is
+    /// a property of CPUs, not of one process); the command or --pid only
+    /// chooses which threads the report's thread table shows. Stop early
+    /// with Ctrl-C: the recording stays valid.
+    Record(RecordArgs),
+    /// Print the per-CPU idle breakdown and the blocked-thread table of a recording.
+    ///
+    /// Needs no privileges; the recording can come from another machine.
+    ///
+    /// Per-CPU columns: to-idle = dispatches that left the CPU idle;
+    /// from-idle = dispatches out of idle; idle ms / idle% = idle time in the
+    /// window; kernel% = the kernel's own idle+iowait (/proc/stat) over the
+    /// same window, an independent check; unknown ms = time a stream break
+    /// (lost records) leaves unaccounted: the true idle time lies between
+    /// idle ms and idle ms + unknown ms; intervals = complete idle intervals
+    /// with their mean, median, 99th percentile and longest.
+    ///
+    /// Thread table (the blocked-thread statistics): runtime, slices (times
+    /// dispatched), max (longest slice), non-run (times it left the CPU not
+    /// runnable: sleeping, waiting for a lock or I/O), preempt (times it was
+    /// preempted while runnable), run% / runnable% / blocked% (shares of the
+    /// time it was observed), to-idle / idle ms after (dispatches to idle its
+    /// leaving caused, and the idle time that followed).
+    Report(ReportArgs),
+    /// Print every record of a recording, one line each, in time order (like `perf script`).
+    ///
+    /// Columns: seconds since the start, CPU, then `dispatch PREV [STATE] -> NEXT`
+    /// (thread ids, 0 = idle), `wakeup WAKER wakes WAKEE on cpu N`, thread names, exits,
+    /// and LOST lines where the kernel dropped records.
+    Script(ScriptArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ScriptArgs {
+    /// The recording to read.
+    #[arg(default_value = "run.idleflow")]
+    pub input: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Where to write the recording.
+    #[arg(short, long, default_value = "run.idleflow")]
+    pub output: PathBuf,
+
+    /// Stop after this many seconds (system-wide when no command is given).
+    #[arg(short, long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+
+    /// Show this running process's threads in the report; records until it exits,
+    /// --duration passes or Ctrl-C.
+    #[arg(short, long, conflicts_with = "command")]
+    pub pid: Option<u32>,
+
+    /// Ring buffer per CPU, in bytes (K and M suffixes), a power-of-two number of pages.
+    #[arg(long, default_value = "4M", value_parser = parse_size)]
+    pub ring_size: usize,
+
+    /// Print no summary line.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// The command to run and record; its exit code becomes idleflow's.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    /// Aligned tables for people.
+    Text,
+    /// The same numbers for scripts (field names in docs/format.md).
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The recording to read.
+    #[arg(default_value = "run.idleflow")]
+    pub input: PathBuf,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub format: Format,
+
+    /// Threads shown in the text thread table (JSON has all).
+    #[arg(long, default_value_t = 25)]
+    pub threads: usize,
+
+    /// Threads shown per CPU among those whose leaving made it idle.
+    #[arg(long, default_value_t = 5)]
+    pub causes: usize,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let (num, mult) = match s.trim().to_ascii_uppercase() {
+        t if t.ends_with('K') => (t[..t.len() - 1].to_string(), 1 << 10),
+        t if t.ends_with('M') => (t[..t.len() - 1].to_string(), 1 << 20),
+        t if t.ends_with('G') => (t[..t.len() - 1].to_string(), 1 << 30),
+        t => (t, 1),
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("`{s}` is not a size such as 512K or 4M"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4M"), Ok(4 << 20));
+        assert_eq!(parse_size("512k"), Ok(512 << 10));
+        assert_eq!(parse_size("8192"), Ok(8192));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("0").is_err());
+    }
+
+    #[test]
+    fn the_grammar_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,134 @@
+//! `idleflow record`: start the recorder, launch or watch the target, stop,
+//! finalize, print one summary line.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use idleflow_tracer::{procfs, RecordOptions, Recorder};
+
+use crate::cli::RecordArgs;
+
+/// How often the rings are read (and stop conditions checked), ms.
+const POLL_MS: i32 = 25;
+
+enum Target {
+    Command(std::process::Child),
+    Pid(u32),
+    System,
+}
+
+/// Exit status of a finished child as a shell would report it.
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
+    if let Some(d) = args.duration {
+        if !(d.is_finite() && d > 0.0) {
+            bail!("--duration must be a positive number of seconds, not {d}");
+        }
+    }
+    if let Some(pid) = args.pid {
+        if !procfs::process_exists(pid) {
+            bail!("--pid {pid}: no such process");
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("cannot install the Ctrl-C handler")?;
+    }
+
+    let mut recorder = Recorder::open(&RecordOptions {
+        ring_bytes: args.ring_size,
+    })?;
+    recorder.enable()?;
+    let started = Instant::now();
+    let (target, target_pids) = if !args.command.is_empty() {
+        let child = Command::new(&args.command[0])
+            .args(&args.command[1..])
+            .spawn()
+            .with_context(|| format!("cannot run `{}`", args.command[0]))?;
+        let pid = child.id();
+        (Target::Command(child), vec![pid])
+    } else if let Some(pid) = args.pid {
+        (Target::Pid(pid), vec![pid])
+    } else {
+        if args.duration.is_none() && !args.quiet {
+            eprintln!("idleflow: recording all CPUs until Ctrl-C (give --duration S or -- CMD to bound it)");
+        }
+        (Target::System, vec![])
+    };
+    let mut target = target;
+    let begun = recorder
+        .begin(&args.output, &args.command, &target_pids)
+        .with_context(|| format!("cannot start the recording {}", args.output.display()));
+    if let Err(e) = begun {
+        if let Target::Command(child) = &mut target {
+            // The command runs on unrecorded; wait so that it is not left behind.
+            let _ = child.wait();
+        }
+        return Err(e);
+    }
+
+    let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
+    let (reason, exit) = loop {
+        if let Err(e) = recorder.poll(POLL_MS) {
+            if let Target::Command(child) = &mut target {
+                let _ = child.wait();
+            }
+            return Err(e.into());
+        }
+        if let Target::Command(child) = &mut target {
+            if let Some(status) = child.try_wait().context("waiting for the command")? {
+                break ("command exited", Some(exit_code(status)));
+            }
+        }
+        if let Target::Pid(pid) = target {
+            if !procfs::process_exists(pid) {
+                break ("target exited", None);
+            }
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break ("duration", None);
+        }
+        if stop.load(Ordering::Relaxed) {
+            // The command got the same Ctrl-C from the terminal; let it finish.
+            if let Target::Command(child) = &mut target {
+                let status = child.wait().context("waiting for the command")?;
+                break ("interrupted", Some(exit_code(status)));
+            }
+            break ("interrupted", None);
+        }
+    };
+    let (path, summary) = recorder
+        .finish(reason, exit)
+        .with_context(|| format!("cannot finish the recording {}", args.output.display()))?;
+    if !args.quiet {
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let lost: u64 = summary.lost_per_cpu.iter().sum();
+        eprintln!(
+            "idleflow: {} dispatches, {} wakeups in {:.2} s, {} lost{}; {:.1} KiB ({:.1} bytes/dispatch) written to {}",
+            summary.dispatches,
+            summary.wakeups,
+            started.elapsed().as_secs_f64(),
+            lost,
+            if lost > 0 {
+                format!(" (per CPU: {:?}; try a larger --ring-size)", summary.lost_per_cpu)
+            } else {
+                String::new()
+            },
+            bytes as f64 / 1024.0,
+            bytes as f64 / summary.dispatches.max(1) as f64,
+            path.display()
+        );
+    }
+    Ok(exit.map_or(0, |c| c.clamp(0, 255) as u8))
+}

@@ -1,0 +1,277 @@
+//! Turning one CPU's ring records into dispatches.
+//!
+//! A context switch `prev -> next` on a CPU leaves up to three records in
+//! that CPU's ring, in this order: the `sched_switch` sample (from `prev`'s
+//! context, carries `prev_state`), the switch-out record (from `prev`'s
+//! context, flags preemption) and the switch-in record (from `next`'s
+//! context). Any of them can be missing: the kernel drops what is raised in
+//! the idle task's context on some machines (CPU 1 here: no sample and no
+//! switch-out when leaving idle, no switch-in when entering it), and a full
+//! ring drops anything. The joiner emits exactly one dispatch per switch from
+//! whatever part of the triple it saw, with `prev_state` from the sample when
+//! it is there, else from the switch-out record's preempt flag.
+//!
+//! Invariant: output dispatches are in the ring's (time) order and each
+//! switch is emitted once: a switch-in record that confirms the dispatch just
+//! emitted from its sample or switch-out record is not emitted again.
+
+use idleflow_format::{Dispatch, PrevState};
+
+use crate::parse::PerfRecord;
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    time: u64,
+    prev: u32,
+    next: u32,
+    state: PrevState,
+}
+
+/// The per-CPU joiner. See the module documentation.
+#[derive(Debug)]
+pub struct Joiner {
+    cpu: u32,
+    /// A `sched_switch` sample waiting for its switch-out record.
+    pending: Option<Pending>,
+    /// The last dispatch emitted from a sample or switch-out, waiting for
+    /// its switch-in record: `(prev, next)`.
+    awaiting_in: Option<(u32, u32)>,
+}
+
+impl Joiner {
+    /// A joiner for `cpu`.
+    pub fn new(cpu: u32) -> Self {
+        Joiner {
+            cpu,
+            pending: None,
+            awaiting_in: None,
+        }
+    }
+
+    fn emit(&self, p: Pending, out: &mut impl FnMut(Dispatch)) {
+        out(Dispatch {
+            time: p.time,
+            cpu: self.cpu,
+            prev_tid: p.prev,
+            prev_state: p.state,
+            next_tid: p.next,
+        });
+    }
+
+    /// Flushes a sample whose switch-out record never came.
+    fn flush(&mut self, out: &mut impl FnMut(Dispatch)) {
+        if let Some(p) = self.pending.take() {
+            self.emit(p, out);
+            self.awaiting_in = Some((p.prev, p.next));
+        }
+    }
+
+    /// Feeds one record of this CPU's ring; calls `out` for each dispatch.
+    pub fn feed(&mut self, rec: &PerfRecord, out: &mut impl FnMut(Dispatch)) {
+        match *rec {
+            PerfRecord::SchedSwitch {
+                id,
+                prev_tid,
+                prev_state,
+                next_tid,
+            } => {
+                self.flush(out);
+                self.pending = Some(Pending {
+                    time: id.time,
+                    prev: prev_tid,
+                    next: next_tid,
+                    state: PrevState::from_kernel(prev_state),
+                });
+            }
+            PerfRecord::Switch {
+                id,
+                out: true,
+                preempt,
+                other_tid,
+            } => {
+                let (prev, next) = (id.tid, other_tid);
+                let state = match self.pending.take() {
+                    Some(p) if p.prev == prev && p.next == next => p.state,
+                    other => {
+                        self.pending = other;
+                        self.flush(out);
+                        if preempt {
+                            PrevState::Preempted
+                        } else if prev == 0 {
+                            PrevState::Unknown
+                        } else {
+                            PrevState::Blocked
+                        }
+                    }
+                };
+                self.emit(
+                    Pending {
+                        time: id.time,
+                        prev,
+                        next,
+                        state,
+                    },
+                    out,
+                );
+                self.awaiting_in = Some((prev, next));
+            }
+            PerfRecord::Switch {
+                id,
+                out: false,
+                other_tid,
+                ..
+            } => {
+                let (prev, next) = (other_tid, id.tid);
+                if let Some(p) = self.pending.take() {
+                    if p.prev == prev && p.next == next {
+                        // Sample seen, switch-out record lost: the switch-in completes it.
+                        self.emit(p, out);
+                        self.awaiting_in = None;
+                        return;
+                    }
+                    self.pending = Some(p);
+                    self.flush(out);
+                }
+                if self.awaiting_in.take() == Some((prev, next)) {
+                    return; // confirms the dispatch already emitted
+                }
+                self.emit(
+                    Pending {
+                        time: id.time,
+                        prev,
+                        next,
+                        state: PrevState::Unknown,
+                    },
+                    out,
+                );
+            }
+            PerfRecord::Lost { .. } => {
+                self.flush(out);
+                self.awaiting_in = None;
+            }
+            PerfRecord::Other => {}
+            _ => self.flush(out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::SampleId;
+
+    fn id(tid: u32, time: u64) -> SampleId {
+        SampleId {
+            pid: tid,
+            tid,
+            time,
+            cpu: 1,
+        }
+    }
+    fn sample(t: u64, prev: u32, state: u64, next: u32) -> PerfRecord {
+        PerfRecord::SchedSwitch {
+            id: id(prev, t),
+            prev_tid: prev,
+            prev_state: state,
+            next_tid: next,
+        }
+    }
+    fn sw_out(t: u64, prev: u32, next: u32, preempt: bool) -> PerfRecord {
+        PerfRecord::Switch {
+            id: id(prev, t),
+            out: true,
+            preempt,
+            other_tid: next,
+        }
+    }
+    fn sw_in(t: u64, prev: u32, next: u32) -> PerfRecord {
+        PerfRecord::Switch {
+            id: id(next, t),
+            out: false,
+            preempt: false,
+            other_tid: prev,
+        }
+    }
+    fn join(recs: &[PerfRecord]) -> Vec<(u64, u32, PrevState, u32)> {
+        let mut j = Joiner::new(1);
+        let mut v = Vec::new();
+        for r in recs {
+            j.feed(r, &mut |d| {
+                assert_eq!(d.cpu, 1);
+                v.push((d.time, d.prev_tid, d.prev_state, d.next_tid))
+            });
+        }
+        v
+    }
+
+    #[test]
+    fn a_complete_triple_is_one_dispatch_with_the_samples_state() {
+        let v = join(&[
+            sample(10, 5, 1, 7),
+            sw_out(11, 5, 7, false),
+            sw_in(12, 5, 7),
+        ]);
+        assert_eq!(v, vec![(11, 5, PrevState::Sleeping, 7)]);
+    }
+
+    #[test]
+    fn cpu1_idle_context_gaps_still_give_every_dispatch() {
+        // Thread 5 goes idle (no switch-in of idle), later leaves idle (only
+        // the switch-in of 5 is seen), twice.
+        let v = join(&[
+            sample(10, 5, 1, 0),
+            sw_out(11, 5, 0, false),
+            sw_in(30, 0, 5),
+            sample(40, 5, 2, 0),
+            sw_out(41, 5, 0, false),
+            sw_in(60, 0, 5),
+        ]);
+        assert_eq!(
+            v,
+            vec![
+                (11, 5, PrevState::Sleeping, 0),
+                (30, 0, PrevState::Unknown, 5),
+                (41, 5, PrevState::DiskSleep, 0),
+                (60, 0, PrevState::Unknown, 5),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_preempt_flag_stands_in_for_a_missing_sample() {
+        let v = join(&[
+            sw_out(11, 5, 7, true),
+            sw_in(12, 5, 7),
+            sw_out(20, 7, 5, false),
+        ]);
+        assert_eq!(
+            v,
+            vec![
+                (11, 5, PrevState::Preempted, 7),
+                (20, 7, PrevState::Blocked, 5)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sample_without_switch_out_is_completed_by_the_switch_in() {
+        let v = join(&[sample(10, 5, 0x100, 7), sw_in(12, 5, 7)]);
+        assert_eq!(v, vec![(10, 5, PrevState::Preempted, 7)]);
+    }
+
+    #[test]
+    fn a_lone_sample_is_flushed_by_the_next_record() {
+        let v = join(&[
+            sample(10, 5, 1, 7),
+            sample(20, 7, 1, 0),
+            sw_out(21, 7, 0, false),
+        ]);
+        assert_eq!(
+            v,
+            vec![
+                (10, 5, PrevState::Sleeping, 7),
+                (21, 7, PrevState::Sleeping, 0)
+            ]
+        );
+    }
+}

@@ -1,0 +1,21 @@
+//! idleflow's recorder (the patent's "device driver"): it opens the
+//! scheduler events on every online CPU, reads their rings, joins each CPU's
+//! records into dispatches, merges the CPUs into one time order and writes
+//! the recording. It knows nothing of Java.
+//!
+//! Modules, each with one job: [`sys`] (the perf ABI, all `unsafe` about it),
+//! [`ring`] (ring buffer reading), [`tracefs`] (tracepoint formats),
+//! [`parse`] (ring records), [`join`] (records → dispatches), [`merge`]
+//! (time order across CPUs), [`procfs`] (`/proc` and `/sys`), and
+//! [`recorder`] (the whole, driven by the CLI).
+
+pub mod join;
+pub mod merge;
+pub mod parse;
+pub mod procfs;
+pub mod recorder;
+pub mod ring;
+pub mod sys;
+pub mod tracefs;
+
+pub use recorder::{RecordOptions, Recorder, RecorderError};

@@ -1,0 +1,239 @@
+//! Decoding the raw records of an idleflow ring into [`PerfRecord`]s.
+//!
+//! Every event in a ring shares [`crate::sys::SAMPLE_TYPE`], so a sample is
+//! `header | pid tid | time | cpu res | size raw[size]` and every other
+//! record ends in the `sample_id_all` trailer `pid tid | time | cpu res`.
+//! Decoding is bounds-checked: a short or foreign record gives `None`.
+
+use perf_event_open_sys::bindings::{
+    PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
+    PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT, PERF_RECORD_SAMPLE,
+    PERF_RECORD_SWITCH_CPU_WIDE,
+};
+
+use crate::tracefs::{Field, TracefsError, Tracepoint};
+
+/// Where the fields we use sit in the tracepoints' raw data.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// `sched:sched_switch` id.
+    pub switch_id: u64,
+    prev_pid: Field,
+    prev_state: Field,
+    next_pid: Field,
+    /// `sched:sched_wakeup` id.
+    pub wakeup_id: u64,
+    /// `sched:sched_wakeup_new` id.
+    pub wakeup_new_id: u64,
+    wakeup_pid: Field,
+    wakeup_target_cpu: Field,
+    new_pid: Field,
+    new_target_cpu: Field,
+}
+
+impl Layout {
+    /// Builds the layout from the three tracepoints' format files.
+    pub fn new(
+        switch: &Tracepoint,
+        wakeup: &Tracepoint,
+        wakeup_new: &Tracepoint,
+    ) -> Result<Self, TracefsError> {
+        Ok(Layout {
+            switch_id: switch.id,
+            prev_pid: switch.int_field("prev_pid")?,
+            prev_state: switch.int_field("prev_state")?,
+            next_pid: switch.int_field("next_pid")?,
+            wakeup_id: wakeup.id,
+            wakeup_new_id: wakeup_new.id,
+            wakeup_pid: wakeup.int_field("pid")?,
+            wakeup_target_cpu: wakeup.int_field("target_cpu")?,
+            new_pid: wakeup_new.int_field("pid")?,
+            new_target_cpu: wakeup_new.int_field("target_cpu")?,
+        })
+    }
+}
+
+/// The context every record carries: the task running when it was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleId {
+    /// Process of the running task.
+    pub pid: u32,
+    /// Thread of the running task.
+    pub tid: u32,
+    /// Timestamp, ns on `CLOCK_MONOTONIC`.
+    pub time: u64,
+    /// CPU.
+    pub cpu: u32,
+}
+
+/// A decoded ring record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PerfRecord {
+    /// A `sched_switch` tracepoint sample.
+    SchedSwitch {
+        /// Context (the task leaving).
+        id: SampleId,
+        /// Thread leaving.
+        prev_tid: u32,
+        /// Its raw `prev_state`.
+        prev_state: u64,
+        /// Thread coming.
+        next_tid: u32,
+    },
+    /// A `sched_wakeup` or `sched_wakeup_new` sample.
+    Wakeup {
+        /// Context (the waker).
+        id: SampleId,
+        /// Thread made runnable.
+        wakee_tid: u32,
+        /// CPU it will run on.
+        target_cpu: u32,
+        /// `sched_wakeup_new`.
+        new_thread: bool,
+    },
+    /// `PERF_RECORD_SWITCH_CPU_WIDE`.
+    Switch {
+        /// Context: the task leaving (`out`) or coming (`!out`).
+        id: SampleId,
+        /// Switch-out record (written by the task leaving).
+        out: bool,
+        /// Switch-out while runnable.
+        preempt: bool,
+        /// The other task: next for a switch-out, previous for a switch-in.
+        other_tid: u32,
+    },
+    /// `PERF_RECORD_COMM`.
+    Comm {
+        /// Context.
+        id: SampleId,
+        /// Process.
+        pid: u32,
+        /// Thread.
+        tid: u32,
+        /// New name.
+        comm: String,
+    },
+    /// `PERF_RECORD_FORK`.
+    Fork {
+        /// Context.
+        id: SampleId,
+        /// New thread's process.
+        pid: u32,
+        /// Parent process.
+        ppid: u32,
+        /// New thread.
+        tid: u32,
+        /// Parent thread.
+        ptid: u32,
+    },
+    /// `PERF_RECORD_EXIT`.
+    Exit {
+        /// Context.
+        id: SampleId,
+        /// Process.
+        pid: u32,
+        /// Thread.
+        tid: u32,
+    },
+    /// `PERF_RECORD_LOST`.
+    Lost {
+        /// Context (time and CPU of the loss report).
+        id: SampleId,
+        /// Records lost.
+        count: u64,
+    },
+    /// A sample of another tracepoint or a record kind we do not use.
+    Other,
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn sample_id(b: &[u8], at: usize) -> Option<SampleId> {
+    Some(SampleId {
+        pid: u32_at(b, at)?,
+        tid: u32_at(b, at + 4)?,
+        time: u64_at(b, at + 8)?,
+        cpu: u32_at(b, at + 16)?,
+    })
+}
+
+const TRAILER: usize = 24;
+
+/// Decodes one record (starting with its `perf_event_header`).
+pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
+    let kind = u32_at(rec, 0)?;
+    let misc = u32::from(u16::from_ne_bytes(rec.get(4..6)?.try_into().ok()?));
+    let trailer = || sample_id(rec, rec.len().checked_sub(TRAILER)?);
+    Some(match kind {
+        PERF_RECORD_SAMPLE => {
+            let id = sample_id(rec, 8)?;
+            let size = u32_at(rec, 32)? as usize;
+            let raw = rec.get(36..36 + size)?;
+            let tp = u64::from(u16::from_ne_bytes(raw.get(0..2)?.try_into().ok()?));
+            if tp == layout.switch_id {
+                PerfRecord::SchedSwitch {
+                    id,
+                    prev_tid: layout.prev_pid.read(raw)? as u32,
+                    prev_state: layout.prev_state.read(raw)?,
+                    next_tid: layout.next_pid.read(raw)? as u32,
+                }
+            } else if tp == layout.wakeup_id {
+                PerfRecord::Wakeup {
+                    id,
+                    wakee_tid: layout.wakeup_pid.read(raw)? as u32,
+                    target_cpu: layout.wakeup_target_cpu.read(raw)? as u32,
+                    new_thread: false,
+                }
+            } else if tp == layout.wakeup_new_id {
+                PerfRecord::Wakeup {
+                    id,
+                    wakee_tid: layout.new_pid.read(raw)? as u32,
+                    target_cpu: layout.new_target_cpu.read(raw)? as u32,
+                    new_thread: true,
+                }
+            } else {
+                PerfRecord::Other
+            }
+        }
+        PERF_RECORD_SWITCH_CPU_WIDE => PerfRecord::Switch {
+            id: trailer()?,
+            out: misc & PERF_RECORD_MISC_SWITCH_OUT != 0,
+            preempt: misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0,
+            other_tid: u32_at(rec, 12)?,
+        },
+        PERF_RECORD_COMM => {
+            let end = rec.len().checked_sub(TRAILER)?;
+            let name = rec.get(16..end)?;
+            let n = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+            PerfRecord::Comm {
+                id: trailer()?,
+                pid: u32_at(rec, 8)?,
+                tid: u32_at(rec, 12)?,
+                comm: String::from_utf8_lossy(&name[..n]).into_owned(),
+            }
+        }
+        PERF_RECORD_FORK => PerfRecord::Fork {
+            id: trailer()?,
+            pid: u32_at(rec, 8)?,
+            ppid: u32_at(rec, 12)?,
+            tid: u32_at(rec, 16)?,
+            ptid: u32_at(rec, 20)?,
+        },
+        PERF_RECORD_EXIT => PerfRecord::Exit {
+            id: trailer()?,
+            pid: u32_at(rec, 8)?,
+            tid: u32_at(rec, 16)?,
+        },
+        PERF_RECORD_LOST => PerfRecord::Lost {
+            id: trailer()?,
+            count: u64_at(rec, 16)?,
+        },
+        _ => PerfRecord::Other,
+    })
+}

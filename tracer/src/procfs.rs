@@ -1,0 +1,163 @@
+//! What the recorder reads from `/proc` and `/sys`: online CPUs, the
+//! kernel's own idle counters (`/proc/stat`), the threads that exist when
+//! recording starts, and the machine's identity.
+
+use std::fs;
+use std::io;
+
+use idleflow_format::ProcStatCpu;
+
+/// Parses a CPU list such as `0-3,5,7-8`.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
+/// The online CPUs, ascending.
+pub fn online_cpus() -> io::Result<Vec<u32>> {
+    let s = fs::read_to_string("/sys/devices/system/cpu/online")?;
+    parse_cpu_list(&s).ok_or_else(|| io::Error::other(format!("cannot parse CPU list {s:?}")))
+}
+
+/// The `idle` and `iowait` counters of every `cpuN` line of `/proc/stat`.
+pub fn proc_stat() -> io::Result<Vec<ProcStatCpu>> {
+    Ok(parse_proc_stat(&fs::read_to_string("/proc/stat")?))
+}
+
+/// Parses the text of `/proc/stat`.
+pub fn parse_proc_stat(text: &str) -> Vec<ProcStatCpu> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_ascii_whitespace();
+            let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            let v: Vec<u64> = f.take(5).filter_map(|x| x.parse().ok()).collect();
+            Some(ProcStatCpu {
+                cpu,
+                idle: *v.get(3)?,
+                iowait: *v.get(4)?,
+            })
+        })
+        .collect()
+}
+
+/// `/proc/stat`'s tick rate.
+pub fn user_hz() -> u64 {
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as u64
+    } else {
+        100
+    }
+}
+
+/// A thread found in `/proc`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcThread {
+    /// Thread id.
+    pub tid: u32,
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id.
+    pub ppid: u32,
+    /// Name.
+    pub comm: String,
+}
+
+/// Every thread now in `/proc`. Threads that exit during the scan are skipped.
+pub fn threads() -> Vec<ProcThread> {
+    let mut out = Vec::new();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let ppid = fs::read_to_string(p.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                // pid (comm) state ppid ...; comm may contain spaces and ')'.
+                let rest = &s[s.rfind(')')? + 1..];
+                rest.split_ascii_whitespace().nth(1)?.parse().ok()
+            })
+            .unwrap_or(0);
+        let Ok(tasks) = fs::read_dir(p.path().join("task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok(comm) = fs::read_to_string(t.path().join("comm")) {
+                out.push(ProcThread {
+                    tid,
+                    pid,
+                    ppid,
+                    comm: comm.trim_end().to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Whether process `pid` still exists.
+pub fn process_exists(pid: u32) -> bool {
+    fs::metadata(format!("/proc/{pid}")).is_ok()
+}
+
+/// `uname -r` and the host name.
+pub fn uname() -> (String, String) {
+    let read = |p: &str| {
+        fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    (
+        read("/proc/sys/kernel/osrelease"),
+        read("/proc/sys/kernel/hostname"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-1\n"), Some(vec![0, 1]));
+        assert_eq!(parse_cpu_list("0,2-4,7"), Some(vec![0, 2, 3, 4, 7]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn proc_stat_lines() {
+        let s = "cpu  1 2 3 4 5 6\ncpu0 10 0 0 400 7 0 0\ncpu1 1 1 1 500 0 1\nintr 5\n";
+        let v = parse_proc_stat(s);
+        assert_eq!(v.len(), 2);
+        assert_eq!((v[0].cpu, v[0].idle, v[0].iowait), (0, 400, 7));
+        assert_eq!((v[1].cpu, v[1].idle, v[1].iowait), (1, 500, 0));
+    }
+
+    #[test]
+    fn this_process_is_in_proc() {
+        let me = std::process::id();
+        assert!(process_exists(me));
+        assert!(threads().iter().any(|t| t.tid == me && t.pid == me));
+        assert!(!online_cpus().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,511 @@
+//! The recorder: owns the events of every CPU, their rings and joiners, the
+//! merge and the recording being written.
+//!
+//! Life cycle: [`Recorder::open`] (all privileged work; nothing is written
+//! yet, so a refusal leaves no file) → [`Recorder::enable`] (the window
+//! starts) → [`Recorder::begin`] (the output file appears as
+//! `<path>.partial`) → [`Recorder::poll`] until the caller decides to stop →
+//! [`Recorder::finish`] (drains every ring, writes the end record, renames
+//! the file to `<path>`). Dropped before `finish`, it removes the partial
+//! file, so an error never leaves half a recording behind.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use idleflow_format::{
+    FormatError, Lost, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, Wakeup,
+    Writer,
+};
+use rustc_hash::FxHashMap;
+
+use crate::join::Joiner;
+use crate::merge::Merge;
+use crate::parse::{parse, Layout, PerfRecord};
+use crate::procfs;
+use crate::ring::{page_size, Ring};
+use crate::sys::{self, EventSpec, PerfEvent, SysError};
+use crate::tracefs::{self, TracefsError, Tracepoint};
+
+/// Default ring size per CPU.
+pub const DEFAULT_RING_BYTES: usize = 4 << 20;
+
+/// Why recording failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecorderError {
+    /// The kernel refused to open system-wide events.
+    #[error("recording needs root or CAP_PERFMON (system-wide scheduler tracepoints): {0}")]
+    Privilege(#[source] SysError),
+    /// Another system call failed.
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    /// tracefs could not be found, mounted or read.
+    #[error(transparent)]
+    Tracefs(#[from] TracefsError),
+    /// A file could not be written or read.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// Writing the recording failed.
+    #[error("writing the recording: {0}")]
+    Format(#[from] FormatError),
+    /// A ring size that is not a power-of-two number of pages.
+    #[error("ring size {0} bytes is not a power-of-two number of pages (e.g. 1M, 4M, 16M)")]
+    RingSize(usize),
+}
+
+/// How to record.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// Bytes of ring buffer per CPU (a power-of-two number of pages).
+    pub ring_bytes: usize,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            ring_bytes: DEFAULT_RING_BYTES,
+        }
+    }
+}
+
+struct CpuRing {
+    cpu: u32,
+    ring: Ring,
+    joiner: Joiner,
+    lost: u64,
+}
+
+struct Output {
+    writer: Writer<BufWriter<File>>,
+    partial: PathBuf,
+    path: PathBuf,
+}
+
+/// Thread names known so far: tid → (pid, ppid, comm).
+type Names = FxHashMap<u32, (u32, u32, String)>;
+
+/// A recording in progress. See the module documentation.
+pub struct Recorder {
+    cpus: Vec<u32>,
+    layout: Layout,
+    ring_bytes: usize,
+    events: Vec<PerfEvent>,
+    ring_owner: Vec<usize>,
+    rings: Vec<CpuRing>,
+    merge: Merge<Record>,
+    names: Names,
+    start_ns: u64,
+    start_unix_ns: u64,
+    proc_stat_start: Vec<ProcStatCpu>,
+    last_round_start: u64,
+    summary: RunSummary,
+    output: Option<Output>,
+    scratch: Vec<(u64, Record)>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("cpus", &self.cpus)
+            .field("ring_bytes", &self.ring_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// Opens the scheduler events and maps one ring per online CPU. Needs
+    /// root or CAP_PERFMON; nothing is recorded until [`Recorder::enable`].
+    pub fn open(options: &RecordOptions) -> Result<Self, RecorderError> {
+        let page = page_size();
+        let rb = options.ring_bytes;
+        if rb < page || !(rb / page).is_power_of_two() || rb % page != 0 {
+            return Err(RecorderError::RingSize(rb));
+        }
+        let tracefs = tracefs::find_or_mount().map_err(|e| match e {
+            TracefsError::Mount { ref source, .. }
+                if matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES)) =>
+            {
+                RecorderError::Privilege(SysError {
+                    call: "mount tracefs".into(),
+                    source: std::io::Error::from_raw_os_error(libc::EPERM),
+                })
+            }
+            e => e.into(),
+        })?;
+        let switch = Tracepoint::load(&tracefs, "sched", "sched_switch")?;
+        let wakeup = Tracepoint::load(&tracefs, "sched", "sched_wakeup")?;
+        let wakeup_new = Tracepoint::load(&tracefs, "sched", "sched_wakeup_new")?;
+        let layout = Layout::new(&switch, &wakeup, &wakeup_new)?;
+        let cpus = procfs::online_cpus().map_err(|source| RecorderError::Io {
+            what: "reading",
+            path: "/sys/devices/system/cpu/online".into(),
+            source,
+        })?;
+        let priv_err = |e: SysError| {
+            if e.is_permission() {
+                RecorderError::Privilege(e)
+            } else {
+                RecorderError::Sys(e)
+            }
+        };
+        let wakeup_bytes = (rb / 2) as u32;
+        let mut events = Vec::new();
+        let mut ring_owner = Vec::new();
+        let mut rings = Vec::new();
+        for &cpu in &cpus {
+            let main = PerfEvent::open_cpu_wide(
+                &EventSpec {
+                    tracepoint_id: switch.id,
+                    switch_records: true,
+                    task_records: true,
+                    wakeup_bytes,
+                },
+                cpu,
+                &switch.name,
+            )
+            .map_err(priv_err)?;
+            let ring = Ring::map(&main, rb)?;
+            for tp in [&wakeup, &wakeup_new] {
+                let ev = PerfEvent::open_cpu_wide(
+                    &EventSpec {
+                        tracepoint_id: tp.id,
+                        switch_records: false,
+                        task_records: false,
+                        wakeup_bytes,
+                    },
+                    cpu,
+                    &tp.name,
+                )
+                .map_err(priv_err)?;
+                ev.set_output(&main)?;
+                events.push(ev);
+            }
+            ring_owner.push(events.len());
+            events.push(main);
+            rings.push(CpuRing {
+                cpu,
+                ring,
+                joiner: Joiner::new(cpu),
+                lost: 0,
+            });
+        }
+        Ok(Recorder {
+            cpus,
+            layout,
+            ring_bytes: rb,
+            events,
+            ring_owner,
+            rings,
+            merge: Merge::default(),
+            names: Names::default(),
+            start_ns: 0,
+            start_unix_ns: 0,
+            proc_stat_start: Vec::new(),
+            last_round_start: 0,
+            summary: RunSummary::default(),
+            output: None,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The CPUs recorded.
+    pub fn cpus(&self) -> &[u32] {
+        &self.cpus
+    }
+
+    /// Starts the window: enables every event.
+    pub fn enable(&mut self) -> Result<(), RecorderError> {
+        for e in &self.events {
+            e.enable()?;
+        }
+        self.start_ns = sys::monotonic_ns();
+        self.start_unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        self.last_round_start = self.start_ns;
+        self.proc_stat_start = procfs::proc_stat().unwrap_or_default();
+        Ok(())
+    }
+
+    /// Creates `<path>.partial` and writes the run information and the
+    /// threads that exist now. `target_pids` are the processes the report
+    /// will show threads of (empty: all).
+    pub fn begin(
+        &mut self,
+        path: &Path,
+        command: &[String],
+        target_pids: &[u32],
+    ) -> Result<(), RecorderError> {
+        let mut partial = path.as_os_str().to_owned();
+        partial.push(".partial");
+        let partial = PathBuf::from(partial);
+        let file = File::create(&partial).map_err(|source| RecorderError::Io {
+            what: "cannot create",
+            path: partial.clone(),
+            source,
+        })?;
+        let (kernel_release, hostname) = procfs::uname();
+        let info = RunInfo {
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            kernel_release,
+            hostname,
+            cpus: self.cpus.clone(),
+            clock: "CLOCK_MONOTONIC".into(),
+            command: command.to_vec(),
+            target_pids: target_pids.to_vec(),
+            start_ns: self.start_ns,
+            start_unix_ns: self.start_unix_ns,
+            proc_stat_start: self.proc_stat_start.clone(),
+            user_hz: procfs::user_hz(),
+            ring_bytes: self.ring_bytes as u64,
+        };
+        let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &info);
+        let mut output = Output {
+            writer: match writer {
+                Ok(w) => w,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&partial);
+                    return Err(e.into());
+                }
+            },
+            partial,
+            path: path.to_path_buf(),
+        };
+        for t in procfs::threads() {
+            output.writer.write(&Record::Thread(ThreadInfo {
+                time: self.start_ns,
+                tid: t.tid,
+                pid: t.pid,
+                ppid: t.ppid,
+                comm: t.comm.clone(),
+            }))?;
+            self.names.insert(t.tid, (t.pid, t.ppid, t.comm));
+        }
+        self.output = Some(output);
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.output.as_ref().map_or(0, |o| o.writer.bytes_written())
+    }
+
+    /// Waits up to `timeout_ms` for data, then reads every ring once and
+    /// writes what the merge can release.
+    pub fn poll(&mut self, timeout_ms: i32) -> Result<(), RecorderError> {
+        let owners: Vec<&PerfEvent> = self.ring_owner.iter().map(|&i| &self.events[i]).collect();
+        sys::poll_events(&owners, timeout_ms)?;
+        let round_start = sys::monotonic_ns();
+        self.read_rings();
+        let watermark = self.last_round_start;
+        self.last_round_start = round_start;
+        self.release(watermark)
+    }
+
+    fn read_rings(&mut self) {
+        let layout = &self.layout;
+        let merge = &mut self.merge;
+        let names = &mut self.names;
+        let summary = &mut self.summary;
+        for r in &mut self.rings {
+            let CpuRing {
+                cpu,
+                ring,
+                joiner,
+                lost,
+            } = r;
+            let cpu = *cpu;
+            ring.drain(|bytes| {
+                let Some(rec) = parse(bytes, layout) else {
+                    summary.undecodable += 1;
+                    return;
+                };
+                joiner.feed(&rec, &mut |d| merge.push(d.time, Record::Dispatch(d)));
+                match rec {
+                    PerfRecord::Wakeup {
+                        id,
+                        wakee_tid,
+                        target_cpu,
+                        new_thread,
+                    } => merge.push(
+                        id.time,
+                        Record::Wakeup(Wakeup {
+                            time: id.time,
+                            cpu,
+                            waker_tid: id.tid,
+                            wakee_tid,
+                            target_cpu,
+                            new_thread,
+                        }),
+                    ),
+                    PerfRecord::Comm { id, pid, tid, comm } => {
+                        let ppid = names.get(&pid).map_or(0, |n| n.1);
+                        names.insert(tid, (pid, ppid, comm.clone()));
+                        merge.push(
+                            id.time,
+                            Record::Thread(ThreadInfo {
+                                time: id.time,
+                                tid,
+                                pid,
+                                ppid,
+                                comm,
+                            }),
+                        );
+                    }
+                    PerfRecord::Fork {
+                        id,
+                        pid,
+                        ppid,
+                        tid,
+                        ptid,
+                    } => {
+                        let comm = names.get(&ptid).map(|n| n.2.clone()).unwrap_or_default();
+                        // A new thread of an existing process has that process's parent.
+                        let ppid = if pid == ppid {
+                            names.get(&pid).map_or(0, |n| n.1)
+                        } else {
+                            ppid
+                        };
+                        names.insert(tid, (pid, ppid, comm.clone()));
+                        merge.push(
+                            id.time,
+                            Record::Thread(ThreadInfo {
+                                time: id.time,
+                                tid,
+                                pid,
+                                ppid,
+                                comm,
+                            }),
+                        );
+                    }
+                    PerfRecord::Exit { id, pid, tid } => {
+                        names.remove(&tid);
+                        merge.push(
+                            id.time,
+                            Record::Exit(ThreadExit {
+                                time: id.time,
+                                tid,
+                                pid,
+                            }),
+                        );
+                    }
+                    PerfRecord::Lost { id, count } => {
+                        *lost += count;
+                        merge.push(
+                            id.time,
+                            Record::Lost(Lost {
+                                time: id.time,
+                                cpu,
+                                count,
+                            }),
+                        );
+                    }
+                    _ => {}
+                }
+            });
+        }
+    }
+
+    fn release(&mut self, watermark: u64) -> Result<(), RecorderError> {
+        let mut batch = std::mem::take(&mut self.scratch);
+        self.merge.release(watermark, |t, r| batch.push((t, r)));
+        let mut result = Ok(());
+        if let Some(out) = self.output.as_mut() {
+            for (_, r) in &batch {
+                match r {
+                    Record::Dispatch(_) => self.summary.dispatches += 1,
+                    Record::Wakeup(_) => self.summary.wakeups += 1,
+                    _ => {}
+                }
+                if let Err(e) = out.writer.write(r) {
+                    result = Err(e.into());
+                    break;
+                }
+            }
+        }
+        batch.clear();
+        self.scratch = batch;
+        result
+    }
+
+    /// Records lost so far, per CPU.
+    pub fn lost_per_cpu(&self) -> Vec<u64> {
+        self.rings.iter().map(|r| r.lost).collect()
+    }
+
+    /// Ends the window: disables the events, drains the rings, writes the
+    /// end record and renames the file to its final path.
+    pub fn finish(
+        mut self,
+        stop_reason: &str,
+        exit_code: Option<i32>,
+    ) -> Result<(PathBuf, RunSummary), RecorderError> {
+        for e in &self.events {
+            e.disable()?;
+        }
+        let stop_ns = sys::monotonic_ns();
+        let proc_stat_stop = procfs::proc_stat().unwrap_or_default();
+        self.read_rings();
+        self.release(u64::MAX)?;
+        self.summary.stop_ns = stop_ns;
+        self.summary.stop_reason = stop_reason.to_string();
+        self.summary.exit_code = exit_code;
+        self.summary.lost_per_cpu = self.lost_per_cpu();
+        self.summary.late_events = self.merge.late();
+        self.summary.proc_stat_stop = proc_stat_stop;
+        let out = self.output.take().ok_or_else(|| RecorderError::Io {
+            what: "no output was begun for",
+            path: PathBuf::from("the recording"),
+            source: std::io::Error::other("finish called before begin"),
+        })?;
+        let summary = self.summary.clone();
+        let result = out
+            .writer
+            .finish(&summary)
+            .map_err(RecorderError::from)
+            .and_then(|w| {
+                w.into_inner()
+                    .map_err(|e| RecorderError::Io {
+                        what: "cannot write",
+                        path: out.partial.clone(),
+                        source: e.into_error(),
+                    })?
+                    .sync_all()
+                    .map_err(|source| RecorderError::Io {
+                        what: "cannot write",
+                        path: out.partial.clone(),
+                        source,
+                    })
+            })
+            .and_then(|()| {
+                std::fs::rename(&out.partial, &out.path).map_err(|source| RecorderError::Io {
+                    what: "cannot rename the recording to",
+                    path: out.path.clone(),
+                    source,
+                })
+            });
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&out.partial);
+            return Err(e);
+        }
+        Ok((out.path, summary))
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if let Some(out) = self.output.take() {
+            let partial = out.partial.clone();
+            drop(out);
+            let _ = std::fs::remove_file(partial);
+        }
+    }
+}

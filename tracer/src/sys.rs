@@ -1,0 +1,165 @@
+//! The only place that talks to the kernel's perf ABI: `perf_event_open`,
+//! its ioctls, and the attribute block. Everything here is a thin, safe
+//! wrapper over one system call; callers never see a raw pointer.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use perf_event_open_sys as sys;
+use sys::bindings::{
+    perf_event_attr, PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_CPU, PERF_SAMPLE_RAW, PERF_SAMPLE_TID,
+    PERF_SAMPLE_TIME, PERF_TYPE_TRACEPOINT,
+};
+
+/// A failed system call, with its name.
+#[derive(Debug, thiserror::Error)]
+#[error("{call} failed: {source}")]
+pub struct SysError {
+    /// The call, e.g. `perf_event_open(sched:sched_switch, cpu 1)`.
+    pub call: String,
+    /// What the kernel said.
+    #[source]
+    pub source: io::Error,
+}
+
+impl SysError {
+    /// Whether the kernel refused for lack of privilege.
+    pub fn is_permission(&self) -> bool {
+        matches!(self.source.raw_os_error(), Some(libc::EACCES | libc::EPERM))
+    }
+}
+
+/// The sample layout every idleflow event uses; records in one ring must
+/// agree on it. Samples carry `pid, tid | time | cpu, res | raw`; other
+/// records carry the trailer `pid, tid | time | cpu, res` (`sample_id_all`).
+pub const SAMPLE_TYPE: u64 =
+    (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_RAW) as u64;
+
+/// What to open on one CPU.
+#[derive(Debug, Clone, Copy)]
+pub struct EventSpec {
+    /// Tracepoint id, from tracefs.
+    pub tracepoint_id: u64,
+    /// Also emit `PERF_RECORD_SWITCH_CPU_WIDE` records (`context_switch`).
+    pub switch_records: bool,
+    /// Also emit comm, fork and exit records.
+    pub task_records: bool,
+    /// Wake a `poll` when this many bytes are in the ring.
+    pub wakeup_bytes: u32,
+}
+
+/// An open perf event, closed on drop.
+#[derive(Debug)]
+pub struct PerfEvent {
+    fd: OwnedFd,
+}
+
+impl PerfEvent {
+    /// Opens `spec` on every task of `cpu` (system-wide, `pid = -1`),
+    /// disabled, stamping with `CLOCK_MONOTONIC`, one sample per event.
+    pub fn open_cpu_wide(spec: &EventSpec, cpu: u32, what: &str) -> Result<Self, SysError> {
+        let mut attr = perf_event_attr {
+            type_: PERF_TYPE_TRACEPOINT,
+            size: std::mem::size_of::<perf_event_attr>() as u32,
+            config: spec.tracepoint_id,
+            sample_type: SAMPLE_TYPE,
+            clockid: libc::CLOCK_MONOTONIC,
+            ..Default::default()
+        };
+        attr.__bindgen_anon_1.sample_period = 1;
+        attr.__bindgen_anon_2.wakeup_watermark = spec.wakeup_bytes;
+        attr.set_watermark(1);
+        attr.set_disabled(1);
+        attr.set_sample_id_all(1);
+        attr.set_use_clockid(1);
+        attr.set_context_switch(u64::from(spec.switch_records));
+        attr.set_comm(u64::from(spec.task_records));
+        attr.set_task(u64::from(spec.task_records));
+        // SAFETY: `attr` is a fully initialized perf_event_attr whose `size`
+        // is its own size; the kernel only reads it during the call.
+        let fd = unsafe {
+            sys::perf_event_open(&mut attr, -1, cpu as i32, -1, PERF_FLAG_FD_CLOEXEC as _)
+        };
+        if fd < 0 {
+            return Err(SysError {
+                call: format!("perf_event_open({what}, cpu {cpu})"),
+                source: io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(PerfEvent { fd })
+    }
+
+    /// The file descriptor, for `mmap` and `poll`.
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// Sends this event's records to `target`'s ring (same CPU, same clock).
+    pub fn set_output(&self, target: &PerfEvent) -> Result<(), SysError> {
+        // SAFETY: both descriptors are open perf events owned by `self` and `target`.
+        let rc = unsafe { sys::ioctls::SET_OUTPUT(self.fd.as_raw_fd(), target.fd.as_raw_fd()) };
+        check(rc, "ioctl(PERF_EVENT_IOC_SET_OUTPUT)")
+    }
+
+    /// Starts counting.
+    pub fn enable(&self) -> Result<(), SysError> {
+        // SAFETY: ENABLE takes no pointer; the descriptor is open.
+        let rc = unsafe { sys::ioctls::ENABLE(self.fd.as_raw_fd(), 0) };
+        check(rc, "ioctl(PERF_EVENT_IOC_ENABLE)")
+    }
+
+    /// Stops counting; records already in the ring stay readable.
+    pub fn disable(&self) -> Result<(), SysError> {
+        // SAFETY: DISABLE takes no pointer; the descriptor is open.
+        let rc = unsafe { sys::ioctls::DISABLE(self.fd.as_raw_fd(), 0) };
+        check(rc, "ioctl(PERF_EVENT_IOC_DISABLE)")
+    }
+}
+
+fn check(rc: i32, call: &str) -> Result<(), SysError> {
+    if rc < 0 {
+        Err(SysError {
+            call: call.to_string(),
+            source: io::Error::last_os_error(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Now on `CLOCK_MONOTONIC`, the clock every event is stamped with, in ns.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Waits until one of `events`' rings passes its watermark or `timeout_ms` passes.
+pub fn poll_events(events: &[&PerfEvent], timeout_ms: i32) -> Result<(), SysError> {
+    let mut fds: Vec<libc::pollfd> = events
+        .iter()
+        .map(|e| libc::pollfd {
+            fd: e.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(SysError {
+                call: "poll".into(),
+                source: e,
+            });
+        }
+    }
+    Ok(())
+}
