@@ -100,8 +100,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             break ("duration", None);
         }
         if stop.load(Ordering::Relaxed) {
-            // The command got the same Ctrl-C from the terminal; let it finish.
+            // A Ctrl-C from the terminal reached the command too; a signal sent
+            // to idleflow alone is passed on, so the command ends with the recording.
             if let Target::Command(child) = &mut target {
+                if child.try_wait().ok().flatten().is_none() {
+                    // SAFETY: kill has no memory effects; the pid is our unreaped child.
+                    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+                }
                 let status = child.wait().context("waiting for the command")?;
                 break ("interrupted", Some(exit_code(status)));
             }

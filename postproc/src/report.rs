@@ -117,6 +117,10 @@ pub struct Report {
     pub format_version: u32,
     /// Window length, ns.
     pub duration_ns: u64,
+    /// Window start, ns on the recording's clock (`CLOCK_MONOTONIC`).
+    pub start_ns: u64,
+    /// Window end, ns on the recording's clock.
+    pub stop_ns: u64,
     /// Window start, wall clock, ns since the epoch.
     pub start_unix_ns: u64,
     /// Number of CPUs recorded.
@@ -301,6 +305,8 @@ impl Report {
         Report {
             format_version: idleflow_format::VERSION,
             duration_ns: duration,
+            start_ns: a.info.start_ns,
+            stop_ns: a.summary.stop_ns,
             start_unix_ns: a.info.start_unix_ns,
             cpus: per_cpu.len(),
             cpu_ids: per_cpu.iter().filter_map(|c| c.cpu).collect(),

@@ -34,8 +34,8 @@ pub const DEFAULT_RING_BYTES: usize = 4 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum RecorderError {
     /// The kernel refused to open system-wide events.
-    #[error("recording needs root or CAP_PERFMON (system-wide scheduler tracepoints): {0}")]
-    Privilege(#[source] SysError),
+    #[error("recording needs root or CAP_PERFMON (system-wide scheduler tracepoints); {0}")]
+    Privilege(String),
     /// Another system call failed.
     #[error(transparent)]
     Sys(#[from] SysError),
@@ -72,6 +72,22 @@ impl Default for RecordOptions {
         RecordOptions {
             ring_bytes: DEFAULT_RING_BYTES,
         }
+    }
+}
+
+/// A tracefs error, or the privilege error it really is (mounting or
+/// reading tracefs is refused to unprivileged users).
+fn privilege_or(e: TracefsError) -> RecorderError {
+    let denied = match &e {
+        TracefsError::Mount { source, .. } | TracefsError::Read { source, .. } => {
+            matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES))
+        }
+        TracefsError::Format { .. } => false,
+    };
+    if denied {
+        RecorderError::Privilege(e.to_string())
+    } else {
+        e.into()
     }
 }
 
@@ -128,20 +144,11 @@ impl Recorder {
         if rb < page || !(rb / page).is_power_of_two() || rb % page != 0 {
             return Err(RecorderError::RingSize(rb));
         }
-        let tracefs = tracefs::find_or_mount().map_err(|e| match e {
-            TracefsError::Mount { ref source, .. }
-                if matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES)) =>
-            {
-                RecorderError::Privilege(SysError {
-                    call: "mount tracefs".into(),
-                    source: std::io::Error::from_raw_os_error(libc::EPERM),
-                })
-            }
-            e => e.into(),
-        })?;
-        let switch = Tracepoint::load(&tracefs, "sched", "sched_switch")?;
-        let wakeup = Tracepoint::load(&tracefs, "sched", "sched_wakeup")?;
-        let wakeup_new = Tracepoint::load(&tracefs, "sched", "sched_wakeup_new")?;
+        let tracefs = tracefs::find_or_mount().map_err(privilege_or)?;
+        let load = |name| Tracepoint::load(&tracefs, "sched", name).map_err(privilege_or);
+        let switch = load("sched_switch")?;
+        let wakeup = load("sched_wakeup")?;
+        let wakeup_new = load("sched_wakeup_new")?;
         let layout = Layout::new(&switch, &wakeup, &wakeup_new)?;
         let cpus = procfs::online_cpus().map_err(|source| RecorderError::Io {
             what: "reading",
@@ -150,7 +157,7 @@ impl Recorder {
         })?;
         let priv_err = |e: SysError| {
             if e.is_permission() {
-                RecorderError::Privilege(e)
+                RecorderError::Privilege(e.to_string())
             } else {
                 RecorderError::Sys(e)
             }

@@ -38,8 +38,16 @@ const CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing
 /// The tracefs mount point, mounting it at `/sys/kernel/tracing` if needed.
 pub fn find_or_mount() -> Result<PathBuf, TracefsError> {
     for c in CANDIDATES {
-        if Path::new(c).join("events").is_dir() {
-            return Ok(PathBuf::from(c));
+        let events = Path::new(c).join("events");
+        match std::fs::metadata(&events) {
+            Ok(m) if m.is_dir() => return Ok(PathBuf::from(c)),
+            Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(TracefsError::Read {
+                    path: events,
+                    source,
+                })
+            }
+            _ => {}
         }
     }
     let path = PathBuf::from(CANDIDATES[0]);

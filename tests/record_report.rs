@@ -1,0 +1,261 @@
+//! End to end through the CLI: record real workloads on the real kernel and
+//! check the report's numbers on every CPU against what the workload does,
+//! against the kernel's `/proc/stat`, and against perf's switch records.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn record_dutycycle(dir: &tempfile::TempDir, args: &[&str]) -> (Value, Vec<(i64, u64)>) {
+    let rec = dir.path().join("run.idleflow");
+    let out = run(idleflow()
+        .arg("record")
+        .arg("-o")
+        .arg(&rec)
+        .arg("--")
+        .arg(example("dutycycle"))
+        .args(args));
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let summary = stderr(&out);
+    assert!(summary.contains("dispatches"), "no summary line: {summary}");
+    (report_json(&rec), cycles_by_cpu(&stdout(&out)))
+}
+
+/// Per CPU, the report's idle time against the kernel's idle + iowait over
+/// the same window (ticks of 10 ms at both ends, so a few tens of ms slack).
+fn assert_idle_matches_kernel(r: &Value) {
+    let duration = u(r, "duration_ns") as f64;
+    for c in r["per_cpu"].as_array().unwrap() {
+        let ours = u(c, "idle_ns") as f64;
+        let kernel = u(c, "kernel_idle_ns") as f64;
+        let slack = 0.02 * duration + 30e6;
+        assert!(
+            (ours - kernel).abs() <= slack,
+            "CPU {}: idleflow idle {:.1} ms, /proc/stat {:.1} ms (slack {:.1} ms)",
+            c["cpu"],
+            ours / 1e6,
+            kernel / 1e6,
+            slack / 1e6
+        );
+    }
+}
+
+#[test]
+fn duty_cycle_idles_each_cpu_half_the_time() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (r, cycles) = record_dutycycle(
+        &dir,
+        &["--busy-ms", "3", "--sleep-ms", "3", "--seconds", "3"],
+    );
+    assert_eq!(u(&r, "lost_events"), 0);
+    let per_cpu = r["per_cpu"].as_array().unwrap();
+    assert_eq!(per_cpu.len() as u64, u(&r, "cpus"));
+    assert!(per_cpu.len() >= 2, "this test wants CPU 1 too");
+    let duration = u(&r, "duration_ns");
+    for c in per_cpu {
+        let cpu = u(c, "cpu") as i64;
+        let idle_pct = f(c, "idle_pct");
+        assert!(
+            (40.0..=60.0).contains(&idle_pct),
+            "CPU {cpu}: idle {idle_pct}% for a 50% duty cycle"
+        );
+        // The pinned thread leaves idle once per cycle; other threads add a few.
+        let k = cycles
+            .iter()
+            .find(|(c, _)| *c == cpu)
+            .map(|(_, k)| *k)
+            .unwrap_or_else(|| panic!("no thread ran on CPU {cpu}: {cycles:?}"));
+        let from = u(c, "idle_dispatches_from");
+        let to = u(c, "idle_dispatches_to");
+        assert!(
+            from >= k * 95 / 100 && from <= k * 3 / 2 + 50,
+            "CPU {cpu}: {from} dispatches from idle for {k} cycles"
+        );
+        assert!(
+            from.abs_diff(to) <= 2 + u(c, "breaks"),
+            "CPU {cpu}: to {to} from {from}"
+        );
+        // The thread whose leaving made the CPU idle most is the pinned one,
+        // and it left sleeping.
+        let top = &c["idle_causes"][0];
+        assert_eq!(
+            top["comm"].as_str(),
+            Some(format!("duty-{cpu}").as_str()),
+            "CPU {cpu}: top idle cause {top}"
+        );
+        let sleeping = top["states"]["S"].as_u64().unwrap_or(0);
+        assert!(
+            sleeping as f64 >= 0.95 * u(top, "idle_dispatches_to") as f64,
+            "{top}"
+        );
+        // Median idle interval is the 3 ms sleep.
+        let p50 = u(&c["idle_intervals"], "p50_ns");
+        assert!(
+            (2_500_000..4_000_000).contains(&p50),
+            "CPU {cpu}: p50 {p50} ns"
+        );
+        // Gaps are counted and small.
+        assert!(u(c, "unknown_ns") < duration / 50, "CPU {cpu}: {c}");
+    }
+    assert_idle_matches_kernel(&r);
+    // The thread table shows the workload's threads with their timeslices.
+    let threads = r["threads"].as_array().unwrap();
+    for cpu in 0..2 {
+        let name = format!("duty-{cpu}");
+        let t = threads
+            .iter()
+            .find(|t| t["comm"] == name.as_str())
+            .unwrap_or_else(|| panic!("{name} not in the thread table"));
+        let k = cycles[cpu].1;
+        let slices = u(t, "timeslices");
+        assert!(
+            slices >= k && slices <= k * 3 / 2 + 20,
+            "{name}: {slices} slices, {k} cycles"
+        );
+        assert!(u(t, "non_runnable") >= k, "{t}");
+        let run_pct = f(t, "running_pct");
+        assert!((40.0..=60.0).contains(&run_pct), "{name} ran {run_pct}%");
+    }
+}
+
+#[test]
+fn saturating_work_leaves_no_cpu_idle_and_threads_wait_runnable() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = record_dutycycle(
+        &dir,
+        &[
+            "--threads",
+            "4",
+            "--no-pin",
+            "--busy-ms",
+            "5",
+            "--sleep-ms",
+            "0",
+            "--seconds",
+            "2",
+        ],
+    );
+    for c in r["per_cpu"].as_array().unwrap() {
+        let idle_pct = f(c, "idle_pct");
+        assert!(
+            idle_pct < 5.0,
+            "CPU {}: idle {idle_pct}% under 4 busy threads",
+            c["cpu"]
+        );
+    }
+    assert_idle_matches_kernel(&r);
+    let duty: Vec<&Value> = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["comm"].as_str().unwrap_or("").starts_with("duty-"))
+        .collect();
+    assert_eq!(duty.len(), 4);
+    for t in duty {
+        // 4 threads on 2 CPUs: each runs about half the time and waits runnable the rest.
+        assert!(u(t, "preempted") > 10, "{t}");
+        let run_pct = f(t, "running_pct");
+        let runnable = f(t, "runnable_pct");
+        assert!((30.0..=70.0).contains(&run_pct), "{t}");
+        assert!(runnable >= 25.0, "{t}");
+    }
+}
+
+/// Switch-ins from idle per CPU, as perf's own switch records saw them in
+/// `[start_ns, stop_ns)` (perf run with `-k CLOCK_MONOTONIC`, our clock).
+fn perf_switch_ins_from_idle(script: &str, start_ns: u64, stop_ns: u64) -> Vec<(u32, u64)> {
+    let mut counts = std::collections::BTreeMap::new();
+    for line in script.lines() {
+        if !line.contains("SWITCH_CPU_WIDE IN") || !line.contains("prev pid/tid:     0/0") {
+            continue;
+        }
+        let mut w = line.split_whitespace();
+        let tid: u32 = w.next().and_then(|t| t.parse().ok()).unwrap_or(0);
+        let cpu: u32 = w
+            .next()
+            .and_then(|c| c.trim_matches(|ch| ch == '[' || ch == ']').parse().ok())
+            .expect("cpu column");
+        let secs: f64 = w
+            .next()
+            .and_then(|t| t.trim_end_matches(':').parse().ok())
+            .expect("time column");
+        let t = (secs * 1e9).round() as u64;
+        if tid != 0 && t >= start_ns && t < stop_ns {
+            *counts.entry(cpu).or_insert(0u64) += 1;
+        }
+    }
+    counts.into_iter().collect()
+}
+
+#[test]
+fn dispatches_from_idle_agree_with_perf_switch_records_on_every_cpu() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pdata = dir.path().join("perf.data");
+    let mut perf = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-k",
+            "CLOCK_MONOTONIC",
+            "-e",
+            "dummy",
+            "-a",
+            "--switch-events",
+            "-o",
+        ])
+        .arg(&pdata)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("perf is installed (Debian's linux-perf)");
+    std::thread::sleep(Duration::from_millis(700));
+    let (r, _) = record_dutycycle(
+        &dir,
+        &["--busy-ms", "2", "--sleep-ms", "2", "--seconds", "2"],
+    );
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+    let status = perf.wait().unwrap();
+    assert!(status.success() || status.code() == Some(130) || status.code().is_none());
+    let script = run(Command::new("perf")
+        .args([
+            "script",
+            "--ns",
+            "--show-switch-events",
+            "-F",
+            "tid,cpu,time",
+            "-i",
+        ])
+        .arg(&pdata));
+    assert!(script.status.success(), "perf script: {}", stderr(&script));
+    let perf_counts =
+        perf_switch_ins_from_idle(&stdout(&script), u(&r, "start_ns"), u(&r, "stop_ns"));
+    let per_cpu = r["per_cpu"].as_array().unwrap();
+    assert_eq!(
+        perf_counts.len(),
+        per_cpu.len(),
+        "perf saw CPUs {perf_counts:?}"
+    );
+    for (c, (pcpu, perf_n)) in per_cpu.iter().zip(&perf_counts) {
+        assert_eq!(u(c, "cpu"), u64::from(*pcpu));
+        let ours = u(c, "idle_dispatches_from");
+        // Perf misses switch-ins raised in contexts this kernel hides (see
+        // NOTES.md); idleflow also sees those from the idle side on CPU 0.
+        let tolerance = 3 + perf_n / 100;
+        assert!(
+            ours.abs_diff(*perf_n) <= tolerance,
+            "CPU {pcpu}: idleflow {ours} dispatches from idle, perf {perf_n} switch-ins from idle"
+        );
+        assert!(
+            *perf_n > 300,
+            "CPU {pcpu}: the workload should leave idle often: {perf_n}"
+        );
+    }
+}
