@@ -46,8 +46,7 @@ pub fn example(name: &str) -> PathBuf {
 }
 
 pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("run a command");
-    out
+    cmd.output().expect("run a command")
 }
 
 pub fn stderr(o: &Output) -> String {
