@@ -105,13 +105,12 @@ fn duty_cycle_idles_each_cpu_half_the_time() {
     assert_idle_matches_kernel(&r);
     // The thread table shows the workload's threads with their timeslices.
     let threads = r["threads"].as_array().unwrap();
-    for cpu in 0..2 {
+    for &(cpu, k) in &cycles {
         let name = format!("duty-{cpu}");
         let t = threads
             .iter()
             .find(|t| t["comm"] == name.as_str())
             .unwrap_or_else(|| panic!("{name} not in the thread table"));
-        let k = cycles[cpu].1;
         let slices = u(t, "timeslices");
         assert!(
             slices >= k && slices <= k * 3 / 2 + 20,
