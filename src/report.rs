@@ -1,7 +1,7 @@
 //! `idleflow report` and `idleflow script`: read a recording, print it.
 
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::Write;
 
 use anyhow::Context;
 use idleflow_postproc::{text, Analysis, Report};
@@ -11,8 +11,8 @@ use crate::cli::{Format, ReportArgs, ScriptArgs};
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let path = &args.input;
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let analysis = Analysis::run(BufReader::with_capacity(1 << 20, file))
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let analysis =
+        Analysis::run(file).with_context(|| format!("cannot read {}", path.display()))?;
     let report = Report::new(&analysis, args.causes);
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
@@ -34,7 +34,7 @@ pub fn script(args: ScriptArgs) -> anyhow::Result<()> {
     let path = &args.input;
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    match idleflow_postproc::script::print(BufReader::with_capacity(1 << 20, file), &mut out) {
+    match idleflow_postproc::script::print(file, &mut out) {
         Err(idleflow_postproc::script::ScriptError::Output(e)) => Err(e.into()),
         other => other.with_context(|| format!("cannot read {}", path.display())),
     }?;

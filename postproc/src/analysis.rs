@@ -58,8 +58,6 @@ impl Analysis {
     pub fn run(input: impl Read) -> Result<Self, FormatError> {
         let mut reader = Reader::new(input)?;
         let info = reader.info().clone();
-        let cpu_index: FxHashMap<u32, usize> =
-            info.cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect();
         let mut a = Analysis {
             accounting: Accounting::new(&info.cpus, info.start_ns),
             intervals: info.cpus.iter().map(|_| histogram()).collect(),
@@ -78,14 +76,13 @@ impl Analysis {
                     a.dispatches += 1;
                     let out = a.accounting.dispatch(&d);
                     if out.to_idle {
-                        if let Some(&ci) = cpu_index.get(&d.cpu) {
-                            let c = a.causes.entry((ci, d.prev_tid)).or_default();
-                            c.dispatches += 1;
-                            c.by_state[d.prev_state.code() as usize] += 1;
-                        }
+                        let ci = a.accounting.cpu_slot(d.cpu);
+                        let c = a.causes.entry((ci, d.prev_tid)).or_default();
+                        c.dispatches += 1;
+                        c.by_state[d.prev_state.code() as usize] += 1;
                     }
                     if let Some(iv) = out.closed_idle {
-                        a.interval(&cpu_index, &iv);
+                        a.interval(&iv);
                     }
                 }
                 Record::Wakeup(w) => {
@@ -110,19 +107,20 @@ impl Analysis {
         })?;
         let stop = a.summary.stop_ns.max(a.info.start_ns);
         for iv in a.accounting.finish(stop) {
-            a.interval(&cpu_index, &iv);
+            a.interval(&iv);
         }
         Ok(a)
     }
 
-    fn interval(&mut self, cpu_index: &FxHashMap<u32, usize>, iv: &IdleInterval) {
-        let Some(&ci) = cpu_index.get(&iv.cpu) else {
-            return;
-        };
+    fn interval(&mut self, iv: &IdleInterval) {
+        let ci = self.accounting.cpu_slot(iv.cpu);
+        if ci >= self.intervals.len() {
+            self.intervals.resize_with(ci + 1, histogram);
+        }
         let len = iv.end.saturating_sub(iv.start);
         if iv.complete {
             // Out-of-range values are clamped by the histogram's bounds.
-            let _ = self.intervals[ci].record(len.max(1));
+            self.intervals[ci].saturating_record(len.max(1));
         }
         if let Some((tid, _)) = iv.caused_by {
             if tid != IDLE_TID {

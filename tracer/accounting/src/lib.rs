@@ -145,7 +145,8 @@ pub struct DispatchOutcome {
 #[derive(Debug)]
 pub struct Accounting {
     start_ns: u64,
-    cpu_index: FxHashMap<u32, usize>,
+    /// CPU number → index in `cpus` (`usize::MAX`: not seen yet).
+    cpu_index: Vec<usize>,
     cpus: Vec<CpuAccount>,
     total_idle: u64,
     threads: FxHashMap<u32, ThreadAccount>,
@@ -157,7 +158,13 @@ impl Accounting {
     pub fn new(cpus: &[u32], start_ns: u64) -> Self {
         Accounting {
             start_ns,
-            cpu_index: cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect(),
+            cpu_index: {
+                let mut v = vec![usize::MAX; cpus.iter().max().map_or(0, |&m| m as usize + 1)];
+                for (i, &c) in cpus.iter().enumerate() {
+                    v[c as usize] = i;
+                }
+                v
+            },
             cpus: cpus
                 .iter()
                 .map(|&cpu| CpuAccount {
@@ -197,17 +204,30 @@ impl Accounting {
         self.start_ns
     }
 
-    fn cpu_mut(&mut self, cpu: u32) -> &mut CpuAccount {
-        let n = self.cpus.len();
-        let i = *self.cpu_index.entry(cpu).or_insert(n);
-        if i == n {
-            // A CPU not announced at the start (hot-plugged): account from the window start.
-            self.cpus.push(CpuAccount {
-                cpu,
-                since: self.start_ns,
-                ..Default::default()
-            });
+    /// The index of `cpu` in [`Accounting::cpus`], adding it if new.
+    pub fn cpu_slot(&mut self, cpu: u32) -> usize {
+        let c = cpu as usize;
+        if let Some(&i) = self.cpu_index.get(c) {
+            if i != usize::MAX {
+                return i;
+            }
         }
+        if self.cpu_index.len() <= c {
+            self.cpu_index.resize(c + 1, usize::MAX);
+        }
+        // A CPU not announced at the start (hot-plugged): account from the window start.
+        let n = self.cpus.len();
+        self.cpu_index[c] = n;
+        self.cpus.push(CpuAccount {
+            cpu,
+            since: self.start_ns,
+            ..Default::default()
+        });
+        n
+    }
+
+    fn cpu_mut(&mut self, cpu: u32) -> &mut CpuAccount {
+        let i = self.cpu_slot(cpu);
         &mut self.cpus[i]
     }
 
@@ -245,7 +265,8 @@ impl Accounting {
         let total_idle_before = self.total_idle;
         let mut out = DispatchOutcome::default();
         let t = d.time;
-        let c = self.cpu_mut(d.cpu);
+        let ci = self.cpu_slot(d.cpu);
+        let c = &mut self.cpus[ci];
         c.dispatches += 1;
         let continuous = match c.current {
             None => true, // first dispatch: `prev` had the CPU since before the window
@@ -272,7 +293,7 @@ impl Accounting {
 
         // 1. prev is idle: a dispatch from idle.
         if d.prev_tid == IDLE_TID && d.next_tid != IDLE_TID {
-            let c = self.cpu_mut(d.cpu);
+            let c = &mut self.cpus[ci];
             c.idle_dispatches_from += 1;
             if continuous {
                 c.idle_ns += span;
@@ -294,7 +315,7 @@ impl Accounting {
         // Switch-out of prev (a thread).
         if d.prev_tid != IDLE_TID {
             if continuous {
-                self.cpu_mut(d.cpu).busy_ns += span;
+                self.cpus[ci].busy_ns += span;
             }
             let th = Self::thread_mut(&mut self.threads, d.prev_tid, total_idle_before);
             if let Some((rc, since)) = th.running.take() {
@@ -321,7 +342,7 @@ impl Accounting {
         }
 
         // 2. next is idle: a dispatch to idle.
-        let c = self.cpu_mut(d.cpu);
+        let c = &mut self.cpus[ci];
         if d.next_tid == IDLE_TID {
             out.to_idle = d.prev_tid != IDLE_TID;
             if out.to_idle {

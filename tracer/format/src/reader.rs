@@ -37,7 +37,7 @@ impl<R: Read> Reader<R> {
     pub fn new(input: R) -> Result<Self, FormatError> {
         let mut r = Reader {
             input,
-            buf: vec![0; 256 * 1024],
+            buf: vec![0; 1 << 20],
             pos: 0,
             end: 0,
             base: 0,
@@ -198,11 +198,13 @@ impl<R: Read> Reader<R> {
         }
     }
 
+    #[inline]
     fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 
     /// Makes at least `n` bytes available at `pos`; `false` at end of input.
+    #[inline]
     fn fill(&mut self, n: usize) -> Result<bool, FormatError> {
         if self.end - self.pos >= n {
             return Ok(true);
@@ -229,14 +231,17 @@ impl<R: Read> Reader<R> {
 
     /// Reads one record's kind and payload; the payload is `buf[start..end]`.
     /// `None` at a clean end of input (between records).
+    #[inline]
     fn raw_record(&mut self) -> Result<Option<RawRecord>, FormatError> {
         let offset = self.offset();
         // kind (1) + length (at most 10 bytes of LEB128); a short read here
         // is fine as long as the record itself is complete.
-        if !self.fill(1)? {
-            return Ok(None);
+        if self.end - self.pos < 11 {
+            if !self.fill(1)? {
+                return Ok(None);
+            }
+            let _ = self.fill(11)?;
         }
-        let _ = self.fill(11)?;
         let avail = &self.buf[self.pos..self.end];
         let k = avail[0];
         let mut rest = &avail[1..];
@@ -290,16 +295,31 @@ impl Payload<'_> {
         }
     }
 
+    #[inline]
     fn uint(&mut self) -> Result<u64, FormatError> {
+        // Fast path: most fields fit in one or two bytes.
+        match *self.data {
+            [b0, ref rest @ ..] if b0 < 0x80 => {
+                self.data = rest;
+                return Ok(u64::from(b0));
+            }
+            [b0, b1, ref rest @ ..] if b1 < 0x80 => {
+                self.data = rest;
+                return Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7);
+            }
+            _ => {}
+        }
         leb128::read::unsigned(&mut self.data)
             .map_err(|_| self.corrupt("bad or missing integer field".into()))
     }
 
+    #[inline]
     fn u32(&mut self) -> Result<u32, FormatError> {
         let v = self.uint()?;
         u32::try_from(v).map_err(|_| self.corrupt(format!("field value {v} out of range")))
     }
 
+    #[inline]
     fn byte(&mut self) -> Result<u8, FormatError> {
         let (&b, rest) = self
             .data
@@ -318,6 +338,7 @@ impl Payload<'_> {
         Ok(head)
     }
 
+    #[inline]
     fn time(&mut self, last: &mut u64) -> Result<u64, FormatError> {
         let delta = unzigzag(self.uint()?);
         *last = last.wrapping_add(delta as u64);

@@ -1,0 +1,439 @@
+//! idleflow against perf, on the same workloads in one run. Not a timed
+//! test: it measures and prints Markdown tables for `docs/PERFORMANCE.md`.
+//!
+//! ```text
+//! cargo bench --bench compare -- overhead [--reps N]      # recording overhead
+//! cargo bench --bench compare -- report [--loops N]       # report throughput and memory
+//! cargo bench --bench compare -- synthetic [--millions M] # report memory vs. recording length
+//! ```
+//! Needs root and `perf` (Debian's linux-perf).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use idleflow_format::{Dispatch, PrevState, Record, RunInfo, RunSummary, ThreadInfo, Writer};
+
+fn idleflow() -> &'static str {
+    env!("CARGO_BIN_EXE_idleflow")
+}
+
+/// Runs `cmd`, returns (wall seconds, peak RSS KiB of the child tree, stdout, stderr).
+fn measure(cmd: &mut Command) -> (f64, u64, String, String) {
+    let t0 = Instant::now();
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let wall = t0.elapsed().as_secs_f64();
+    // SAFETY: `ru` is a valid, writable rusage.
+    let rss = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
+        ru.ru_maxrss as u64
+    };
+    if !out.status.success() {
+        panic!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    (
+        wall,
+        rss,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Peak RSS of one command alone: run it under `/usr/bin/time -f %M` if
+/// present, else through a fresh shell so RUSAGE_CHILDREN is its own.
+fn peak_rss_kib(args: &[&str]) -> (f64, u64) {
+    let t0 = Instant::now();
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    let wall = t0.elapsed().as_secs_f64();
+    match out {
+        Ok(o) if o.status.success() => {
+            let rss = String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .and_then(|l| l.trim().parse().ok())
+                .unwrap_or(0);
+            (wall, rss)
+        }
+        Ok(o) => panic!("{args:?} failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(_) => {
+            let t0 = Instant::now();
+            let o = Command::new(args[0])
+                .args(&args[1..])
+                .stdout(Stdio::null())
+                .status()
+                .expect("run");
+            assert!(o.success());
+            (t0.elapsed().as_secs_f64(), 0)
+        }
+    }
+}
+
+fn total_time(stdout: &str) -> f64 {
+    stdout
+        .lines()
+        .find_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("Total time:")
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no `Total time:` in {stdout}"))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn lost_from_summary(stderr: &str) -> u64 {
+    // "idleflow: N dispatches, M wakeups in S s, L lost; ..."
+    stderr
+        .split(", ")
+        .find_map(|p| {
+            p.strip_suffix(" lost")
+                .or_else(|| p.split(" lost").next().filter(|_| p.contains(" lost")))
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+/// perf's "Processed N events and lost M chunks!" warning, as M.
+fn perf_lost_chunks(stderr: &str) -> u64 {
+    stderr
+        .split("lost ")
+        .skip(1)
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn overhead(reps: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("b.idleflow");
+    let pdata = dir.path().join("b.perf.data");
+    let workloads: [(&str, Vec<&str>); 2] = [
+        (
+            "sched pipe -l 200000",
+            vec!["bench", "sched", "pipe", "-l", "200000"],
+        ),
+        (
+            "sched messaging -l 200",
+            vec!["bench", "sched", "messaging", "-l", "200"],
+        ),
+    ];
+    println!("| workload | measure | none (s) | idleflow record (s) | perf record (s) | idleflow slowdown | perf slowdown |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut extra = Vec::new();
+    for (name, args) in workloads {
+        // [mode][0 = benchmark's Total time, 1 = wall time of the whole command]
+        let mut t = [
+            [Vec::new(), Vec::new()],
+            [Vec::new(), Vec::new()],
+            [Vec::new(), Vec::new()],
+        ];
+        let (mut our_lost, mut perf_lost, mut our_bytes, mut perf_bytes) = (0, 0u64, 0, 0);
+        for _ in 0..reps {
+            let (wall, _, out, _) = measure(Command::new("perf").args(&args));
+            t[0][0].push(total_time(&out));
+            t[0][1].push(wall);
+            let (wall, _, out, err) = measure(
+                Command::new(idleflow())
+                    .args(["record", "-o"])
+                    .arg(&rec)
+                    .args(["--", "perf"])
+                    .args(&args),
+            );
+            t[1][0].push(total_time(&out));
+            t[1][1].push(wall);
+            our_lost += lost_from_summary(&err);
+            our_bytes = std::fs::metadata(&rec).unwrap().len();
+            let (wall, _, out, err) = measure(
+                Command::new("perf")
+                    .args([
+                        "record",
+                        "-e",
+                        "sched:sched_switch,sched:sched_wakeup",
+                        "--switch-events",
+                        "-a",
+                        "-o",
+                    ])
+                    .arg(&pdata)
+                    .args(["--", "perf"])
+                    .args(&args),
+            );
+            t[2][0].push(total_time(&out));
+            t[2][1].push(wall);
+            perf_lost += perf_lost_chunks(&err);
+            perf_bytes = std::fs::metadata(&pdata).unwrap().len();
+        }
+        for (m, measure_name) in ["benchmark's Total time", "wall time of the command"]
+            .iter()
+            .enumerate()
+        {
+            let n = median(&mut t[0][m]);
+            let o = median(&mut t[1][m]);
+            let p = median(&mut t[2][m]);
+            println!(
+                "| {name} | {measure_name} | {n:.3} | {o:.3} | {p:.3} | {:.2}× | {:.2}× |",
+                o / n,
+                p / n
+            );
+        }
+        extra.push(format!(
+            "| {name} | {our_lost} | {perf_lost} | {our_bytes} | {perf_bytes} |"
+        ));
+    }
+    println!("\n(medians of {reps} runs, interleaved)\n");
+    println!("| workload | idleflow lost events (all runs) | perf lost chunks (all runs) | idleflow recording bytes | perf.data bytes |");
+    println!("|---|---|---|---|---|");
+    for e in extra {
+        println!("{e}");
+    }
+}
+
+fn count_lines_matching(cmd: &mut Command, needle: &str) -> (f64, u64) {
+    let t0 = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut n = 0u64;
+    use std::io::BufRead;
+    for line in std::io::BufReader::with_capacity(1 << 20, stdout).lines() {
+        if line.map(|l| l.contains(needle)).unwrap_or(false) {
+            n += 1;
+        }
+    }
+    child.wait().unwrap();
+    (t0.elapsed().as_secs_f64(), n)
+}
+
+fn report(loops: u64) {
+    let dir = std::env::var_os("BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("idleflow-bench"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("big.idleflow");
+    let pdata = dir.join("big.perf.data");
+    // One run of the workload, recorded by both tools at once.
+    let mut perf = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "sched:sched_switch,sched:sched_wakeup",
+            "--switch-events",
+            "-a",
+            "-m",
+            "16M",
+            "-o",
+        ])
+        .arg(&pdata)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let (_, _, _, err) = measure(
+        Command::new(idleflow())
+            .args(["record", "--ring-size", "16M", "-o"])
+            .arg(&rec)
+            .args(["--", "perf", "bench", "sched", "pipe", "-l"])
+            .arg(loops.to_string()),
+    );
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+    perf.wait().unwrap();
+    eprintln!("{}", err.trim());
+    report_table(&rec, Some(&pdata));
+}
+
+fn report_table(rec: &Path, pdata: Option<&Path>) {
+    let json = Command::new(idleflow())
+        .args(["report", "--format", "json"])
+        .arg(rec)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let dispatches = v["dispatches"].as_u64().unwrap();
+    let bytes = std::fs::metadata(rec).unwrap().len();
+    let mut walls = Vec::new();
+    let mut rss = 0;
+    for _ in 0..3 {
+        let (w, r) = peak_rss_kib(&[
+            idleflow(),
+            "report",
+            "--format",
+            "json",
+            rec.to_str().unwrap(),
+        ]);
+        walls.push(w);
+        rss = r;
+    }
+    let w = median(&mut walls);
+    println!("| tool | events | wall (s) | events/s | peak RSS (MiB) | bytes/event |");
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| idleflow report | {dispatches} dispatches | {w:.2} | {:.2} M | {:.1} | {:.1} |",
+        dispatches as f64 / w / 1e6,
+        rss as f64 / 1024.0,
+        bytes as f64 / dispatches as f64
+    );
+    if let Some(pdata) = pdata {
+        let pbytes = std::fs::metadata(pdata).unwrap().len();
+        let (w, n) = count_lines_matching(
+            Command::new("perf").args(["script", "-i"]).arg(pdata),
+            "sched:sched_switch",
+        );
+        let (_, rss) = peak_rss_kib(&["perf", "script", "-i", pdata.to_str().unwrap()]);
+        println!(
+            "| perf script | {n} sched_switch | {w:.2} | {:.2} M | {:.1} | {:.1} |",
+            n as f64 / w / 1e6,
+            rss as f64 / 1024.0,
+            pbytes as f64 / n.max(1) as f64
+        );
+        let (w, rss) = peak_rss_kib(&[
+            "perf",
+            "sched",
+            "timehist",
+            "-I",
+            "-s",
+            "-i",
+            pdata.to_str().unwrap(),
+        ]);
+        println!(
+            "| perf sched timehist -I -s | {n} sched_switch | {w:.2} | {:.2} M | {:.1} | {:.1} |",
+            n as f64 / w / 1e6,
+            rss as f64 / 1024.0,
+            pbytes as f64 / n.max(1) as f64
+        );
+    }
+}
+
+/// Writes a recording of `n` dispatches through the library: 64 threads on
+/// 2 CPUs with a 50% duty cycle, ~10 µs apart.
+fn synthesize(path: &Path, n: u64) {
+    let cpus = vec![0, 1];
+    let info = RunInfo {
+        tool_version: "synthetic".into(),
+        kernel_release: "synthetic".into(),
+        hostname: "synthetic".into(),
+        cpus: cpus.clone(),
+        clock: "CLOCK_MONOTONIC".into(),
+        command: vec![],
+        target_pids: vec![],
+        start_ns: 1_000_000_000,
+        start_unix_ns: 0,
+        proc_stat_start: vec![],
+        user_hz: 100,
+        ring_bytes: 0,
+    };
+    let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
+    let mut w = Writer::new(file, &info).unwrap();
+    for t in 0..64u32 {
+        w.write(&Record::Thread(ThreadInfo {
+            time: info.start_ns,
+            tid: 1000 + t,
+            pid: 1000,
+            ppid: 1,
+            comm: format!("worker-{t}"),
+        }))
+        .unwrap();
+    }
+    let mut current = [0u32; 2];
+    let mut time = info.start_ns;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..n {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        time += 3_000 + seed % 14_000;
+        let cpu = (i % 2) as usize;
+        let prev = current[cpu];
+        let next = if prev == 0 {
+            1000 + (seed >> 20) as u32 % 64
+        } else {
+            0
+        };
+        let state = if prev == 0 {
+            PrevState::Unknown
+        } else if seed % 5 == 0 {
+            PrevState::Preempted
+        } else {
+            PrevState::Sleeping
+        };
+        // A thread runs on one CPU at a time.
+        let next = if next != 0 && current[1 - cpu] == next {
+            0
+        } else {
+            next
+        };
+        if next == prev {
+            continue;
+        }
+        w.write(&Record::Dispatch(Dispatch {
+            time,
+            cpu: cpu as u32,
+            prev_tid: prev,
+            prev_state: state,
+            next_tid: next,
+        }))
+        .unwrap();
+        current[cpu] = next;
+    }
+    w.finish(&RunSummary {
+        stop_ns: time + 1000,
+        stop_reason: "synthetic".into(),
+        lost_per_cpu: vec![0, 0],
+        dispatches: n,
+        ..Default::default()
+    })
+    .unwrap();
+}
+
+fn synthetic(millions: &[u64]) {
+    // BENCH_DIR=DIR keeps the recordings there for profiling.
+    let keep = std::env::var_os("BENCH_DIR").map(PathBuf::from);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&dir).unwrap();
+    for &m in millions {
+        let path = dir.join(format!("syn{m}.idleflow"));
+        synthesize(&path, m * 1_000_000);
+        report_table(&path, None);
+        if keep.is_none() {
+            std::fs::remove_file(&path).unwrap();
+        }
+        println!();
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let flag = |name: &str, default: u64| -> u64 {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    match args.first().map(String::as_str) {
+        Some("overhead") => overhead(flag("--reps", 5) as usize),
+        Some("report") => report(flag("--loops", 2_500_000)),
+        Some("synthetic") => synthetic(&[1, flag("--millions", 10), 4 * flag("--millions", 10)]),
+        _ => eprintln!("usage: cargo bench --bench compare -- overhead|report|synthetic [options]"),
+    }
+}
