@@ -199,7 +199,8 @@ fn overhead(reps: usize) {
     }
 }
 
-fn count_lines_matching(cmd: &mut Command, needle: &str) -> (f64, u64) {
+/// Runs `cmd`, returns (wall seconds, lines containing `needle`, all lines).
+fn count_lines_matching(cmd: &mut Command, needle: &str) -> (f64, u64, u64) {
     let t0 = Instant::now();
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -207,15 +208,16 @@ fn count_lines_matching(cmd: &mut Command, needle: &str) -> (f64, u64) {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let mut n = 0u64;
+    let (mut n, mut all) = (0u64, 0u64);
     use std::io::BufRead;
     for line in std::io::BufReader::with_capacity(1 << 20, stdout).lines() {
+        all += 1;
         if line.map(|l| l.contains(needle)).unwrap_or(false) {
             n += 1;
         }
     }
     child.wait().unwrap();
-    (t0.elapsed().as_secs_f64(), n)
+    (t0.elapsed().as_secs_f64(), n, all)
 }
 
 fn report(loops: u64) {
@@ -234,8 +236,6 @@ fn report(loops: u64) {
             "sched:sched_switch,sched:sched_wakeup",
             "--switch-events",
             "-a",
-            "-m",
-            "16M",
             "-o",
         ])
         .arg(&pdata)
@@ -246,7 +246,7 @@ fn report(loops: u64) {
     std::thread::sleep(std::time::Duration::from_secs(1));
     let (_, _, _, err) = measure(
         Command::new(idleflow())
-            .args(["record", "--ring-size", "16M", "-o"])
+            .args(["record", "-o"])
             .arg(&rec)
             .args(["--", "perf", "bench", "sched", "pipe", "-l"])
             .arg(loops.to_string()),
@@ -291,17 +291,21 @@ fn report_table(rec: &Path, pdata: Option<&Path>) {
     );
     if let Some(pdata) = pdata {
         let pbytes = std::fs::metadata(pdata).unwrap().len();
-        let (w, n) = count_lines_matching(
+        let (w, n, all) = count_lines_matching(
             Command::new("perf").args(["script", "-i"]).arg(pdata),
             "sched:sched_switch",
         );
         let (_, rss) = peak_rss_kib(&["perf", "script", "-i", pdata.to_str().unwrap()]);
-        println!(
-            "| perf script | {n} sched_switch | {w:.2} | {:.2} M | {:.1} | {:.1} |",
-            n as f64 / w / 1e6,
-            rss as f64 / 1024.0,
-            pbytes as f64 / n.max(1) as f64
-        );
+        let row = |tool: &str, w: f64, rss: u64| {
+            println!(
+                "| {tool} | {n} sched_switch ({all} samples) | {w:.2} | {:.2} M ({:.2} M) | {:.1} | {:.1} |",
+                n as f64 / w / 1e6,
+                all as f64 / w / 1e6,
+                rss as f64 / 1024.0,
+                pbytes as f64 / n.max(1) as f64
+            )
+        };
+        row("perf script", w, rss);
         let (w, rss) = peak_rss_kib(&[
             "perf",
             "sched",
@@ -311,12 +315,8 @@ fn report_table(rec: &Path, pdata: Option<&Path>) {
             "-i",
             pdata.to_str().unwrap(),
         ]);
-        println!(
-            "| perf sched timehist -I -s | {n} sched_switch | {w:.2} | {:.2} M | {:.1} | {:.1} |",
-            n as f64 / w / 1e6,
-            rss as f64 / 1024.0,
-            pbytes as f64 / n.max(1) as f64
-        );
+        row("perf sched timehist -I -s", w, rss);
+        println!("\n(perf rows: sched_switch samples per second, in brackets all samples; bytes/event: perf.data bytes per sched_switch)");
     }
 }
 
@@ -432,7 +432,7 @@ fn main() {
     };
     match args.first().map(String::as_str) {
         Some("overhead") => overhead(flag("--reps", 5) as usize),
-        Some("report") => report(flag("--loops", 2_500_000)),
+        Some("report") => report(flag("--loops", 2_700_000)),
         Some("synthetic") => synthetic(&[1, flag("--millions", 10), 4 * flag("--millions", 10)]),
         _ => eprintln!("usage: cargo bench --bench compare -- overhead|report|synthetic [options]"),
     }

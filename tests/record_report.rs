@@ -32,6 +32,13 @@ fn assert_idle_matches_kernel(r: &Value) {
     for c in r["per_cpu"].as_array().unwrap() {
         let ours = u(c, "idle_ns") as f64;
         let kernel = u(c, "kernel_idle_ns") as f64;
+        println!(
+            "| CPU {} | idle {:.1} ms | /proc/stat idle+iowait {:.1} ms | window {:.1} ms |",
+            c["cpu"],
+            ours / 1e6,
+            kernel / 1e6,
+            duration / 1e6
+        );
         let slack = 0.02 * duration + 30e6;
         assert!(
             (ours - kernel).abs() <= slack,
@@ -245,6 +252,7 @@ fn dispatches_from_idle_agree_with_perf_switch_records_on_every_cpu() {
     for (c, (pcpu, perf_n)) in per_cpu.iter().zip(&perf_counts) {
         assert_eq!(u(c, "cpu"), u64::from(*pcpu));
         let ours = u(c, "idle_dispatches_from");
+        println!("| CPU {pcpu} | idleflow dispatches from idle {ours} | perf switch-ins from idle {perf_n} |");
         // Perf misses switch-ins raised in contexts this kernel hides (see
         // NOTES.md); idleflow also sees those from the idle side on CPU 0.
         let tolerance = 3 + perf_n / 100;

@@ -80,40 +80,112 @@ impl Ring {
     /// Calls `f` with every complete record in the ring, oldest first (each
     /// slice starts with the 8-byte `perf_event_header`), then releases them
     /// to the kernel. Returns the number of bytes consumed.
-    pub fn drain(&mut self, mut f: impl FnMut(&[u8])) -> usize {
+    pub fn drain(&mut self, f: impl FnMut(&[u8])) -> usize {
         let mut scratch = std::mem::take(&mut self.scratch);
         let (head_a, tail_a) = self.control();
         let head = head_a.load(Ordering::Acquire);
-        let mut tail = tail_a.load(Ordering::Relaxed);
-        let start = tail;
-        let size = self.data_size as u64;
-        // SAFETY: the data area is `data_size` bytes at `data_offset` inside the mapping.
+        let start = tail_a.load(Ordering::Relaxed);
+        // SAFETY: the data area is `data_size` bytes at `data_offset` inside
+        // the mapping; only bytes before `head` (published by the acquire
+        // load above) are read, and the kernel does not write them until the
+        // tail store below releases them.
         let data = unsafe {
             std::slice::from_raw_parts(self.map.as_ptr().add(self.data_offset), self.data_size)
         };
-        while tail < head {
-            let pos = (tail % size) as usize;
-            // The header is 8-byte aligned and never wraps; its size field is at byte 6.
-            let len = u16::from_ne_bytes([data[pos + 6], data[pos + 7]]) as usize;
-            if len < 8 || tail + len as u64 > head {
-                // A damaged ring: give everything back rather than loop.
-                tail = head;
-                break;
-            }
-            if pos + len <= self.data_size {
-                f(&data[pos..pos + len]);
-            } else {
-                let first = self.data_size - pos;
-                scratch.clear();
-                scratch.extend_from_slice(&data[pos..]);
-                scratch.extend_from_slice(&data[..len - first]);
-                f(&scratch);
-            }
-            tail += len as u64;
-        }
+        let tail = read_records(data, start, head, &mut scratch, f);
         tail_a.store(tail, Ordering::Release);
-        let consumed = (tail - start) as usize;
         self.scratch = scratch;
-        consumed
+        (tail - start) as usize
+    }
+}
+
+/// Walks the records of a ring's data area from `tail` to `head` (positions
+/// that grow without bound; the data area is indexed modulo its length),
+/// calls `f` with each, and returns the new tail. A record that wraps around
+/// the end is copied into `scratch` first. A damaged header (size under 8 or
+/// past `head`) ends the walk at `head`, so a bad ring is skipped, never
+/// looped on.
+pub fn read_records(
+    data: &[u8],
+    mut tail: u64,
+    head: u64,
+    scratch: &mut Vec<u8>,
+    mut f: impl FnMut(&[u8]),
+) -> u64 {
+    let size = data.len() as u64;
+    if size == 0 {
+        return head;
+    }
+    while tail < head {
+        let pos = (tail % size) as usize;
+        // The header is 8-byte aligned and never wraps; its size field is at byte 6.
+        let len = match data.get(pos + 6..pos + 8) {
+            Some(b) => u16::from_ne_bytes([b[0], b[1]]) as usize,
+            None => 0,
+        };
+        if len < 8 || tail + len as u64 > head || len > data.len() {
+            return head;
+        }
+        if pos + len <= data.len() {
+            f(&data[pos..pos + len]);
+        } else {
+            let first = data.len() - pos;
+            scratch.clear();
+            scratch.extend_from_slice(&data[pos..]);
+            scratch.extend_from_slice(&data[..len - first]);
+            f(scratch);
+        }
+        tail += len as u64;
+    }
+    tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_records;
+
+    /// Writes a record of `len` bytes (header + filler `tag`) at `pos` of a ring.
+    fn put(ring: &mut [u8], pos: u64, len: u16, tag: u8) {
+        let n = ring.len() as u64;
+        let mut rec = vec![tag; len as usize];
+        rec[0..4].copy_from_slice(&9u32.to_ne_bytes());
+        rec[6..8].copy_from_slice(&len.to_ne_bytes());
+        for (i, b) in rec.iter().enumerate() {
+            ring[((pos + i as u64) % n) as usize] = *b;
+        }
+    }
+
+    #[test]
+    fn records_are_read_in_order_including_one_that_wraps() {
+        let mut ring = vec![0u8; 64];
+        // Positions run past the ring size: 40..56 fits, 56..80 wraps to 0..16.
+        put(&mut ring, 40, 16, 1);
+        put(&mut ring, 56, 24, 2);
+        put(&mut ring, 80, 8, 3);
+        let mut seen = Vec::new();
+        let mut scratch = Vec::new();
+        let tail = read_records(&ring, 40, 88, &mut scratch, |r| seen.push((r.len(), r[4])));
+        assert_eq!(tail, 88);
+        assert_eq!(seen, vec![(16, 1), (24, 2), (8, 3)]);
+    }
+
+    #[test]
+    fn a_record_running_past_head_is_damage_and_skipped() {
+        let mut ring = vec![0u8; 64];
+        put(&mut ring, 0, 16, 1);
+        put(&mut ring, 16, 32, 2);
+        let mut n = 0;
+        // The kernel publishes whole records only, so a record that runs
+        // past head means a damaged ring: the walk stops at head.
+        let tail = read_records(&ring, 0, 40, &mut Vec::new(), |_| n += 1);
+        assert_eq!((tail, n), (40, 1));
+    }
+
+    #[test]
+    fn a_damaged_header_skips_to_head_instead_of_looping() {
+        let ring = vec![0u8; 64];
+        let mut n = 0;
+        assert_eq!(read_records(&ring, 8, 48, &mut Vec::new(), |_| n += 1), 48);
+        assert_eq!(n, 0);
     }
 }
