@@ -297,20 +297,19 @@ impl Payload<'_> {
 
     #[inline]
     fn uint(&mut self) -> Result<u64, FormatError> {
-        // Fast path: most fields fit in one or two bytes.
-        match *self.data {
-            [b0, ref rest @ ..] if b0 < 0x80 => {
-                self.data = rest;
-                return Ok(u64::from(b0));
+        // LEB128 straight from the slice: the hot path of every report.
+        let mut value = 0u64;
+        for (i, &byte) in self.data.iter().enumerate().take(10) {
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte < 0x80 {
+                if i == 9 && byte > 1 {
+                    break; // more than 64 bits
+                }
+                self.data = &self.data[i + 1..];
+                return Ok(value);
             }
-            [b0, b1, ref rest @ ..] if b1 < 0x80 => {
-                self.data = rest;
-                return Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7);
-            }
-            _ => {}
         }
-        leb128::read::unsigned(&mut self.data)
-            .map_err(|_| self.corrupt("bad or missing integer field".into()))
+        Err(self.corrupt("bad or missing integer field".into()))
     }
 
     #[inline]
