@@ -5,6 +5,7 @@
 //! line with their whole cause chain.
 
 mod cli;
+mod progress;
 mod record;
 mod report;
 

@@ -79,7 +79,20 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     }
 
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
+    let status = crate::progress::status_line();
+    let mut last_status = Instant::now();
     let (reason, exit) = loop {
+        if !args.quiet && last_status.elapsed() >= Duration::from_millis(250) {
+            last_status = Instant::now();
+            let lost: u64 = recorder.lost_per_cpu().iter().sum();
+            status.set_message(format!(
+                "recording: {} dispatches, {} lost, {:.1} MiB",
+                recorder.dispatches_written(),
+                lost,
+                recorder.bytes_written() as f64 / (1 << 20) as f64
+            ));
+            status.tick();
+        }
         if let Err(e) = recorder.poll(POLL_MS) {
             if let Target::Command(child) = &mut target {
                 let _ = child.wait();
@@ -113,6 +126,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             break ("interrupted", None);
         }
     };
+    status.finish_and_clear();
     let (path, summary) = recorder
         .finish(reason, exit)
         .with_context(|| format!("cannot finish the recording {}", args.output.display()))?;

@@ -11,8 +11,11 @@ use crate::cli::{Format, ReportArgs, ScriptArgs};
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let path = &args.input;
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let analysis =
-        Analysis::run(file).with_context(|| format!("cannot read {}", path.display()))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let bar = crate::progress::bytes_bar(size, "reading");
+    let analysis = Analysis::run_with_progress(file, |bytes| bar.set_position(bytes))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    bar.finish_and_clear();
     let report = Report::new(&analysis, args.causes);
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",

@@ -56,6 +56,15 @@ fn histogram() -> Histogram<u64> {
 impl Analysis {
     /// Reads the whole recording from `input`.
     pub fn run(input: impl Read) -> Result<Self, FormatError> {
+        Self::run_with_progress(input, |_| {})
+    }
+
+    /// Like [`Analysis::run`], calling `progress` with the bytes read so far
+    /// every few hundred thousand records.
+    pub fn run_with_progress(
+        input: impl Read,
+        mut progress: impl FnMut(u64),
+    ) -> Result<Self, FormatError> {
         let mut reader = Reader::new(input)?;
         let info = reader.info().clone();
         let mut a = Analysis {
@@ -70,19 +79,24 @@ impl Analysis {
             summary: RunSummary::default(),
             info,
         };
+        let mut n = 0u32;
         while let Some(rec) = reader.next_record()? {
+            n = n.wrapping_add(1);
+            if n % (1 << 18) == 0 {
+                progress(reader.offset());
+            }
             match rec {
                 Record::Dispatch(d) => {
                     a.dispatches += 1;
                     let out = a.accounting.dispatch(&d);
-                    if out.to_idle {
-                        let ci = a.accounting.cpu_slot(d.cpu);
-                        let c = a.causes.entry((ci, d.prev_tid)).or_default();
-                        c.dispatches += 1;
-                        c.by_state[d.prev_state.code() as usize] += 1;
-                    }
+                    // Causes are counted when their idle interval ends, so one
+                    // lookup carries the count, the state and the idle time.
                     if let Some(iv) = out.closed_idle {
                         a.interval(&iv);
+                    }
+                    if let Some((tid, state)) = out.abandoned_cause {
+                        let ci = a.accounting.cpu_slot(d.cpu);
+                        a.cause(ci, tid, state, 0);
                     }
                 }
                 Record::Wakeup(w) => {
@@ -122,11 +136,21 @@ impl Analysis {
             // Out-of-range values are clamped by the histogram's bounds.
             self.intervals[ci].saturating_record(len.max(1));
         }
-        if let Some((tid, _)) = iv.caused_by {
-            if tid != IDLE_TID {
-                self.causes.entry((ci, tid)).or_default().idle_ns += len;
-            }
+        if let Some((tid, state)) = iv.caused_by {
+            self.cause(ci, tid, state, len);
         }
+    }
+
+    /// Counts one dispatch to idle on CPU slot `ci` caused by `tid` leaving
+    /// in `state`, followed by `idle_ns` of idle time.
+    fn cause(&mut self, ci: usize, tid: u32, state: PrevState, idle_ns: u64) {
+        if tid == IDLE_TID {
+            return;
+        }
+        let c = self.causes.entry((ci, tid)).or_default();
+        c.dispatches += 1;
+        c.by_state[state.code() as usize] += 1;
+        c.idle_ns += idle_ns;
     }
 
     /// Window length, ns.

@@ -443,6 +443,11 @@ impl Recorder {
         result
     }
 
+    /// Dispatches written so far.
+    pub fn dispatches_written(&self) -> u64 {
+        self.summary.dispatches
+    }
+
     /// Records lost so far, per CPU.
     pub fn lost_per_cpu(&self) -> Vec<u64> {
         self.rings.iter().map(|r| r.lost).collect()

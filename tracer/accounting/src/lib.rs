@@ -139,6 +139,10 @@ pub struct DispatchOutcome {
     pub trace: Option<TraceRecord>,
     /// The dispatch did not continue its CPU's stream: `(cpu, unknown ns)`.
     pub broke: Option<(u32, u64)>,
+    /// On a break: the thread whose leaving had made the CPU idle and why,
+    /// for an idle interval whose end the break hides (so it is never
+    /// reported as [`DispatchOutcome::closed_idle`]).
+    pub abandoned_cause: Option<(u32, PrevState)>,
 }
 
 /// The dispatch-accounting state machine. See the module documentation.
@@ -278,6 +282,7 @@ impl Accounting {
             c.breaks += 1;
             c.unknown_ns += span;
             out.broke = Some((d.cpu, span));
+            out.abandoned_cause = c.idle_cause.take();
             // The slice of whoever we last saw get the CPU ended at an unknown time.
             if let Some(cur) = c.current {
                 if cur != IDLE_TID {

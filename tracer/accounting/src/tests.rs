@@ -135,6 +135,10 @@ fn a_break_is_counted_and_bounded_never_guessed() {
     assert_eq!(c.breaks, 1);
     assert_eq!(outs[1].broke, Some((0, 20)));
     assert_eq!(outs[1].closed_idle, None);
+    assert_eq!(
+        outs[1].abandoned_cause, None,
+        "A never made the CPU idle in view"
+    );
     assert_eq!(c.unknown_ns, 20);
     assert_eq!(c.idle_ns, 10 + 10);
     assert_eq!(c.busy_ns, 10);
@@ -242,4 +246,20 @@ fn time_is_conserved_on_random_streams() {
         assert_eq!((got_from, got_to), (from, to));
         assert_eq!(a.total_idle(), from);
     }
+}
+
+#[test]
+fn a_break_hands_back_the_cause_of_an_idle_interval_it_hides() {
+    use PrevState::*;
+    let mut a = Accounting::new(&[0], 0);
+    a.dispatch(&d(10, 0, A, Sleeping, IDLE_TID));
+    // The switch idle -> B and B's leaving were lost: next we see B -> A.
+    let out = a.dispatch(&d(30, 0, B, Preempted, A));
+    assert_eq!(out.broke, Some((0, 20)));
+    assert_eq!(out.abandoned_cause, Some((A, Sleeping)));
+    assert_eq!(out.closed_idle, None);
+    // A later idle interval is not blamed on A.
+    a.dispatch(&d(40, 0, A, DiskSleep, IDLE_TID));
+    let out = a.dispatch(&d(50, 0, IDLE_TID, Unknown, B));
+    assert_eq!(out.closed_idle.unwrap().caused_by, Some((A, DiskSleep)));
 }

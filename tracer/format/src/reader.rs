@@ -108,6 +108,7 @@ impl<R: Read> Reader<R> {
 
     /// The next record, or `None` after the end record. A file that ends
     /// before the end record is [`FormatError::Truncated`].
+    #[inline]
     pub fn next_record(&mut self) -> Result<Option<Record>, FormatError> {
         loop {
             if self.summary.is_some() {
@@ -198,8 +199,9 @@ impl<R: Read> Reader<R> {
         }
     }
 
+    /// Bytes of the file consumed so far (for progress displays).
     #[inline]
-    fn offset(&self) -> u64 {
+    pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 
@@ -295,7 +297,7 @@ impl Payload<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn uint(&mut self) -> Result<u64, FormatError> {
         // LEB128 straight from the slice: the hot path of every report.
         let mut value = 0u64;
@@ -312,7 +314,7 @@ impl Payload<'_> {
         Err(self.corrupt("bad or missing integer field".into()))
     }
 
-    #[inline]
+    #[inline(always)]
     fn u32(&mut self) -> Result<u32, FormatError> {
         let v = self.uint()?;
         u32::try_from(v).map_err(|_| self.corrupt(format!("field value {v} out of range")))
