@@ -79,10 +79,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     }
 
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
+    // A live status line only when no command shares the terminal: redrawing
+    // it would garble the command's own output.
+    let show_status = !args.quiet && args.command.is_empty();
     let status = crate::progress::status_line();
     let mut last_status = Instant::now();
     let (reason, exit) = loop {
-        if !args.quiet && last_status.elapsed() >= Duration::from_millis(250) {
+        if show_status && last_status.elapsed() >= Duration::from_millis(250) {
             last_status = Instant::now();
             let lost: u64 = recorder.lost_per_cpu().iter().sum();
             status.set_message(format!(
