@@ -107,6 +107,29 @@ struct Output {
 /// Thread names known so far: tid → (pid, ppid, comm).
 type Names = FxHashMap<u32, (u32, u32, String)>;
 
+/// Learns a thread's name and parent and queues its THREAD record.
+fn thread_named(
+    names: &mut Names,
+    merge: &mut Merge<Record>,
+    time: u64,
+    tid: u32,
+    pid: u32,
+    ppid: u32,
+    comm: String,
+) {
+    names.insert(tid, (pid, ppid, comm.clone()));
+    merge.push(
+        time,
+        Record::Thread(ThreadInfo {
+            time,
+            tid,
+            pid,
+            ppid,
+            comm,
+        }),
+    );
+}
+
 /// A recording in progress. See the module documentation.
 pub struct Recorder {
     cpus: Vec<u32>,
@@ -355,17 +378,7 @@ impl Recorder {
                     ),
                     PerfRecord::Comm { id, pid, tid, comm } => {
                         let ppid = names.get(&pid).map_or(0, |n| n.1);
-                        names.insert(tid, (pid, ppid, comm.clone()));
-                        merge.push(
-                            id.time,
-                            Record::Thread(ThreadInfo {
-                                time: id.time,
-                                tid,
-                                pid,
-                                ppid,
-                                comm,
-                            }),
-                        );
+                        thread_named(names, merge, id.time, tid, pid, ppid, comm);
                     }
                     PerfRecord::Fork {
                         id,
@@ -381,17 +394,7 @@ impl Recorder {
                         } else {
                             ppid
                         };
-                        names.insert(tid, (pid, ppid, comm.clone()));
-                        merge.push(
-                            id.time,
-                            Record::Thread(ThreadInfo {
-                                time: id.time,
-                                tid,
-                                pid,
-                                ppid,
-                                comm,
-                            }),
-                        );
+                        thread_named(names, merge, id.time, tid, pid, ppid, comm);
                     }
                     PerfRecord::Exit { id, pid, tid } => {
                         names.remove(&tid);

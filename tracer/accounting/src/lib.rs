@@ -98,6 +98,25 @@ pub struct ThreadAccount {
     woken_at: Option<u64>,
 }
 
+impl ThreadAccount {
+    /// Ends the time off a CPU at `until` (a switch-in or the window's end):
+    /// preempted time is runnable; time after a non-runnable switch-out is
+    /// blocked up to the wakeup, if one was seen, and runnable after it.
+    fn end_off_cpu(&mut self, until: u64) {
+        if let Some((off, state)) = self.off.take() {
+            match (state.is_runnable(), self.woken_at) {
+                (true, _) => self.runnable_wait_ns += until.saturating_sub(off),
+                (false, Some(w)) => {
+                    self.blocked_ns += w.saturating_sub(off);
+                    self.runnable_wait_ns += until.saturating_sub(w);
+                }
+                (false, None) => self.blocked_ns += until.saturating_sub(off),
+            }
+        }
+        self.woken_at = None;
+    }
+}
+
 /// An idle interval that ended (or was cut by the end of the window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdleInterval {
@@ -384,18 +403,7 @@ impl Accounting {
             });
             // 4. blocked statistics: a switch-in.
             th.timeslices += 1;
-            if let Some((off, state)) = th.off.take() {
-                let away = t.saturating_sub(off);
-                match (state.is_runnable(), th.woken_at) {
-                    (true, _) => th.runnable_wait_ns += away,
-                    (false, Some(w)) => {
-                        th.blocked_ns += w.saturating_sub(off);
-                        th.runnable_wait_ns += t.saturating_sub(w);
-                    }
-                    (false, None) => th.blocked_ns += away,
-                }
-            }
-            th.woken_at = None;
+            th.end_off_cpu(t);
             th.running = Some((d.cpu, t));
         }
         out
@@ -433,16 +441,8 @@ impl Accounting {
                 let slice = stop_ns.saturating_sub(since);
                 th.runtime_ns += slice;
                 th.max_timeslice_ns = th.max_timeslice_ns.max(slice);
-            } else if let Some((off, state)) = th.off.take() {
-                let away = stop_ns.saturating_sub(off);
-                match (state.is_runnable(), th.woken_at) {
-                    (true, _) => th.runnable_wait_ns += away,
-                    (false, Some(w)) => {
-                        th.blocked_ns += w.saturating_sub(off);
-                        th.runnable_wait_ns += stop_ns.saturating_sub(w);
-                    }
-                    (false, None) => th.blocked_ns += away,
-                }
+            } else {
+                th.end_off_cpu(stop_ns);
             }
         }
         closed
