@@ -59,6 +59,9 @@ pub struct CpuAccount {
     /// Whether the current interval began at a known dispatch (not a window edge or break).
     #[serde(skip)]
     since_known: bool,
+    /// Index of the current thread in `Accounting::threads` (not for idle).
+    #[serde(skip)]
+    current_slot: Option<usize>,
 }
 
 /// Per-thread work area and blocked-thread statistics.
@@ -172,7 +175,9 @@ pub struct Accounting {
     cpu_index: Vec<usize>,
     cpus: Vec<CpuAccount>,
     total_idle: u64,
-    threads: FxHashMap<u32, ThreadAccount>,
+    /// Every thread seen, in order of first sight; `thread_index` maps tids here.
+    threads: Vec<ThreadAccount>,
+    thread_index: FxHashMap<u32, usize>,
     finished: bool,
 }
 
@@ -197,7 +202,8 @@ impl Accounting {
                 })
                 .collect(),
             total_idle: 0,
-            threads: FxHashMap::default(),
+            threads: Vec::new(),
+            thread_index: FxHashMap::default(),
             finished: false,
         }
     }
@@ -214,12 +220,12 @@ impl Accounting {
 
     /// Every thread seen so far.
     pub fn threads(&self) -> impl Iterator<Item = &ThreadAccount> {
-        self.threads.values()
+        self.threads.iter()
     }
 
     /// One thread's counters.
     pub fn thread(&self, tid: u32) -> Option<&ThreadAccount> {
-        self.threads.get(&tid)
+        self.thread_index.get(&tid).map(|&i| &self.threads[i])
     }
 
     /// Window start, ns.
@@ -254,16 +260,19 @@ impl Accounting {
         &mut self.cpus[i]
     }
 
-    fn thread_mut(
-        threads: &mut FxHashMap<u32, ThreadAccount>,
-        tid: u32,
-        total_idle: u64,
-    ) -> &mut ThreadAccount {
-        threads.entry(tid).or_insert_with(|| ThreadAccount {
-            tid,
-            total_idle,
-            ..Default::default()
-        })
+    /// The index of `tid` in `threads`, adding it (with its work area
+    /// starting at `total_idle`) on first sight.
+    fn thread_slot(&mut self, tid: u32, total_idle: u64) -> usize {
+        let n = self.threads.len();
+        let i = *self.thread_index.entry(tid).or_insert(n);
+        if i == n {
+            self.threads.push(ThreadAccount {
+                tid,
+                total_idle,
+                ..Default::default()
+            });
+        }
+        i
     }
 
     /// The kernel dropped `count` records of `cpu`'s stream: the next
@@ -274,7 +283,11 @@ impl Accounting {
 
     /// A thread was made runnable.
     pub fn wakeup(&mut self, w: &Wakeup) {
-        if let Some(t) = self.threads.get_mut(&w.wakee_tid) {
+        if let Some(t) = self
+            .thread_index
+            .get(&w.wakee_tid)
+            .map(|&i| &mut self.threads[i])
+        {
             if let Some((off, _)) = t.off {
                 if t.woken_at.is_none() && w.time >= off {
                     t.woken_at = Some(w.time);
@@ -305,7 +318,7 @@ impl Accounting {
             // The slice of whoever we last saw get the CPU ended at an unknown time.
             if let Some(cur) = c.current {
                 if cur != IDLE_TID {
-                    if let Some(th) = self.threads.get_mut(&cur) {
+                    if let Some(th) = self.thread_index.get(&cur).map(|&i| &mut self.threads[i]) {
                         if th.running.is_some_and(|(rc, _)| rc == d.cpu) {
                             th.running = None;
                         }
@@ -341,7 +354,12 @@ impl Accounting {
             if continuous {
                 self.cpus[ci].busy_ns += span;
             }
-            let th = Self::thread_mut(&mut self.threads, d.prev_tid, total_idle_before);
+            // The thread leaving is the one the CPU's last dispatch gave it to.
+            let slot = match self.cpus[ci].current_slot {
+                Some(i) if continuous && self.threads[i].tid == d.prev_tid => i,
+                _ => self.thread_slot(d.prev_tid, total_idle_before),
+            };
+            let th = &mut self.threads[slot];
             if let Some((rc, since)) = th.running.take() {
                 if prev_slice_known && rc == d.cpu {
                     let slice = t.saturating_sub(since);
@@ -375,6 +393,7 @@ impl Accounting {
             c.idle_cause = (d.prev_tid != IDLE_TID).then_some((d.prev_tid, d.prev_state));
         }
         c.current = Some(d.next_tid);
+        c.current_slot = None;
         c.since = t;
         c.since_known = true;
 
@@ -382,7 +401,9 @@ impl Accounting {
         if d.next_tid != IDLE_TID {
             let idle_on_cpu = c.idle_dispatches_from;
             let total_idle = self.total_idle;
-            let th = Self::thread_mut(&mut self.threads, d.next_tid, total_idle);
+            let slot = self.thread_slot(d.next_tid, total_idle);
+            self.cpus[ci].current_slot = Some(slot);
+            let th = &mut self.threads[slot];
             let cpu_delta = if th.last_cpu == Some(d.cpu) {
                 idle_on_cpu - th.idle_on_cpu
             } else {
@@ -436,7 +457,7 @@ impl Accounting {
                 Some(_) => c.busy_ns += span,
             }
         }
-        for th in self.threads.values_mut() {
+        for th in &mut self.threads {
             if let Some((_, since)) = th.running.take() {
                 let slice = stop_ns.saturating_sub(since);
                 th.runtime_ns += slice;

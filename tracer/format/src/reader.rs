@@ -246,6 +246,17 @@ impl<R: Read> Reader<R> {
         }
         let avail = &self.buf[self.pos..self.end];
         let k = avail[0];
+        // Fast path: a payload under 128 bytes (every binary record).
+        if let Some(&len) = avail.get(1) {
+            if len < 0x80 {
+                let total = 2 + len as usize;
+                if avail.len() >= total {
+                    let start = self.pos + 2;
+                    self.pos += total;
+                    return Ok(Some((k, (start, self.pos))));
+                }
+            }
+        }
         let mut rest = &avail[1..];
         let before = rest.len();
         let len = match leb128::read::unsigned(&mut rest) {
