@@ -65,6 +65,8 @@ pub struct CpuRow {
     pub breaks: u64,
     /// Records the kernel dropped.
     pub lost: u64,
+    /// Switch-ins of threads whose wakeup was never seen (see docs/format.md).
+    pub unseen_wakeups: u64,
     /// Complete idle intervals.
     pub idle_intervals: IntervalStats,
     /// Threads whose leaving made this CPU idle, most idle time first.
@@ -233,6 +235,7 @@ impl Report {
                 unknown_ns: c.unknown_ns,
                 breaks: c.breaks,
                 lost: c.lost,
+                unseen_wakeups: c.unseen_wakeups,
                 idle_intervals: interval_stats(h.unwrap_or(&empty)),
                 idle_causes: causes
                     .iter()
@@ -259,6 +262,7 @@ impl Report {
             unknown_ns: sum(|c| c.unknown_ns),
             breaks: sum(|c| c.breaks),
             lost: sum(|c| c.lost),
+            unseen_wakeups: sum(|c| c.unseen_wakeups),
             idle_intervals: interval_stats(&total_hist),
             idle_causes: total_causes
                 .iter()

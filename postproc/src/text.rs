@@ -72,9 +72,10 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     )?;
     writeln!(
         o,
-        "# {} dispatches, {} wakeups, {} lost events, {} stream breaks{}",
+        "# {} dispatches, {} wakeups ({} unseen), {} lost events, {} stream breaks{}",
         count(r.dispatches),
         count(r.wakeups),
+        count(r.total.unseen_wakeups),
         count(r.lost_events),
         count(r.stream_breaks),
         if r.late_events + r.unknown_records + r.undecodable_records > 0 {

@@ -47,6 +47,11 @@ pub struct CpuAccount {
     pub breaks: u64,
     /// Records the kernel dropped for this CPU.
     pub lost: u64,
+    /// Switch-ins of threads that had left a CPU not runnable and whose
+    /// wakeup was never seen (raised where the kernel reports nothing, e.g.
+    /// on an idle CPU 1 here): counted, not invented; their wait counts as
+    /// blocked up to the switch-in.
+    pub unseen_wakeups: u64,
     /// Who has the CPU now, `None` before the first dispatch seen.
     #[serde(skip)]
     current: Option<u32>,
@@ -105,7 +110,10 @@ impl ThreadAccount {
     /// Ends the time off a CPU at `until` (a switch-in or the window's end):
     /// preempted time is runnable; time after a non-runnable switch-out is
     /// blocked up to the wakeup, if one was seen, and runnable after it.
-    fn end_off_cpu(&mut self, until: u64) {
+    /// Returns whether the thread had left not runnable and no wakeup of it
+    /// was seen (its wait then counts as blocked up to `until`).
+    fn end_off_cpu(&mut self, until: u64) -> bool {
+        let mut unseen = false;
         if let Some((off, state)) = self.off.take() {
             match (state.is_runnable(), self.woken_at) {
                 (true, _) => self.runnable_wait_ns += until.saturating_sub(off),
@@ -113,10 +121,14 @@ impl ThreadAccount {
                     self.blocked_ns += w.saturating_sub(off);
                     self.runnable_wait_ns += until.saturating_sub(w);
                 }
-                (false, None) => self.blocked_ns += until.saturating_sub(off),
+                (false, None) => {
+                    self.blocked_ns += until.saturating_sub(off);
+                    unseen = true;
+                }
             }
         }
         self.woken_at = None;
+        unseen
     }
 }
 
@@ -424,8 +436,9 @@ impl Accounting {
             });
             // 4. blocked statistics: a switch-in.
             th.timeslices += 1;
-            th.end_off_cpu(t);
+            let unseen = th.end_off_cpu(t);
             th.running = Some((d.cpu, t));
+            self.cpus[ci].unseen_wakeups += u64::from(unseen);
         }
         out
     }

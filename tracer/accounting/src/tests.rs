@@ -163,11 +163,16 @@ fn wakeups_split_off_cpu_time_into_blocked_and_runnable() {
         new_thread: false,
     });
     a.dispatch(&d(27, 0, IDLE_TID, Unknown, A));
+    assert_eq!(a.cpus()[0].unseen_wakeups, 0);
+    // Asleep again, back without a wakeup record: counted as unseen.
+    a.dispatch(&d(28, 0, A, Sleeping, IDLE_TID));
+    a.dispatch(&d(29, 0, IDLE_TID, Unknown, A));
+    assert_eq!(a.cpus()[0].unseen_wakeups, 1);
     a.finish(30);
     let t = a.thread(A).unwrap();
-    assert_eq!(t.blocked_ns, 15);
+    assert_eq!(t.blocked_ns, 15 + 1);
     assert_eq!(t.runnable_wait_ns, 2);
-    assert_eq!(t.runtime_ns, 10 + 3);
+    assert_eq!(t.runtime_ns, 10 + 1 + 1);
 }
 
 #[test]
