@@ -35,6 +35,12 @@ fn count(n: u64) -> String {
     out
 }
 
+/// A thread name cut to the column's 16 characters (the kernel's own limit,
+/// which kworker descriptions exceed).
+fn comm16(comm: &str) -> String {
+    comm.chars().take(16).collect()
+}
+
 fn cpu_name(c: &CpuRow) -> String {
     c.cpu.map_or("all".into(), |n| n.to_string())
 }
@@ -166,7 +172,7 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
                 "  {:>8} {:>8} {:<16} {:>10} {:>12}  {}",
                 t.pid,
                 t.tid,
-                t.comm,
+                comm16(&t.comm),
                 count(t.idle_dispatches_to),
                 ms(t.idle_ns),
                 states.join(" ")
@@ -208,7 +214,7 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             "{:>8} {:>8} {:<16} {:>11} {:>8} {:>10} {:>9} {:>9} {:>6.1} {:>9.1} {:>8.1} {:>8} {:>12}",
             t.pid,
             t.tid,
-            t.comm,
+            comm16(&t.comm),
             ms(t.runtime_ns),
             count(t.timeslices),
             ms(t.max_timeslice_ns),
