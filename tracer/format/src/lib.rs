@@ -1,4 +1,6 @@
-//! The idleflow recording format: what the tracer writes and postproc reads.
+//! The idleflow recording format (what the tracer writes and postproc reads)
+//! and the thread work area layout (what the tracer and the JVM agent share,
+//! module [`twa`]).
 //!
 //! This crate owns the byte layout of a recording and nothing else (no
 //! analysis, no kernel access). A recording is one file:
@@ -23,6 +25,7 @@
 mod error;
 mod reader;
 mod record;
+pub mod twa;
 mod writer;
 
 pub use error::FormatError;
