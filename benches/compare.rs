@@ -387,6 +387,7 @@ fn synthesize(path: &Path, n: u64) {
             prev_tid: prev,
             prev_state: state,
             next_tid: next,
+            prev_node: Default::default(),
         }))
         .unwrap();
         current[cpu] = next;

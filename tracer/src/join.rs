@@ -55,6 +55,7 @@ impl Joiner {
             prev_tid: p.prev,
             prev_state: p.state,
             next_tid: p.next,
+            prev_node: Default::default(),
         });
     }
 

@@ -12,6 +12,7 @@ fn d(time: u64, cpu: u32, prev_tid: u32, prev_state: PrevState, next_tid: u32) -
         prev_tid,
         prev_state,
         next_tid,
+        prev_node: Default::default(),
     }
 }
 

@@ -31,8 +31,8 @@ mod writer;
 pub use error::FormatError;
 pub use reader::Reader;
 pub use record::{
-    Dispatch, Lost, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo,
-    Wakeup, IDLE_TID,
+    Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
+    ThreadInfo, Wakeup, IDLE_TID,
 };
 pub use writer::Writer;
 
@@ -57,4 +57,7 @@ pub mod kind {
     pub const LOST: u8 = 6;
     /// [`crate::RunSummary`], JSON payload; always the last record.
     pub const END: u8 = 7;
+    /// [`crate::Dispatch`] whose `prev_node` is not `Untraced`: the DISPATCH
+    /// fields, then a tag byte (1 current, 2 ring, 3 unknown) and the node.
+    pub const DISPATCH_TAGGED: u8 = 8;
 }

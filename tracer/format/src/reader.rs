@@ -3,7 +3,7 @@
 use std::io::{self, Read};
 
 use crate::record::{
-    Dispatch, Lost, PrevState, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, Wakeup,
+    Dispatch, Lost, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, Wakeup,
 };
 use crate::writer::unzigzag;
 use crate::{kind, FormatError, MAGIC, VERSION};
@@ -126,7 +126,7 @@ impl<R: Read> Reader<R> {
                 offset,
             };
             let record = match k {
-                kind::DISPATCH => {
+                kind::DISPATCH | kind::DISPATCH_TAGGED => {
                     let time = p.time(&mut self.last_time)?;
                     let cpu = p.u32()?;
                     let prev_tid = p.u32()?;
@@ -134,12 +134,25 @@ impl<R: Read> Reader<R> {
                     let prev_state = PrevState::from_code(code)
                         .ok_or_else(|| p.corrupt(format!("unknown thread state code {code}")))?;
                     let next_tid = p.u32()?;
+                    let prev_node = if k == kind::DISPATCH {
+                        NodeTag::Untraced
+                    } else {
+                        let code = p.byte()?;
+                        let node = p.uint()?;
+                        match code {
+                            1 => NodeTag::Current(node),
+                            2 => NodeTag::Ring(node),
+                            3 => NodeTag::Unknown,
+                            _ => return Err(p.corrupt(format!("unknown node tag code {code}"))),
+                        }
+                    };
                     Record::Dispatch(Dispatch {
                         time,
                         cpu,
                         prev_tid,
                         prev_state,
                         next_tid,
+                        prev_node,
                     })
                 }
                 kind::WAKEUP => Record::Wakeup(Wakeup {

@@ -94,6 +94,31 @@ impl PrevState {
     }
 }
 
+/// The call-tree node a thread was in at a dispatch, as the tracer read it
+/// from the thread work area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub enum NodeTag {
+    /// The thread has no work-area slot (not a traced JVM thread).
+    #[default]
+    Untraced,
+    /// The node current at the dispatch's time.
+    Current(u64),
+    /// A node from the slot's history ring.
+    Ring(u64),
+    /// Traced, but the node at that time is not known (never guessed).
+    Unknown,
+}
+
+impl NodeTag {
+    /// The node, if known.
+    pub fn node(self) -> Option<u64> {
+        match self {
+            NodeTag::Current(n) | NodeTag::Ring(n) => Some(n),
+            NodeTag::Untraced | NodeTag::Unknown => None,
+        }
+    }
+}
+
 /// One dispatch: on `cpu` at `time`, `prev_tid` left the CPU and `next_tid`
 /// got it. Tid [`IDLE_TID`] is the CPU's idle task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,6 +133,8 @@ pub struct Dispatch {
     pub prev_state: PrevState,
     /// The thread that got the CPU.
     pub next_tid: u32,
+    /// The call-tree node `prev_tid` was in when it left (JVM threads).
+    pub prev_node: NodeTag,
 }
 
 /// A thread made runnable (`sched_wakeup` or `sched_wakeup_new`).

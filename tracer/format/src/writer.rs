@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::record::{Record, RunInfo, RunSummary};
+use crate::record::{NodeTag, Record, RunInfo, RunSummary};
 use crate::{kind, FormatError, MAGIC, VERSION};
 
 /// Writes a recording record by record; memory use does not grow with the
@@ -53,7 +53,19 @@ impl<W: Write> Writer<W> {
                 put(&mut self.payload, d.prev_tid.into());
                 self.payload.push(d.prev_state.code());
                 put(&mut self.payload, d.next_tid.into());
-                kind::DISPATCH
+                match d.prev_node {
+                    NodeTag::Untraced => kind::DISPATCH,
+                    tag => {
+                        let (code, node) = match tag {
+                            NodeTag::Current(n) => (1, n),
+                            NodeTag::Ring(n) => (2, n),
+                            _ => (3, 0),
+                        };
+                        self.payload.push(code);
+                        put(&mut self.payload, node);
+                        kind::DISPATCH_TAGGED
+                    }
+                }
             }
             Record::Wakeup(w) => {
                 self.put_time(w.time);

@@ -38,6 +38,7 @@ fn records() -> Vec<Record> {
             prev_tid: 0,
             prev_state: PrevState::Unknown,
             next_tid: 42,
+            prev_node: NodeTag::Untraced,
         }),
         Record::Wakeup(Wakeup {
             time: 1_000_000_400, // earlier than the previous record: negative delta
@@ -65,6 +66,11 @@ fn records() -> Vec<Record> {
             prev_tid: u32::MAX,
             prev_state: s,
             next_tid: 0,
+            prev_node: if i % 2 == 0 {
+                NodeTag::Ring(1 << 40)
+            } else {
+                NodeTag::Unknown
+            },
         }));
     }
     v
@@ -115,6 +121,7 @@ fn a_dispatch_costs_few_bytes() {
                 prev_tid: 123_456,
                 prev_state: PrevState::Sleeping,
                 next_tid: 0,
+                prev_node: NodeTag::Current(i),
             })
         })
         .collect();
