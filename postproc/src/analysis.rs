@@ -9,7 +9,9 @@ use std::io::Read;
 
 use hdrhistogram::Histogram;
 use idleflow_accounting::{Accounting, IdleInterval};
-use idleflow_format::{FormatError, PrevState, Reader, Record, RunInfo, RunSummary, IDLE_TID};
+use idleflow_format::{
+    FormatError, PrevState, Reader, Record, RunInfo, RunSummary, TreeDump, IDLE_TID,
+};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Why a thread made a CPU idle, counted per (CPU, thread).
@@ -47,6 +49,8 @@ pub struct Analysis {
     pub wakeups: u64,
     /// Record kinds this version does not know, skipped.
     pub unknown_records: u64,
+    /// The JVM agents' call trees.
+    pub trees: Vec<TreeDump>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -76,6 +80,7 @@ impl Analysis {
             dispatches: 0,
             wakeups: 0,
             unknown_records: 0,
+            trees: Vec::new(),
             summary: RunSummary::default(),
             info,
         };
@@ -112,6 +117,7 @@ impl Analysis {
                     a.names.insert(t.tid, (t.pid, t.comm));
                 }
                 Record::Exit(_) => {}
+                Record::Tree(t) => a.trees.push(*t),
             }
         }
         a.unknown_records = reader.unknown_records();

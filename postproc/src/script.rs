@@ -58,6 +58,16 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<(), ScriptError> 
                 e.tid,
                 e.pid
             )?,
+            Record::Tree(t) => writeln!(
+                out,
+                "{:14.9}         tree     pid {} ({} snapshot): {} threads, {} nodes, {} methods",
+                rel(t.time_ns),
+                t.pid,
+                if t.final_dump { "final" } else { "periodic" },
+                t.threads.len(),
+                t.threads.iter().map(|th| th.nodes.len()).sum::<usize>(),
+                t.methods.len()
+            )?,
             Record::Lost(l) => writeln!(
                 out,
                 "{:14.9} cpu {:>3} LOST     {} records",

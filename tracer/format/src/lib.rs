@@ -32,7 +32,7 @@ pub use error::FormatError;
 pub use reader::Reader;
 pub use record::{
     Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
-    ThreadInfo, Wakeup, IDLE_TID,
+    ThreadInfo, ThreadTree, TreeDump, TreeNode, Wakeup, IDLE_TID,
 };
 pub use writer::Writer;
 
@@ -60,4 +60,7 @@ pub mod kind {
     /// [`crate::Dispatch`] whose `prev_node` is not `Untraced`: the DISPATCH
     /// fields, then a tag byte (1 current, 2 ring, 3 unknown) and the node.
     pub const DISPATCH_TAGGED: u8 = 8;
+    /// [`crate::TreeDump`], JSON payload: one JVM's call trees (written when
+    /// the recording ends, not part of the time-delta chain).
+    pub const TREE: u8 = 9;
 }

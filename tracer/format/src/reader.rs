@@ -188,6 +188,14 @@ impl<R: Read> Reader<R> {
                     cpu: p.u32()?,
                     count: p.uint()?,
                 }),
+                kind::TREE => {
+                    Record::Tree(Box::new(serde_json::from_slice(p.data).map_err(|e| {
+                        FormatError::Corrupt {
+                            offset,
+                            what: format!("call-tree record: {e}"),
+                        }
+                    })?))
+                }
                 kind::END => {
                     let summary =
                         serde_json::from_slice(p.data).map_err(|e| FormatError::Corrupt {

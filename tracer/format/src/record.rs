@@ -259,6 +259,64 @@ pub struct RunSummary {
     pub proc_stat_stop: Vec<ProcStatCpu>,
 }
 
+/// One call-tree node as the JVM agent dumps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeNode {
+    /// Unique in the whole recording (several JVMs included).
+    pub id: u64,
+    /// Id of the parent node (0 for a thread's root).
+    pub parent_id: u64,
+    /// Index into [`TreeDump::methods`] (`u32::MAX` for a thread's root).
+    pub method: u32,
+    /// Depth (LV): the root is 0, the thread's first method 1.
+    pub level: u32,
+    /// Times called along this path (CALLS).
+    pub calls: u64,
+    /// Calls it made (CEE).
+    pub callees: u64,
+    /// Exclusive time, ns (BASE).
+    pub base_ns: u64,
+    /// Longest single call, inclusive, ns (MMAX).
+    pub mmax_ns: u64,
+    /// Allocated objects, sampled (AO).
+    pub ao: u64,
+    /// Allocated bytes, sampled (AB).
+    pub ab: u64,
+    /// Dispatches from idle on the thread's CPU while it was in this node (DIP).
+    pub dip: u64,
+    /// Dispatches from idle on all CPUs while it was in this node (IDLE).
+    pub idle: u64,
+}
+
+/// One thread's call tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadTree {
+    /// Thread id (kernel tid).
+    pub tid: u32,
+    /// Java thread name.
+    pub name: String,
+    /// Nodes, root first, parents before children.
+    pub nodes: Vec<TreeNode>,
+}
+
+/// The call trees of one JVM, as its agent last dumped them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeDump {
+    /// The JVM's process id.
+    pub pid: u32,
+    /// Written at VM death (`true`) or a periodic snapshot (`false`: the JVM
+    /// did not reach VM death, e.g. it was killed).
+    pub final_dump: bool,
+    /// When it was written, ns on the recording's clock.
+    pub time_ns: u64,
+    /// Method names in Java form (`com.example.Pool.take`).
+    pub methods: Vec<String>,
+    /// One tree per thread.
+    pub threads: Vec<ThreadTree>,
+    /// Method exits that matched no open call (events enabled mid-call).
+    pub unmatched_exits: u64,
+}
+
 /// One record of a recording, in stream order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
@@ -272,6 +330,8 @@ pub enum Record {
     Exit(ThreadExit),
     /// See [`Lost`].
     Lost(Lost),
+    /// See [`TreeDump`].
+    Tree(Box<TreeDump>),
 }
 
 impl Record {
@@ -283,6 +343,7 @@ impl Record {
             Record::Thread(t) => t.time,
             Record::Exit(e) => e.time,
             Record::Lost(l) => l.time,
+            Record::Tree(t) => t.time_ns,
         }
     }
 }

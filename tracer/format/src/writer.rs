@@ -91,6 +91,13 @@ impl<W: Write> Writer<W> {
                 put(&mut self.payload, e.pid.into());
                 kind::EXIT
             }
+            Record::Tree(t) => {
+                self.payload = serde_json::to_vec(t).map_err(|e| FormatError::Corrupt {
+                    offset: self.bytes,
+                    what: e.to_string(),
+                })?;
+                kind::TREE
+            }
             Record::Lost(l) => {
                 self.put_time(l.time);
                 put(&mut self.payload, l.cpu.into());

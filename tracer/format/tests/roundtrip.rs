@@ -58,6 +58,31 @@ fn records() -> Vec<Record> {
             tid: 42,
             pid: 42,
         }),
+        Record::Tree(Box::new(TreeDump {
+            pid: 42,
+            final_dump: false,
+            time_ns: 1_000_003_500,
+            methods: vec!["com.example.Pool.take".into()],
+            threads: vec![ThreadTree {
+                tid: 43,
+                name: "worker-1".into(),
+                nodes: vec![TreeNode {
+                    id: 42 << 32 | 1,
+                    parent_id: 0,
+                    method: 0,
+                    level: 1,
+                    calls: 3,
+                    callees: 0,
+                    base_ns: 10,
+                    mmax_ns: 5,
+                    ao: 0,
+                    ab: 0,
+                    dip: 1,
+                    idle: 2,
+                }],
+            }],
+            unmatched_exits: 0,
+        })),
     ];
     for (i, s) in PrevState::ALL.into_iter().enumerate() {
         v.push(Record::Dispatch(Dispatch {
