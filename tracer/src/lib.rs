@@ -17,5 +17,6 @@ pub mod recorder;
 pub mod ring;
 pub mod sys;
 pub mod tracefs;
+pub mod workarea;
 
 pub use recorder::{RecordOptions, Recorder, RecorderError};

@@ -14,8 +14,8 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use idleflow_format::{
-    FormatError, Lost, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, Wakeup,
-    Writer,
+    FormatError, Lost, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, TreeDump,
+    Wakeup, Writer,
 };
 use rustc_hash::FxHashMap;
 
@@ -26,6 +26,9 @@ use crate::procfs;
 use crate::ring::{page_size, Ring};
 use crate::sys::{self, EventSpec, PerfEvent, SysError};
 use crate::tracefs::{self, TracefsError, Tracepoint};
+use crate::workarea::LiveWorkArea;
+use idleflow_format::twa::WorkArea;
+use std::sync::Arc;
 
 /// Default ring size per CPU.
 pub const DEFAULT_RING_BYTES: usize = 4 << 20;
@@ -147,6 +150,8 @@ pub struct Recorder {
     summary: RunSummary,
     output: Option<Output>,
     scratch: Vec<(u64, Record)>,
+    work_area: Option<LiveWorkArea>,
+    tree_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -242,6 +247,8 @@ impl Recorder {
             summary: RunSummary::default(),
             output: None,
             scratch: Vec::new(),
+            work_area: None,
+            tree_dir: None,
         })
     }
 
@@ -340,7 +347,53 @@ impl Recorder {
         self.release(watermark)
     }
 
+    /// Tags dispatches from the thread work area at `area` from now on, and
+    /// keeps its threads' idle counts current. Call after [`Recorder::enable`].
+    /// `tree_dir` is where the agents write their call-tree dumps
+    /// (`tree-<pid>.json`); [`Recorder::finish`] embeds them.
+    pub fn attach_work_area(&mut self, area: Arc<WorkArea>, tree_dir: PathBuf) {
+        self.work_area = Some(LiveWorkArea::new(area, &self.cpus, self.start_ns));
+        self.tree_dir = Some(tree_dir);
+    }
+
+    /// Writes every agent's last call-tree dump as a TREE record.
+    fn embed_trees(&mut self) -> Result<(), RecorderError> {
+        let (Some(dir), Some(out)) = (self.tree_dir.as_ref(), self.output.as_mut()) else {
+            return Ok(());
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Ok(());
+        };
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("tree-") && n.ends_with(".json"))
+            })
+            .collect();
+        files.sort();
+        for f in files {
+            match std::fs::read(&f)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<TreeDump>(&b).ok())
+            {
+                Some(dump) => {
+                    self.summary.tree_dumps += 1;
+                    out.writer.write(&Record::Tree(Box::new(dump)))?;
+                }
+                None => self.summary.tree_dumps_unreadable += 1,
+            }
+        }
+        Ok(())
+    }
+
     fn read_rings(&mut self) {
+        if let Some(wa) = self.work_area.as_mut() {
+            wa.refresh();
+        }
+        let work_area = self.work_area.as_ref();
         let layout = &self.layout;
         let merge = &mut self.merge;
         let names = &mut self.names;
@@ -358,7 +411,12 @@ impl Recorder {
                     summary.undecodable += 1;
                     return;
                 };
-                joiner.feed(&rec, &mut |d| merge.push(d.time, Record::Dispatch(d)));
+                joiner.feed(&rec, &mut |mut d| {
+                    if let Some(wa) = work_area {
+                        wa.tag(&mut d);
+                    }
+                    merge.push(d.time, Record::Dispatch(d))
+                });
                 match rec {
                     PerfRecord::Wakeup {
                         id,
@@ -430,6 +488,9 @@ impl Recorder {
         let mut result = Ok(());
         if let Some(out) = self.output.as_mut() {
             for (_, r) in &batch {
+                if let Some(wa) = self.work_area.as_mut() {
+                    wa.account(r);
+                }
                 match r {
                     Record::Dispatch(_) => self.summary.dispatches += 1,
                     Record::Wakeup(_) => self.summary.wakeups += 1,
@@ -470,6 +531,7 @@ impl Recorder {
         let proc_stat_stop = procfs::proc_stat().unwrap_or_default();
         self.read_rings();
         self.release(u64::MAX)?;
+        self.embed_trees()?;
         self.summary.stop_ns = stop_ns;
         self.summary.stop_reason = stop_reason.to_string();
         self.summary.exit_code = exit_code;

@@ -255,6 +255,10 @@ pub struct RunSummary {
     /// Ring records that could not be decoded (should be 0).
     #[serde(default)]
     pub undecodable: u64,
+    /// JVM call-tree dumps embedded as TREE records.
+    pub tree_dumps: u64,
+    /// Call-tree dump files that could not be read (a JVM died while writing).
+    pub tree_dumps_unreadable: u64,
     /// `/proc/stat` idle counters read at the end of the window.
     pub proc_stat_stop: Vec<ProcStatCpu>,
 }
