@@ -85,6 +85,29 @@ pub struct RecordArgs {
     #[arg(long, default_value = "4M", value_parser = parse_size)]
     pub ring_size: usize,
 
+    /// The JVM agent to inject into every JVM the command starts (default:
+    /// libidleflow_agent.so beside the idleflow executable).
+    #[arg(long, value_name = "PATH")]
+    pub agent: Option<PathBuf>,
+
+    /// Do not inject the JVM agent (no call trees, dispatches stay untagged).
+    #[arg(long, conflicts_with = "agent")]
+    pub no_agent: bool,
+
+    /// How often each JVM dumps its call trees, in ms (so that a JVM killed
+    /// mid-run still leaves its last snapshot).
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub snapshot_interval: u64,
+
+    /// Δ: a call-tree node must have been current this long (ns) to be kept
+    /// in a thread's history for tagging dispatches.
+    #[arg(long, default_value_t = 2000, value_name = "NS")]
+    pub delta: u64,
+
+    /// Java threads the work area has room for (threads beyond it run untagged).
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub max_threads: u32,
+
     /// Print no summary line.
     #[arg(short, long)]
     pub quiet: bool,

@@ -4,6 +4,7 @@
 //! (`report`): parse, call the library, print. Errors are printed as one
 //! line with their whole cause chain.
 
+mod agent;
 mod cli;
 mod progress;
 mod record;

@@ -51,9 +51,23 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     })?;
     recorder.enable()?;
     let started = Instant::now();
+    // The JVM agent's work area and tree dumps live in a private directory
+    // that disappears with this process.
+    let agent = if args.command.is_empty() || args.no_agent {
+        None
+    } else {
+        crate::agent::prepare(&args)?
+    };
+    if let Some(a) = &agent {
+        recorder.attach_work_area(a.work_area.clone(), a.tree_dir.clone());
+    }
     let (target, target_pids) = if !args.command.is_empty() {
-        let child = Command::new(&args.command[0])
-            .args(&args.command[1..])
+        let mut command = Command::new(&args.command[0]);
+        command.args(&args.command[1..]);
+        if let Some(a) = &agent {
+            command.env("JAVA_TOOL_OPTIONS", &a.java_tool_options);
+        }
+        let child = command
             .spawn()
             .with_context(|| format!("cannot run `{}`", args.command[0]))?;
         let pid = child.id();
