@@ -14,6 +14,8 @@ use idleflow_format::{
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::nodes::NodeAttribution;
+
 /// Why a thread made a CPU idle, counted per (CPU, thread).
 #[derive(Debug, Clone, Default)]
 pub struct IdleCause {
@@ -51,6 +53,8 @@ pub struct Analysis {
     pub unknown_records: u64,
     /// The JVM agents' call trees.
     pub trees: Vec<TreeDump>,
+    /// What the dispatch stream adds to each call-tree node.
+    pub node_idle: NodeAttribution,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -81,6 +85,7 @@ impl Analysis {
             wakeups: 0,
             unknown_records: 0,
             trees: Vec::new(),
+            node_idle: NodeAttribution::default(),
             summary: RunSummary::default(),
             info,
         };
@@ -94,13 +99,14 @@ impl Analysis {
                 Record::Dispatch(d) => {
                     a.dispatches += 1;
                     let out = a.accounting.dispatch(&d);
+                    let ci = a.accounting.cpu_slot(d.cpu);
+                    a.node_idle.dispatch(ci, &d, &out);
                     // Causes are counted when their idle interval ends, so one
                     // lookup carries the count, the state and the idle time.
                     if let Some(iv) = out.closed_idle {
                         a.interval(&iv);
                     }
                     if let Some((tid, state)) = out.abandoned_cause {
-                        let ci = a.accounting.cpu_slot(d.cpu);
                         a.cause(ci, tid, state, 0);
                     }
                 }
@@ -128,6 +134,8 @@ impl Analysis {
         let stop = a.summary.stop_ns.max(a.info.start_ns);
         for iv in a.accounting.finish(stop) {
             a.interval(&iv);
+            let ci = a.accounting.cpu_slot(iv.cpu);
+            a.node_idle.idle_ended(ci, iv.end.saturating_sub(iv.start));
         }
         Ok(a)
     }

@@ -6,6 +6,7 @@
 //! data (serialized as JSON as is); [`text`] prints it for people.
 
 pub mod analysis;
+pub mod nodes;
 pub mod report;
 pub mod script;
 pub mod text;

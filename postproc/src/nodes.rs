@@ -1,0 +1,182 @@
+//! Merging the dispatch stream into call-tree nodes: the patent's trace
+//! records, derived from the tagged dispatches with the shared accounting,
+//! summed per node id.
+//!
+//! Per node: dispatches to idle its thread's leaving caused (the thread left
+//! while in this node and its CPU went idle), the idle time that followed,
+//! and the sums of the trace records' `cpu_delta` / `total_delta` (idle
+//! dispatches that happened while a thread waited in this node). Per CPU:
+//! how each traced dispatch was tagged (current node, history ring,
+//! unknown).
+//!
+//! Invariant: only tags the tracer read are used; an unknown tag attributes
+//! nothing (it is counted in [`TagCounts::unknown`]).
+
+use idleflow_accounting::DispatchOutcome;
+use idleflow_format::{Dispatch, NodeTag};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+/// What the dispatch stream adds to one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NodeIdle {
+    /// Dispatches to idle caused by a thread leaving while in this node.
+    pub idle_dispatches: u64,
+    /// Idle time that followed them, ns.
+    pub idle_ns: u64,
+    /// Trace records whose thread waited in this node.
+    pub trace_records: u64,
+    /// Sum of their `cpu_delta`.
+    pub cpu_delta: u64,
+    /// Sum of their `total_delta`.
+    pub total_delta: u64,
+}
+
+/// How the dispatches of traced threads were tagged, on one CPU.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TagCounts {
+    /// From the node current at the dispatch.
+    pub current: u64,
+    /// From the history ring.
+    pub ring: u64,
+    /// Not known.
+    pub unknown: u64,
+}
+
+impl TagCounts {
+    /// All traced dispatches.
+    pub fn total(&self) -> u64 {
+        self.current + self.ring + self.unknown
+    }
+}
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub struct NodeAttribution {
+    /// Per node id.
+    pub nodes: FxHashMap<u64, NodeIdle>,
+    /// Per CPU slot.
+    pub tags: Vec<TagCounts>,
+    /// The node each traced thread was in when it last left a CPU.
+    last_node: FxHashMap<u32, u64>,
+    /// Per CPU slot: the node whose thread's leaving began the open idle interval.
+    open: Vec<Option<u64>>,
+}
+
+impl NodeAttribution {
+    fn grow(&mut self, ci: usize) {
+        if self.tags.len() <= ci {
+            self.tags.resize(ci + 1, TagCounts::default());
+            self.open.resize(ci + 1, None);
+        }
+    }
+
+    /// One dispatch on CPU slot `ci` and what the accounting made of it.
+    /// `closed_len` is the length of the idle interval it closed, if any.
+    pub fn dispatch(&mut self, ci: usize, d: &Dispatch, out: &DispatchOutcome) {
+        self.grow(ci);
+        match d.prev_node {
+            NodeTag::Untraced => {}
+            NodeTag::Current(n) => {
+                self.tags[ci].current += 1;
+                self.last_node.insert(d.prev_tid, n);
+            }
+            NodeTag::Ring(n) => {
+                self.tags[ci].ring += 1;
+                self.last_node.insert(d.prev_tid, n);
+            }
+            NodeTag::Unknown => {
+                self.tags[ci].unknown += 1;
+                self.last_node.remove(&d.prev_tid);
+            }
+        }
+        if let Some(iv) = out.closed_idle {
+            self.idle_ended(ci, iv.end.saturating_sub(iv.start));
+        }
+        if out.abandoned_cause.is_some() {
+            self.open[ci] = None;
+        }
+        if out.to_idle {
+            self.open[ci] = d.prev_node.node();
+            if let Some(n) = self.open[ci] {
+                self.nodes.entry(n).or_default().idle_dispatches += 1;
+            }
+        }
+        if let Some(tr) = out.trace {
+            if tr.cpu_delta + tr.total_delta > 0 && !self.last_node.is_empty() {
+                if let Some(&n) = self.last_node.get(&tr.tid) {
+                    let e = self.nodes.entry(n).or_default();
+                    e.trace_records += 1;
+                    e.cpu_delta += tr.cpu_delta;
+                    e.total_delta += tr.total_delta;
+                }
+            }
+        }
+    }
+
+    /// The idle interval open on CPU slot `ci` ended after `len` ns (at a
+    /// dispatch from idle or at the window's end).
+    pub fn idle_ended(&mut self, ci: usize, len: u64) {
+        self.grow(ci);
+        if let Some(n) = self.open[ci].take() {
+            self.nodes.entry(n).or_default().idle_ns += len;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idleflow_accounting::Accounting;
+    use idleflow_format::{PrevState, IDLE_TID};
+
+    fn d(time: u64, prev: u32, state: PrevState, next: u32, tag: NodeTag) -> Dispatch {
+        Dispatch {
+            time,
+            cpu: 0,
+            prev_tid: prev,
+            prev_state: state,
+            next_tid: next,
+            prev_node: tag,
+        }
+    }
+
+    #[test]
+    fn idle_is_charged_to_the_node_the_thread_left_in() {
+        use PrevState::*;
+        let mut acc = Accounting::new(&[0], 0);
+        let mut na = NodeAttribution::default();
+        let stream = [
+            d(10, IDLE_TID, Unknown, 7, NodeTag::Untraced),
+            d(20, 7, Sleeping, IDLE_TID, NodeTag::Current(500)),
+            d(50, IDLE_TID, Unknown, 7, NodeTag::Untraced),
+            d(60, 7, Sleeping, IDLE_TID, NodeTag::Ring(501)),
+            d(65, IDLE_TID, Unknown, 8, NodeTag::Untraced),
+            d(66, 8, Sleeping, IDLE_TID, NodeTag::Unknown),
+        ];
+        for x in &stream {
+            let out = acc.dispatch(x);
+            na.dispatch(0, x, &out);
+        }
+        for iv in acc.finish(100) {
+            na.idle_ended(0, iv.end - iv.start);
+        }
+        assert_eq!(na.nodes[&500].idle_dispatches, 1);
+        assert_eq!(na.nodes[&500].idle_ns, 30);
+        assert_eq!(na.nodes[&501].idle_dispatches, 1);
+        assert_eq!(na.nodes[&501].idle_ns, 5);
+        // Thread 7 came back at 50 after one idle dispatch (its own): the
+        // trace record goes to the node it waited in.
+        assert_eq!(na.nodes[&500].trace_records, 1);
+        assert_eq!(na.nodes[&500].total_delta, 1);
+        assert_eq!(
+            na.tags[0],
+            TagCounts {
+                current: 1,
+                ring: 1,
+                unknown: 1
+            }
+        );
+        assert_eq!(na.nodes.len(), 2, "the unknown tag attributes nothing");
+    }
+}
