@@ -61,6 +61,8 @@ pub struct NodeAttribution {
     last_node: FxHashMap<u32, u64>,
     /// Per CPU slot: the node whose thread's leaving began the open idle interval.
     open: Vec<Option<u64>>,
+    /// Whether any dispatch was tagged yet (until then there is nothing to do).
+    traced: bool,
 }
 
 impl NodeAttribution {
@@ -73,7 +75,14 @@ impl NodeAttribution {
 
     /// One dispatch on CPU slot `ci` and what the accounting made of it.
     /// `closed_len` is the length of the idle interval it closed, if any.
+    #[inline]
     pub fn dispatch(&mut self, ci: usize, d: &Dispatch, out: &DispatchOutcome) {
+        if !self.traced {
+            if d.prev_node == NodeTag::Untraced {
+                return; // a recording without a JVM agent costs one branch
+            }
+            self.traced = true;
+        }
         self.grow(ci);
         match d.prev_node {
             NodeTag::Untraced => {}

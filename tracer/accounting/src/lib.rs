@@ -246,6 +246,7 @@ impl Accounting {
     }
 
     /// The index of `cpu` in [`Accounting::cpus`], adding it if new.
+    #[inline]
     pub fn cpu_slot(&mut self, cpu: u32) -> usize {
         let c = cpu as usize;
         if let Some(&i) = self.cpu_index.get(c) {
@@ -309,6 +310,7 @@ impl Accounting {
     }
 
     /// Accounts one dispatch. Dispatches must come in global time order.
+    #[inline]
     pub fn dispatch(&mut self, d: &Dispatch) -> DispatchOutcome {
         let total_idle_before = self.total_idle;
         let mut out = DispatchOutcome::default();
