@@ -2,64 +2,417 @@
 //! trampolines in `lib.rs` catch panics and hand over a [`Jvmti`] plus the
 //! event's arguments.
 //!
-//! This is the SMOKE version: it counts method entries and exits and prints
-//! the totals at VM death, enough to prove the FFI plumbing end to end
-//! (`tests/smoke.rs`). It is meant to be replaced wholesale; a replacement
-//! keeps the signatures, the `idleflow-agent: N method entries, M exits` line
-//! (or updates the smoke test), and the rule that [`on_load`] rejects options
-//! it does not understand (the smoke test checks that path too).
+//! Each Java thread builds its own [`CallTree`] in a thread-local (no lock
+//! on the entry/exit path), publishes its current node to its slot of the
+//! thread work area (claimed on its first event), and credits the idle
+//! counts the tracer writes there to the node it is leaving. Method names
+//! are resolved once, when a node for a new path is created. Each thread
+//! snapshots its tree every `interval_ms` (and at its end); a writer thread
+//! dumps the snapshots to `<trees>/tree-<pid>.json` just as often, and VM
+//! death writes the final dump, so a JVM killed mid-run still leaves its
+//! last snapshot.
 //!
-//! Invariant: nothing here blocks or allocates per event; the counters are
-//! relaxed atomics because they are only read at VM death, after the JVM has
-//! stopped posting entry/exit events.
+//! Invariants: node ids are unique in the recording (`pid << 32 | n`); an
+//! event that arrives while the same thread is already inside a hook (a
+//! re-entrant callback) is ignored rather than corrupting the tree; every
+//! error is reported once on stderr and the JVM keeps running.
 
-use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
-use crate::env::{Jvmti, MethodId, ThreadRef};
+use idleflow_format::twa::{SlotRef, WorkArea};
+use idleflow_format::{ThreadTree, TreeDump};
+use rustc_hash::FxHashMap;
 
-static METHOD_ENTRIES: AtomicU64 = AtomicU64::new(0);
-static METHOD_EXITS: AtomicU64 = AtomicU64::new(0);
+use crate::env::{java_class_name, Jvmti, MethodId, ThreadRef};
+use crate::tree::CallTree;
+
+/// Agent options: `twa=PATH,trees=DIR,interval_ms=N`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The thread work area to publish to.
+    pub twa: Option<PathBuf>,
+    /// Where to dump call trees.
+    pub trees: Option<PathBuf>,
+    /// Snapshot and dump period.
+    pub interval_ms: u64,
+}
+
+/// Parses the agent's option string.
+pub fn parse_options(s: &str) -> Result<Options, String> {
+    let mut o = Options {
+        interval_ms: 1000,
+        ..Default::default()
+    };
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("option `{part}` is not key=value"))?;
+        match k {
+            "twa" => o.twa = Some(PathBuf::from(v)),
+            "trees" => o.trees = Some(PathBuf::from(v)),
+            "interval_ms" => {
+                o.interval_ms = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("interval_ms={v} is not a positive number"))?
+            }
+            other => {
+                return Err(format!(
+                    "unknown option `{other}` (known: twa, trees, interval_ms)"
+                ))
+            }
+        }
+    }
+    Ok(o)
+}
+
+struct Methods {
+    index: FxHashMap<usize, u32>,
+    names: Vec<String>,
+}
+
+struct Agent {
+    opts: Options,
+    pid: u32,
+    area: Option<WorkArea>,
+    next_node: AtomicU64,
+    methods: Mutex<Methods>,
+    /// Latest tree of each thread, keyed by its root node id (a tid can
+    /// come back as a new Java thread, e.g. `main` then `DestroyJavaVM`).
+    snapshots: Mutex<BTreeMap<u64, ThreadTree>>,
+    unmatched_exits: AtomicU64,
+    finished: AtomicBool,
+}
+
+static AGENT: OnceLock<Agent> = OnceLock::new();
+
+fn report_once(flag: &AtomicBool, msg: &str) {
+    if !flag.swap(true, Ordering::Relaxed) {
+        eprintln!("idleflow-agent: {msg}");
+    }
+}
+
+static WARNED_SLOTS: AtomicBool = AtomicBool::new(false);
+static WARNED_DUMP: AtomicBool = AtomicBool::new(false);
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no memory effects.
+    unsafe { libc::gettid() as u32 }
+}
+
+impl Agent {
+    fn node_id(&self) -> u64 {
+        (u64::from(self.pid) << 32) | self.next_node.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The method table index of `method`, resolving its name the first time.
+    fn method_index(&self, jvmti: Jvmti, method: MethodId) -> u32 {
+        let key = method.as_raw() as usize;
+        let Ok(mut m) = self.methods.lock() else {
+            return u32::MAX;
+        };
+        if let Some(&i) = m.index.get(&key) {
+            return i;
+        }
+        let name = match jvmti.method_name(method) {
+            Ok((class, name)) => format!("{}.{}", java_class_name(&class), name),
+            Err(e) => format!("<method {key:#x}: {e}>"),
+        };
+        let i = m.names.len() as u32;
+        m.names.push(name);
+        m.index.insert(key, i);
+        i
+    }
+
+    fn dump(&self, final_dump: bool) {
+        let Some(dir) = &self.opts.trees else { return };
+        let methods = match self.methods.lock() {
+            Ok(m) => m.names.clone(),
+            Err(_) => return,
+        };
+        let threads: Vec<ThreadTree> = match self.snapshots.lock() {
+            Ok(s) => s.values().cloned().collect(),
+            Err(_) => return,
+        };
+        let dump = TreeDump {
+            pid: self.pid,
+            final_dump,
+            time_ns: monotonic_ns(),
+            methods,
+            threads,
+            unmatched_exits: self.unmatched_exits.load(Ordering::Relaxed),
+        };
+        let path = dir.join(format!("tree-{}.json", self.pid));
+        let tmp = dir.join(format!(".tree-{}.json.tmp", self.pid));
+        let result = serde_json::to_vec(&dump)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(&tmp, bytes))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = result {
+            report_once(
+                &WARNED_DUMP,
+                &format!("cannot write {}: {e}", path.display()),
+            );
+        }
+    }
+}
+
+struct ThreadState {
+    tree: CallTree,
+    slot: Option<SlotRef<'static>>,
+    tid: u32,
+    /// The Java thread name; `None` until JVMTI can tell it (not yet during
+    /// VM start-up), asked again at each snapshot.
+    name: Option<String>,
+    /// The work-area counts last credited.
+    counts: (u64, u64),
+    /// When the current node became current.
+    since: u64,
+    last_snapshot: u64,
+}
+
+thread_local! {
+    static THREAD: RefCell<Option<ThreadState>> = const { RefCell::new(None) };
+}
+
+impl ThreadState {
+    fn new(agent: &'static Agent, jvmti: Jvmti, thread: ThreadRef<'_>, now: u64) -> Self {
+        let tid = gettid();
+        let slot = agent.area.as_ref().and_then(|a| {
+            let s = a.claim(tid, agent.pid);
+            if s.is_none() {
+                report_once(
+                    &WARNED_SLOTS,
+                    "the work area is full: further threads run untagged (raise record --max-threads)",
+                );
+            }
+            s
+        });
+        let counts = slot.map_or((0, 0), |s| s.counts());
+        ThreadState {
+            tree: CallTree::new(agent.node_id()),
+            slot,
+            tid,
+            name: jvmti.current_thread_name(thread),
+            counts,
+            since: now,
+            last_snapshot: now,
+        }
+    }
+
+    /// Credits the idle counts the tracer wrote since the last look to the
+    /// node being left.
+    fn credit_idle(&mut self) {
+        if let Some(slot) = self.slot {
+            let (dip, idle) = slot.counts();
+            let d = (
+                dip.saturating_sub(self.counts.0),
+                idle.saturating_sub(self.counts.1),
+            );
+            if d != (0, 0) {
+                self.tree.add_idle(d.0, d.1);
+                self.counts = (dip, idle);
+            }
+        }
+    }
+
+    fn publish(&mut self, old: u64, now: u64) {
+        let new = self.tree.current_id();
+        if let Some(slot) = self.slot {
+            slot.publish(old, self.since, new, now);
+        }
+        self.since = now;
+    }
+
+    fn snapshot(&mut self, agent: &Agent, now: u64) {
+        self.last_snapshot = now;
+        let tree = ThreadTree {
+            tid: self.tid,
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("tid-{}", self.tid)),
+            nodes: self.tree.snapshot(now),
+        };
+        if let Ok(mut s) = agent.snapshots.lock() {
+            s.insert(self.tree.nodes()[0].id, tree);
+        }
+    }
+}
+
+/// Runs `f` on this thread's state, creating it on the first event.
+/// Re-entrant events (a hook running inside a hook) are dropped.
+fn with_thread(
+    jvmti: Jvmti,
+    thread: ThreadRef<'_>,
+    f: impl FnOnce(&'static Agent, &mut ThreadState, u64),
+) {
+    let Some(agent) = AGENT.get() else { return };
+    if agent.finished.load(Ordering::Relaxed) {
+        return;
+    }
+    let now = monotonic_ns();
+    THREAD.with(|cell| {
+        let Ok(mut guard) = cell.try_borrow_mut() else {
+            return;
+        };
+        let state = guard.get_or_insert_with(|| ThreadState::new(agent, jvmti, thread, now));
+        f(agent, state, now);
+        if now.saturating_sub(state.last_snapshot) >= agent.opts.interval_ms * 1_000_000 {
+            if state.name.is_none() {
+                state.name = jvmti.current_thread_name(thread);
+            }
+            state.snapshot(agent, now);
+        }
+    });
+}
 
 /// Called first in `Agent_OnLoad` with the text after `=` in
 /// `-agentpath:libidleflow_agent.so=OPTIONS` (empty when there is none).
 /// An `Err` is printed and the agent stays inert.
 pub fn on_load(options: &str) -> Result<(), String> {
-    if options.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "unknown options {options:?} (this agent takes none)"
-        ))
+    let opts = parse_options(options)?;
+    let area = match &opts.twa {
+        Some(p) => Some(WorkArea::open(p).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let agent = Agent {
+        pid: std::process::id(),
+        area,
+        next_node: AtomicU64::new(1),
+        methods: Mutex::new(Methods {
+            index: FxHashMap::default(),
+            names: Vec::new(),
+        }),
+        snapshots: Mutex::new(BTreeMap::new()),
+        unmatched_exits: AtomicU64::new(0),
+        finished: AtomicBool::new(false),
+        opts,
+    };
+    AGENT
+        .set(agent)
+        .map_err(|_| "the agent was loaded twice".to_string())
+}
+
+/// The VM finished initialising: start the periodic dump writer.
+pub fn vm_init(_jvmti: Jvmti) {
+    let Some(agent) = AGENT.get() else { return };
+    if agent.opts.trees.is_none() {
+        return;
+    }
+    let period = Duration::from_millis(agent.opts.interval_ms);
+    let spawned = std::thread::Builder::new()
+        .name("idleflow-dump".into())
+        .spawn(move || {
+            while !agent.finished.load(Ordering::Relaxed) {
+                std::thread::sleep(period);
+                if !agent.finished.load(Ordering::Relaxed) {
+                    agent.dump(false);
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("idleflow-agent: cannot start the dump thread: {e}");
     }
 }
 
-/// The VM finished initialising (live phase begins).
-pub fn vm_init(_jvmti: Jvmti) {}
-
-/// The VM is about to exit; no further events will be posted.
+/// The VM is about to exit: snapshot this thread and write the final dump.
 pub fn vm_death(_jvmti: Jvmti) {
-    let entries = METHOD_ENTRIES.load(Ordering::Relaxed);
-    let exits = METHOD_EXITS.load(Ordering::Relaxed);
-    // A failed write to stderr is not worth a panic.
-    let _ = writeln!(
-        std::io::stderr(),
-        "idleflow-agent: {entries} method entries, {exits} exits"
-    );
+    let Some(agent) = AGENT.get() else { return };
+    let now = monotonic_ns();
+    THREAD.with(|cell| {
+        if let Ok(mut guard) = cell.try_borrow_mut() {
+            if let Some(state) = guard.as_mut() {
+                state.snapshot(agent, now);
+            }
+        }
+    });
+    agent.finished.store(true, Ordering::Relaxed);
+    agent.dump(true);
 }
 
 /// A thread started (it is the current thread).
 pub fn thread_start(_jvmti: Jvmti, _thread: ThreadRef<'_>) {}
 
-/// A thread is ending (it is the current thread).
-pub fn thread_end(_jvmti: Jvmti, _thread: ThreadRef<'_>) {}
+/// A thread is ending (it is the current thread): keep its final tree and
+/// free its work-area slot.
+pub fn thread_end(jvmti: Jvmti, thread: ThreadRef<'_>) {
+    let Some(agent) = AGENT.get() else { return };
+    let now = monotonic_ns();
+    THREAD.with(|cell| {
+        if let Ok(mut guard) = cell.try_borrow_mut() {
+            if let Some(mut state) = guard.take() {
+                state.credit_idle();
+                if state.name.is_none() {
+                    state.name = jvmti.current_thread_name(thread);
+                }
+                state.snapshot(agent, now);
+                agent
+                    .unmatched_exits
+                    .fetch_add(state.tree.unmatched_exits(), Ordering::Relaxed);
+                if let Some(slot) = state.slot {
+                    slot.release();
+                }
+            }
+        }
+    });
+}
 
 /// `thread` entered `method`.
-pub fn method_entry(_jvmti: Jvmti, _thread: ThreadRef<'_>, _method: MethodId) {
-    METHOD_ENTRIES.fetch_add(1, Ordering::Relaxed);
+pub fn method_entry(jvmti: Jvmti, thread: ThreadRef<'_>, method: MethodId) {
+    with_thread(jvmti, thread, |agent, s, now| {
+        s.credit_idle();
+        let old = s.tree.current_id();
+        s.tree.enter(method.as_raw() as usize, now, || {
+            (agent.node_id(), agent.method_index(jvmti, method))
+        });
+        s.publish(old, now);
+    });
 }
 
 /// `thread` left `method`, by a return or by an exception.
-pub fn method_exit(_jvmti: Jvmti, _thread: ThreadRef<'_>, _method: MethodId, _by_exception: bool) {
-    METHOD_EXITS.fetch_add(1, Ordering::Relaxed);
+pub fn method_exit(jvmti: Jvmti, thread: ThreadRef<'_>, method: MethodId, _by_exception: bool) {
+    with_thread(jvmti, thread, |_, s, now| {
+        s.credit_idle();
+        let old = s.tree.current_id();
+        s.tree.exit(method.as_raw() as usize, now);
+        if s.tree.current_id() != old {
+            s.publish(old, now);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_refuse_unknown_keys() {
+        let o = parse_options("twa=/tmp/x/twa,trees=/tmp/x/trees,interval_ms=250").unwrap();
+        assert_eq!(o.twa, Some(PathBuf::from("/tmp/x/twa")));
+        assert_eq!(o.trees, Some(PathBuf::from("/tmp/x/trees")));
+        assert_eq!(o.interval_ms, 250);
+        assert_eq!(parse_options("").unwrap().interval_ms, 1000);
+        assert!(parse_options("colour=blue")
+            .unwrap_err()
+            .contains("unknown option"));
+        assert!(parse_options("interval_ms=0").is_err());
+        assert!(parse_options("twa").is_err());
+    }
 }

@@ -28,6 +28,7 @@
 pub mod env;
 pub mod hooks;
 pub mod jvmti;
+pub mod tree;
 
 use std::any::Any;
 use std::ffi::{c_char, c_void};

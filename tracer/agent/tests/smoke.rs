@@ -1,5 +1,5 @@
 //! End to end: load the real `libidleflow_agent.so` into a real JVM running a
-//! tiny program, and check what the smoke hooks report at VM death.
+//! tiny program, and check the call tree it dumps at VM death.
 //!
 //! This test builds nothing itself. `cargo test -p idleflow-agent` compiles
 //! the library with both crate types before running it, but leaves the
@@ -10,6 +10,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use idleflow_format::{TreeDump, TreeNode};
 
 const JDK17: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
 const JDK25: &str = "/usr/lib/jvm/temurin-25-jdk-amd64";
@@ -116,73 +118,74 @@ fn run_main(jdk_home: &Path, classes: &Path, agent_options: &str, args: &[&str])
     out
 }
 
-/// `(entries, exits)` from the line `idleflow-agent: N method entries, M exits`,
-/// which must appear exactly once.
-fn counts(stderr: &[u8]) -> (u64, u64) {
-    let stderr = String::from_utf8_lossy(stderr);
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("idleflow-agent:"))
+/// Runs `Main N` with the agent dumping its trees, returns the final dump.
+fn dump_of_run(jdk_home: &Path, classes: &Path, n: u32) -> TreeDump {
+    let trees = tempfile::tempdir().expect("a directory for the dump");
+    let out = run_main(
+        jdk_home,
+        classes,
+        &format!("trees={}", trees.path().display()),
+        &[&n.to_string()],
+    );
+    let expected: u64 = (0..u64::from(n)).sum();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("sum={expected}")
+    );
+    let files: Vec<_> = std::fs::read_dir(trees.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
         .collect();
-    let [line] = lines[..] else {
-        panic!("expected one idleflow-agent line on stderr, got:\n{stderr}");
-    };
-    let parse = || -> Option<(u64, u64)> {
-        let rest = line.strip_prefix("idleflow-agent: ")?;
-        let (entries, rest) = rest.split_once(" method entries, ")?;
-        let exits = rest.strip_suffix(" exits")?;
-        Some((entries.parse().ok()?, exits.parse().ok()?))
-    };
-    parse().unwrap_or_else(|| panic!("unexpected agent line: {line:?}"))
+    assert_eq!(files.len(), 1, "one dump per JVM: {files:?}");
+    let dump: TreeDump =
+        serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).expect("the dump parses");
+    assert!(dump.final_dump, "written at VM death");
+    dump
 }
 
-/// Entries and exits cannot match exactly, and need not: the counters cover
-/// every thread, and at VM death some JDK threads (Reference Handler,
-/// Finalizer, Common-Cleaner, the Signal Dispatcher, …) are still blocked
-/// inside methods they entered after events were enabled, so those entries
-/// never get their exit. Conversely a frame entered before the live phase
-/// (when no events are posted) may exit after it. Each such frame is one
-/// unmatched event; a handful of threads with a few frames each stay well
-/// under this bound (we see 5 on JDK 17 and 8 on JDK 25), while a real
-/// imbalance (a lost exit per call) would be off by hundreds.
-const MAX_UNMATCHED: u64 = 64;
+/// The nodes of method `name` in all threads of `dump`.
+fn nodes_of<'a>(dump: &'a TreeDump, name: &str) -> Vec<&'a TreeNode> {
+    let Some(m) = dump.methods.iter().position(|n| n == name) else {
+        return Vec::new();
+    };
+    dump.threads
+        .iter()
+        .flat_map(|t| &t.nodes)
+        .filter(|n| n.method == m as u32)
+        .collect()
+}
 
-fn assert_balanced(jdk: &str, entries: u64, exits: u64) {
-    assert!(
-        entries >= 1000,
-        "{jdk}: {entries} method entries, expected at least the 1000 calls of Main.tick"
-    );
-    assert!(
-        entries.abs_diff(exits) <= MAX_UNMATCHED,
-        "{jdk}: {entries} entries vs {exits} exits: more than {MAX_UNMATCHED} unmatched"
-    );
+/// Every call of `Main.tick` is counted once, on one node under `Main.main`.
+fn assert_exact_calls(jdk: &Path, classes: &Path) {
+    for n in [1000u32, 2000] {
+        let dump = dump_of_run(jdk, classes, n);
+        let tick = nodes_of(&dump, "Main.tick");
+        assert_eq!(tick.len(), 1, "one call path to tick: {tick:?}");
+        assert_eq!(tick[0].calls, u64::from(n));
+        assert_eq!(tick[0].level, 2);
+        let main = nodes_of(&dump, "Main.main");
+        assert_eq!(main.len(), 1);
+        assert_eq!(main[0].calls, 1);
+        assert_eq!(tick[0].parent_id, main[0].id);
+        assert!(main[0].callees >= u64::from(n));
+        // Ids are unique across the dump.
+        let mut ids: Vec<u64> = dump
+            .threads
+            .iter()
+            .flat_map(|t| t.nodes.iter().map(|n| n.id))
+            .collect();
+        let all = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), all, "node ids are unique");
+    }
 }
 
 #[test]
-fn agent_counts_entries_and_exits_on_jdk17() {
+fn call_counts_are_exact_on_jdk17() {
     let classes = compile_main();
-    let jdk = require_jdk(JDK17);
-
-    // Both runs pass the count explicitly, so they run the same JDK code
-    // (`Integer.parseInt`) apart from the loop.
-    let out = run_main(&jdk, classes.path(), "", &["1000"]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "sum=499500");
-    let (entries, exits) = counts(&out.stderr);
-    assert_balanced("JDK 17", entries, exits);
-
-    // The 1000 extra calls of a 2000-iteration run show up as ~1000 extra
-    // entries: every call of `tick` is seen once. The small excess comes from
-    // the JDK's own code (e.g. formatting a longer number).
-    let out = run_main(&jdk, classes.path(), "", &["2000"]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "sum=1999000");
-    let (entries_2000, exits_2000) = counts(&out.stderr);
-    assert_balanced("JDK 17", entries_2000, exits_2000);
-    let extra = entries_2000.saturating_sub(entries);
-    assert!(
-        (1000..=1100).contains(&extra),
-        "2000 calls gave {entries_2000} entries, 1000 calls {entries}: \
-         {extra} more, expected 1000 (+ at most 100 from the JDK)"
-    );
+    assert_exact_calls(&require_jdk(JDK17), classes.path());
 }
 
 #[test]
@@ -209,14 +212,11 @@ fn bad_options_disable_the_agent_but_not_the_jvm() {
 }
 
 #[test]
-fn agent_counts_entries_and_exits_on_jdk25_when_installed() {
+fn call_counts_are_exact_on_jdk25_when_installed() {
     if !Path::new(JDK25).join("bin/java").exists() {
         println!("skipped: {JDK25}/bin/java not installed (Temurin 25 run)");
         return;
     }
     let classes = compile_main();
-    let out = run_main(Path::new(JDK25), classes.path(), "", &[]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "sum=499500");
-    let (entries, exits) = counts(&out.stderr);
-    assert_balanced("JDK 25", entries, exits);
+    assert_exact_calls(Path::new(JDK25), classes.path());
 }
