@@ -4,6 +4,7 @@
 # print the report. Run as root (recording needs root or CAP_PERFMON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --bins --examples
+cargo build --release            # idleflow and its JVM agent
+cargo build --release --examples
 ./target/release/idleflow record -o run.idleflow -- ./target/release/examples/dutycycle --seconds 3
 ./target/release/idleflow report run.idleflow

@@ -45,7 +45,13 @@ pub fn prepare(args: &RecordArgs) -> anyhow::Result<Option<Agent>> {
         }
         None => match default_agent() {
             Some(p) => p,
-            None => return Ok(None),
+            None => {
+                eprintln!(
+                    "idleflow: note: no libidleflow_agent.so beside the idleflow executable; \
+                     JVMs run without the agent (no call trees). Build it with `cargo build --release`."
+                );
+                return Ok(None);
+            }
         },
     };
     check_plain(&lib, "the agent library path")?;

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 
-use idleflow_format::{FormatError, Reader, Record};
+use idleflow_format::{FormatError, NodeTag, Reader, Record};
 
 /// Errors of printing a recording.
 #[derive(Debug, thiserror::Error)]
@@ -25,12 +25,18 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<(), ScriptError> 
         match rec {
             Record::Dispatch(d) => writeln!(
                 out,
-                "{:14.9} cpu {:>3} dispatch {:>7} [{}] -> {:>7}",
+                "{:14.9} cpu {:>3} dispatch {:>7} [{}] -> {:>7}{}",
                 rel(d.time),
                 d.cpu,
                 d.prev_tid,
                 d.prev_state.letter(),
-                d.next_tid
+                d.next_tid,
+                match d.prev_node {
+                    NodeTag::Untraced => String::new(),
+                    NodeTag::Current(n) => format!("  node {n:#x} (current)"),
+                    NodeTag::Ring(n) => format!("  node {n:#x} (history)"),
+                    NodeTag::Unknown => "  node unknown".to_string(),
+                }
             )?,
             Record::Wakeup(w) => writeln!(
                 out,
