@@ -44,6 +44,15 @@ pub enum Command {
     /// idle ms and idle ms + unknown ms; intervals = complete idle intervals
     /// with their mean, median, 99th percentile and longest.
     ///
+    /// Arcflow call tree (recordings of JVMs): one line per call path,
+    /// indented by level. LV = depth; CALLS = calls along this path; CEE =
+    /// calls it made; BASE = exclusive time; MMAX = longest single call; AO /
+    /// AB = sampled allocations; DIP / IDLE = dispatches from idle on the
+    /// thread's CPU / on all CPUs while the thread was in this node, as the
+    /// agent credited them from the work area; to-idle = dispatches to idle
+    /// caused by a thread leaving a CPU in this node; idle ms = the idle time
+    /// that followed; % = the subtree's share of the --sort measure.
+    ///
     /// Thread table (the blocked-thread statistics): runtime, slices (times
     /// dispatched), max (longest slice), non-run (times it left the CPU not
     /// runnable: sleeping, waiting for a lock or I/O), preempt (times it was
@@ -57,6 +66,13 @@ pub enum Command {
     /// (thread ids, 0 = idle), `wakeup WAKER wakes WAKEE on cpu N`, thread names, exits,
     /// and LOST lines where the kernel dropped records.
     Script(ScriptArgs),
+    /// Draw a flame graph of the Java call paths whose leaving made CPUs idle.
+    ///
+    /// Frames run root → `java PID` → thread name → Java frames; a frame's
+    /// width is the idle time (or the dispatches to idle) that followed a
+    /// thread leaving a CPU while in that call path. Needs a recording of a
+    /// JVM run under `idleflow record` (the agent is injected automatically).
+    Flamegraph(FlamegraphArgs),
 }
 
 #[derive(Debug, Args)]
@@ -142,6 +158,57 @@ pub struct ReportArgs {
     /// Threads shown per CPU among those whose leaving made it idle.
     #[arg(long, default_value_t = 5)]
     pub causes: usize,
+
+    /// Arcflow tree: one tree per thread instead of the threads of a JVM merged.
+    #[arg(long)]
+    pub per_thread: bool,
+
+    /// Arcflow tree: order children by, and cut subtrees by, this measure.
+    #[arg(long, value_enum, default_value = "idle-ns")]
+    pub sort: SortArg,
+
+    /// Arcflow tree: hide subtrees below this % of the total of --sort.
+    #[arg(long, default_value_t = 1.0, value_name = "PCT")]
+    pub min_share: f64,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SortArg {
+    /// Idle time that followed a thread leaving in the subtree.
+    IdleNs,
+    /// Dispatches to idle caused in the subtree.
+    IdleDispatches,
+    /// Exclusive (BASE) time.
+    Base,
+    /// Calls.
+    Calls,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum WeightArg {
+    /// Idle time (ns) that followed a thread leaving each path.
+    IdleNs,
+    /// Dispatches to idle caused by a thread leaving each path.
+    Dispatches,
+}
+
+#[derive(Debug, Args)]
+pub struct FlamegraphArgs {
+    /// The recording to read.
+    #[arg(default_value = "run.idleflow")]
+    pub input: PathBuf,
+
+    /// Where to write the SVG (or the folded stacks with --folded).
+    #[arg(short, long, default_value = "idle.svg")]
+    pub output: PathBuf,
+
+    /// What a frame's width stands for.
+    #[arg(long, value_enum, default_value = "idle-ns")]
+    pub weight: WeightArg,
+
+    /// Write folded stacks (`frame;frame;frame weight`) for inferno or FlameGraph instead of SVG.
+    #[arg(long)]
+    pub folded: bool,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {

@@ -6,17 +6,38 @@ use std::io::Write;
 use anyhow::Context;
 use idleflow_postproc::{text, Analysis, Report};
 
-use crate::cli::{Format, ReportArgs, ScriptArgs};
+use crate::cli::{FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg, WeightArg};
+use idleflow_postproc::arcflow::{ArcflowOptions, SortBy};
+use idleflow_postproc::flame::{self, Weight};
 
-pub fn run(args: ReportArgs) -> anyhow::Result<()> {
-    let path = &args.input;
+/// Reads and analyses the recording at `path`, with a progress bar on a terminal.
+fn analyse(path: &std::path::Path) -> anyhow::Result<Analysis> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let bar = crate::progress::bytes_bar(size, "reading");
     let analysis = Analysis::run_with_progress(file, |bytes| bar.set_position(bytes))
         .with_context(|| format!("cannot read {}", path.display()))?;
     bar.finish_and_clear();
-    let report = Report::new(&analysis, args.causes);
+    Ok(analysis)
+}
+
+pub fn run(args: ReportArgs) -> anyhow::Result<()> {
+    let path = &args.input;
+    let analysis = analyse(path)?;
+    if !(0.0..=100.0).contains(&args.min_share) {
+        anyhow::bail!("--min-share must be a percentage between 0 and 100");
+    }
+    let arcflow = ArcflowOptions {
+        per_thread: args.per_thread,
+        sort: match args.sort {
+            SortArg::IdleNs => SortBy::IdleNs,
+            SortArg::IdleDispatches => SortBy::IdleDispatches,
+            SortArg::Base => SortBy::Base,
+            SortArg::Calls => SortBy::Calls,
+        },
+        min_share_pct: args.min_share,
+    };
+    let report = Report::new(&analysis, args.causes, &arcflow);
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
         Format::Text => text::render(
@@ -41,6 +62,28 @@ pub fn script(args: ScriptArgs) -> anyhow::Result<()> {
         Err(idleflow_postproc::script::ScriptError::Output(e)) => Err(e.into()),
         other => other.with_context(|| format!("cannot read {}", path.display())),
     }?;
+    out.flush()?;
+    Ok(())
+}
+
+pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
+    let analysis = analyse(&args.input)?;
+    let weight = match args.weight {
+        WeightArg::IdleNs => Weight::IdleNs,
+        WeightArg::Dispatches => Weight::Dispatches,
+    };
+    let what = format!("{}", args.input.display());
+    let out_path = &args.output;
+    let file = std::fs::File::create(out_path)
+        .with_context(|| format!("cannot create {}", out_path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    if args.folded {
+        for line in flame::folded(&analysis, weight).with_context(|| what.clone())? {
+            writeln!(out, "{line}")?;
+        }
+    } else {
+        flame::svg(&analysis, weight, &mut out).with_context(|| what.clone())?;
+    }
     out.flush()?;
     Ok(())
 }

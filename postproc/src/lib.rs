@@ -6,6 +6,8 @@
 //! data (serialized as JSON as is); [`text`] prints it for people.
 
 pub mod analysis;
+pub mod arcflow;
+pub mod flame;
 pub mod nodes;
 pub mod report;
 pub mod script;

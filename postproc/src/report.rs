@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::analysis::{Analysis, IdleCause};
+use crate::arcflow::{Arcflow, ArcflowOptions};
 use idleflow_format::PrevState;
 
 /// Distribution of complete idle intervals (both ends seen), ns.
@@ -161,6 +162,8 @@ pub struct Report {
     pub total: CpuRow,
     /// Blocked-thread statistics, most runtime first.
     pub threads: Vec<ThreadRow>,
+    /// The arcflow call-tree section (recordings of JVMs run with the agent).
+    pub arcflow: Option<Arcflow>,
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
@@ -181,7 +184,7 @@ fn states(c: &IdleCause) -> std::collections::BTreeMap<&'static str, u64> {
 
 impl Report {
     /// Builds the report; `max_causes` limits idle causes per CPU.
-    pub fn new(a: &Analysis, max_causes: usize) -> Self {
+    pub fn new(a: &Analysis, max_causes: usize, arcflow: &ArcflowOptions) -> Self {
         let duration = a.duration_ns();
         let name = |tid: u32| -> (u32, String) {
             if tid == 0 {
@@ -327,6 +330,7 @@ impl Report {
             late_events: a.summary.late_events,
             unknown_records: a.unknown_records,
             undecodable_records: a.summary.undecodable,
+            arcflow: Arcflow::new(&a.trees, &a.node_idle, &a.info.cpus, arcflow),
             per_cpu,
             total,
             threads,

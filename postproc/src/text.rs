@@ -179,6 +179,9 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             )?;
         }
     }
+    if let Some(af) = &r.arcflow {
+        render_arcflow(o, af)?;
+    }
     writeln!(o)?;
     let scope = if r.target_pids.is_empty() {
         "all threads".to_string()
@@ -225,6 +228,83 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             t.blocked_pct,
             count(t.idle_dispatches_caused),
             ms(t.idle_ns_caused)
+        )?;
+    }
+    Ok(())
+}
+
+fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Result {
+    writeln!(o)?;
+    writeln!(
+        o,
+        "## Arcflow call tree (sorted by {}; subtrees under the cut-off hidden)",
+        af.sort
+    )?;
+    for j in &af.jvms {
+        writeln!(
+            o,
+            "# JVM {}: {} threads, {} nodes, {} methods{}{}",
+            j.pid,
+            j.threads,
+            j.nodes,
+            j.methods,
+            if j.final_dump {
+                ""
+            } else {
+                "; LAST PERIODIC SNAPSHOT (the JVM did not reach VM death)"
+            },
+            if j.unmatched_exits > 0 {
+                format!("; {} unmatched exits", j.unmatched_exits)
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    if let Some(t) = af.tags.last() {
+        writeln!(
+            o,
+            "# dispatches of traced threads tagged with their node: {} current, {} from history, {} unknown ({:.2}% exact)",
+            count(t.current),
+            count(t.ring),
+            count(t.unknown),
+            t.exact_pct
+        )?;
+    }
+    writeln!(
+        o,
+        "{:>3} {:>9} {:>9} {:>10} {:>9} {:>7} {:>9} {:>7} {:>7} {:>8} {:>10} {:>6}  method",
+        "LV",
+        "CALLS",
+        "CEE",
+        "BASE ms",
+        "MMAX ms",
+        "AO",
+        "AB",
+        "DIP",
+        "IDLE",
+        "to-idle",
+        "idle ms",
+        "%"
+    )?;
+    for r in &af.rows {
+        let m = &r.own;
+        writeln!(
+            o,
+            "{:>3} {:>9} {:>9} {:>10} {:>9} {:>7} {:>9} {:>7} {:>7} {:>8} {:>10} {:>6.2}  {}{}",
+            r.level,
+            count(m.calls),
+            count(m.callees),
+            ms(m.base_ns),
+            ms(m.mmax_ns),
+            count(m.ao),
+            count(m.ab),
+            count(m.dip),
+            count(m.idle),
+            count(m.idle_dispatches),
+            ms(m.idle_ns),
+            r.subtree_pct,
+            "  ".repeat(r.level as usize),
+            r.method
         )?;
     }
     Ok(())
