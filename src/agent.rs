@@ -10,8 +10,12 @@ use idleflow_format::twa::WorkArea;
 
 use crate::cli::RecordArgs;
 
-/// History entries per thread in the work area.
-const RING_LEN: u32 = 1024;
+/// History entries per thread in the work area: with the tracer reading
+/// every [`crate::record::POLL_MS_AGENT`] ms, enough for threads that
+/// replace a node lasting Δ every few µs (interpreted `System.nanoTime` loops
+/// were measured at ~50 entries/ms; 1,024 entries were overwritten before
+/// the tracer read them at 25 ms).
+const RING_LEN: u32 = 4096;
 
 /// What `record` needs to run a command with the agent.
 pub struct Agent {

@@ -13,6 +13,9 @@ use crate::cli::RecordArgs;
 
 /// How often the rings are read (and stop conditions checked), ms.
 const POLL_MS: i32 = 25;
+/// The same with a JVM agent: dispatches are tagged when read, so reading
+/// sooner leaves the work area's history less time to be overwritten.
+pub const POLL_MS_AGENT: i32 = 5;
 
 enum Target {
     Command(std::process::Child),
@@ -110,7 +113,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             ));
             status.tick();
         }
-        if let Err(e) = recorder.poll(POLL_MS) {
+        let poll_ms = if agent.is_some() { POLL_MS_AGENT } else { POLL_MS };
+        if let Err(e) = recorder.poll(poll_ms) {
             if let Target::Command(child) = &mut target {
                 let _ = child.wait();
             }

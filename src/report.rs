@@ -72,17 +72,19 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
         WeightArg::IdleNs => Weight::IdleNs,
         WeightArg::Dispatches => Weight::Dispatches,
     };
-    let what = format!("{}", args.input.display());
+    let lines = flame::folded(&analysis, weight)
+        .with_context(|| format!("{}", args.input.display()))?;
     let out_path = &args.output;
     let file = std::fs::File::create(out_path)
         .with_context(|| format!("cannot create {}", out_path.display()))?;
     let mut out = std::io::BufWriter::new(file);
     if args.folded {
-        for line in flame::folded(&analysis, weight).with_context(|| what.clone())? {
+        for line in &lines {
             writeln!(out, "{line}")?;
         }
     } else {
-        flame::svg(&analysis, weight, &mut out).with_context(|| what.clone())?;
+        flame::svg(&lines, weight, &mut out)
+            .with_context(|| format!("cannot write {}", out_path.display()))?;
     }
     out.flush()?;
     Ok(())

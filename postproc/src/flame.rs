@@ -41,9 +41,8 @@ pub fn folded(a: &Analysis, weight: Weight) -> Result<Vec<String>, FlameError> {
     Ok(lines)
 }
 
-/// Writes the SVG flame graph of `a` to `out`.
-pub fn svg(a: &Analysis, weight: Weight, out: impl Write) -> Result<(), FlameError> {
-    let lines = folded(a, weight)?;
+/// Writes the SVG flame graph of the folded stacks `lines` to `out`.
+pub fn svg(lines: &[String], weight: Weight, out: impl Write) -> Result<(), FlameError> {
     let mut opts = inferno::flamegraph::Options::default();
     let (title, count) = match weight {
         Weight::IdleNs => (
