@@ -113,7 +113,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             ));
             status.tick();
         }
-        let poll_ms = if agent.is_some() { POLL_MS_AGENT } else { POLL_MS };
+        let poll_ms = if agent.is_some() {
+            POLL_MS_AGENT
+        } else {
+            POLL_MS
+        };
         if let Err(e) = recorder.poll(poll_ms) {
             if let Target::Command(child) = &mut target {
                 let _ = child.wait();

@@ -86,3 +86,78 @@ pub fn cycles_by_cpu(stdout: &str) -> Vec<(i64, u64)> {
         })
         .collect()
 }
+
+/// The JVM agent built with this test run (beside the binary, or in `deps/`
+/// where `cargo test` leaves a cdylib): the newer of the two.
+pub fn agent_library() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_idleflow"));
+    let dir = bin.parent().unwrap();
+    [
+        dir.join("libidleflow_agent.so"),
+        dir.join("deps/libidleflow_agent.so"),
+    ]
+    .into_iter()
+    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+    .max()
+    .map(|(_, p)| p)
+    .expect("libidleflow_agent.so is built (cargo test --workspace builds it)")
+}
+
+pub const JDK17: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
+
+/// The Java examples compiled with JDK 17's javac into a fresh directory.
+pub fn java_examples() -> tempfile::TempDir {
+    let javac = Path::new(JDK17).join("bin/javac");
+    assert!(
+        javac.exists(),
+        "JDK 17 is needed: {} is missing",
+        javac.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java");
+    let sources: Vec<PathBuf> = std::fs::read_dir(&src)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "java"))
+        .collect();
+    let out = run(Command::new(javac).arg("-d").arg(dir.path()).args(&sources));
+    assert!(out.status.success(), "javac: {}", stderr(&out));
+    dir
+}
+
+/// Records `java -cp CLASSES ARGS...` with the agent into `rec`.
+pub fn record_java(rec: &Path, classes: &Path, args: &[&str]) -> Output {
+    let out = run(idleflow()
+        .args(["record", "-q", "--agent"])
+        .arg(agent_library())
+        .arg("-o")
+        .arg(rec)
+        .arg("--")
+        .arg(Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes)
+        .args(args));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    out
+}
+
+/// `idleflow flamegraph --folded` of `rec` as (stack, weight) pairs.
+pub fn folded(rec: &Path, weight: &str) -> Vec<(String, u64)> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.folded");
+    let out = run(idleflow()
+        .arg("flamegraph")
+        .arg(rec)
+        .args(["--folded", "--weight", weight, "-o"])
+        .arg(&path));
+    assert!(out.status.success(), "flamegraph: {}", stderr(&out));
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (stack, w) = l.rsplit_once(' ').unwrap();
+            (stack.to_string(), w.parse().unwrap())
+        })
+        .collect()
+}

@@ -1,0 +1,167 @@
+//! End to end with a real JVM: the agent injected by `record`, dispatches
+//! tagged with call-tree nodes, the arcflow report and the flame graph.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn only_the_blocking_method_is_blamed_for_idle() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.idleflow");
+    record_java(&rec, classes.path(), &["OneBlocker", "2", "2"]);
+    let r = report_json(&rec);
+    let caused: u64 = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["comm"].as_str().unwrap_or("").starts_with("blk-"))
+        .map(|t| u(t, "idle_dispatches_caused"))
+        .sum();
+    assert!(
+        caused > 500,
+        "the workers should leave CPUs idle often: {caused}"
+    );
+    let stacks = folded(&rec, "dispatches");
+    let on_path: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.contains(";blk-") && s.contains(";OneBlocker.pause"))
+        .map(|(_, w)| w)
+        .sum();
+    let elsewhere: Vec<&(String, u64)> = stacks
+        .iter()
+        .filter(|(s, _)| s.contains(";blk-") && !s.contains(";OneBlocker.pause"))
+        .collect();
+    println!("| OneBlocker | {caused} dispatches to idle caused by blk-* | {on_path} attributed to OneBlocker.pause |");
+    assert!(
+        on_path as f64 >= 0.99 * caused as f64,
+        "{on_path} of {caused} dispatches to idle on the blocking path; elsewhere: {elsewhere:?}"
+    );
+    let tags = r["arcflow"]["tags"].as_array().unwrap();
+    for t in tags {
+        println!(
+            "| tags | cpu {} | current {} | ring {} | unknown {} | {}% exact |",
+            t["cpu"], t["current"], t["ring"], t["unknown"], t["exact_pct"]
+        );
+    }
+}
+
+#[test]
+fn the_lock_held_across_a_blocking_call_is_the_heaviest_stack() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.idleflow");
+    record_java(&rec, classes.path(), &["LockedIo", "4", "2"]);
+    let stacks = folded(&rec, "idle-ns");
+    let (heaviest, w) = stacks.iter().max_by_key(|(_, w)| *w).unwrap();
+    assert!(
+        heaviest.ends_with(";LockedIo.process"),
+        "heaviest idle-causing stack {heaviest} ({w} ns)"
+    );
+    // The SVG is drawn and says what is weighted.
+    let svg = dir.path().join("idle.svg");
+    let out = run(idleflow().arg("flamegraph").arg(&rec).arg("-o").arg(&svg));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("<svg") && text.contains("Idle time after a thread left"));
+    assert!(text.contains("LockedIo.process"));
+    // The text report has the arcflow section with the path in it.
+    let out = run(idleflow().arg("report").arg(&rec));
+    let report = stdout(&out);
+    assert!(report.contains("## Arcflow call tree"), "{report}");
+    assert!(report.contains("LockedIo.fetch"));
+}
+
+#[test]
+fn call_counts_are_exact_through_record_and_report() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.idleflow");
+    let out = record_java(&rec, classes.path(), &["Calls"]);
+    assert_eq!(stdout(&out).trim(), "sink 121500");
+    let out = run(idleflow().arg("report").arg(&rec).args([
+        "--format",
+        "json",
+        "--sort",
+        "calls",
+        "--min-share",
+        "0",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = r["arcflow"]["rows"].as_array().unwrap();
+    let calls = |m: &str| -> u64 {
+        rows.iter()
+            .filter(|row| row["method"] == m)
+            .map(|row| u(row, "calls"))
+            .sum()
+    };
+    assert_eq!(calls("Calls.main"), 1);
+    assert_eq!(calls("Calls.outer"), 100);
+    assert_eq!(calls("Calls.leaf"), 3700);
+    let jvm = &r["arcflow"]["jvms"][0];
+    assert_eq!(jvm["final_dump"], true);
+}
+
+#[test]
+fn a_jvm_killed_mid_run_still_reports_from_its_last_snapshot() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.idleflow");
+    let java = std::path::Path::new(JDK17).join("bin/java");
+    let script = format!(
+        "{} -cp {} LockedIo 4 30 & p=$!; sleep 3; kill -9 $p; wait $p; exit 0",
+        java.display(),
+        classes.path().display()
+    );
+    let out = run(idleflow()
+        .args(["record", "-q", "--snapshot-interval", "500", "--agent"])
+        .arg(agent_library())
+        .arg("-o")
+        .arg(&rec)
+        .args(["--", "sh", "-c", &script]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&rec);
+    let jvm = &r["arcflow"]["jvms"][0];
+    assert_eq!(jvm["final_dump"], false, "{jvm}");
+    assert!(u(jvm, "nodes") > 100);
+    let rows = r["arcflow"]["rows"].as_array().unwrap();
+    assert!(rows.iter().any(|row| row["method"] == "LockedIo.process"));
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert!(text.contains("LAST PERIODIC SNAPSHOT"), "{text}");
+}
+
+#[test]
+fn a_recording_without_a_jvm_has_no_call_trees_and_says_so() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .args(["--", "sleep", "0.2"]));
+    assert!(out.status.success());
+    let r = report_json(&rec);
+    assert!(r["arcflow"].is_null());
+    assert!(u(&r, "dispatches") > 0);
+    let out = run(idleflow()
+        .arg("flamegraph")
+        .arg(&rec)
+        .arg("-o")
+        .arg(dir.path().join("x.svg")));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no Java call trees"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !dir.path().join("x.svg").exists(),
+        "no empty file left behind"
+    );
+}
