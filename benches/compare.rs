@@ -5,6 +5,7 @@
 //! cargo bench --bench compare -- overhead [--reps N]      # recording overhead
 //! cargo bench --bench compare -- report [--loops N]       # report throughput and memory
 //! cargo bench --bench compare -- synthetic [--millions M] # report memory vs. recording length
+//! cargo bench --bench compare -- agent [--reps N]         # JVM agent against an empty agent
 //! ```
 //! Needs root and `perf` (Debian's linux-perf).
 
@@ -419,6 +420,113 @@ fn synthetic(millions: &[u64]) {
     }
 }
 
+/// The program's own "ms N" figure from its output.
+fn program_ms(stdout: &str) -> f64 {
+    let w: Vec<&str> = stdout.split_whitespace().collect();
+    w.iter()
+        .position(|x| *x == "ms")
+        .and_then(|i| w.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no `ms N` in {stdout}"))
+}
+
+/// Method entries the agent counted in its final tree dump under `trees`.
+fn entries_in_dump(trees: &Path) -> u64 {
+    let f = std::fs::read_dir(trees)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .expect("a tree dump");
+    let d: idleflow_format::TreeDump = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+    d.threads
+        .iter()
+        .flat_map(|t| &t.nodes)
+        .map(|n| n.calls)
+        .sum()
+}
+
+/// The JVM agent beside the bench binary's idleflow.
+fn agent_so() -> PathBuf {
+    Path::new(idleflow())
+        .parent()
+        .unwrap()
+        .join("libidleflow_agent.so")
+}
+
+fn agent(reps: usize) {
+    let jdk = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/bin");
+    let classes = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java");
+    let st = Command::new(jdk.join("javac"))
+        .arg("-d")
+        .arg(classes.path())
+        .arg(src.join("Fib.java"))
+        .arg(src.join("HandOff.java"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let so = agent_so();
+    assert!(so.exists(), "build the agent first: cargo build --release");
+    let workloads: [(&str, Vec<&str>); 2] = [
+        ("Fib 27 x2 (call-heavy)", vec!["Fib", "27", "2"]),
+        (
+            "HandOff 4 workers, 20000 tasks (hand-off-heavy)",
+            vec!["HandOff", "4", "20000"],
+        ),
+    ];
+    println!("| workload | plain (ms) | -Xint (ms) | empty agent (ms) | idleflow agent (ms) | idleflow / empty | idleflow / plain | entries | ns per event over empty |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (name, args) in workloads {
+        let mut t: [Vec<f64>; 4] = Default::default();
+        let mut entries = 0;
+        for _ in 0..reps {
+            for (mode, times) in t.iter_mut().enumerate() {
+                let dir = tempfile::tempdir().unwrap();
+                let mut cmd = Command::new(jdk.join("java"));
+                match mode {
+                    1 => {
+                        cmd.arg("-Xint");
+                    }
+                    2 => {
+                        cmd.arg(format!("-agentpath:{}=noop=1", so.display()));
+                    }
+                    3 => {
+                        let twa = dir.path().join("twa");
+                        idleflow_format::twa::WorkArea::create(&twa, 64, 4096, 2000).unwrap();
+                        let trees = dir.path().join("trees");
+                        std::fs::create_dir(&trees).unwrap();
+                        cmd.arg(format!(
+                            "-agentpath:{}=twa={},trees={}",
+                            so.display(),
+                            twa.display(),
+                            trees.display()
+                        ));
+                    }
+                    _ => {}
+                }
+                let (_, _, out, _) = measure(cmd.arg("-cp").arg(classes.path()).args(&args));
+                times.push(program_ms(&out));
+                if mode == 3 {
+                    entries = entries_in_dump(&dir.path().join("trees"));
+                }
+            }
+        }
+        let m: Vec<f64> = t.iter_mut().map(|v| median(v)).collect();
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}× | {:.0}× | {entries} | {:.1} |",
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            m[3] / m[2],
+            m[3] / m[0].max(1.0),
+            (m[3] - m[2]) * 1e6 / (2.0 * entries.max(1) as f64)
+        );
+    }
+    println!("\n(medians of {reps} runs, interleaved; times are measured inside each program; entries counted by the agent, all threads)");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -434,7 +542,10 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("overhead") => overhead(flag("--reps", 5) as usize),
         Some("report") => report(flag("--loops", 2_700_000)),
+        Some("agent") => agent(flag("--reps", 5) as usize),
         Some("synthetic") => synthetic(&[1, flag("--millions", 10), 4 * flag("--millions", 10)]),
-        _ => eprintln!("usage: cargo bench --bench compare -- overhead|report|synthetic [options]"),
+        _ => eprintln!(
+            "usage: cargo bench --bench compare -- overhead|report|synthetic|agent [options]"
+        ),
     }
 }

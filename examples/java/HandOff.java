@@ -43,6 +43,7 @@ public class HandOff {
     public static void main(String[] args) throws Exception {
         int workers = args.length > 0 ? Integer.parseInt(args[0]) : 4;
         int tasks = args.length > 1 ? Integer.parseInt(args[1]) : 20_000;
+        long t0 = System.nanoTime();
         Mailbox box = new Mailbox();
         Thread[] pool = new Thread[workers];
         for (int i = 0; i < workers; i++) {
@@ -71,7 +72,8 @@ public class HandOff {
         for (Thread t : pool) {
             t.join();
         }
-        System.out.println("handed off " + tasks + " tasks");
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        System.out.println("handed off " + tasks + " tasks ms " + ms);
     }
 
 }

@@ -40,6 +40,9 @@ pub struct Options {
     pub trees: Option<PathBuf>,
     /// Snapshot and dump period.
     pub interval_ms: u64,
+    /// `noop=1`: callbacks return at once (the floor of the entry/exit
+    /// approach, for benchmarks).
+    pub noop: bool,
 }
 
 /// Parses the agent's option string.
@@ -55,6 +58,7 @@ pub fn parse_options(s: &str) -> Result<Options, String> {
         match k {
             "twa" => o.twa = Some(PathBuf::from(v)),
             "trees" => o.trees = Some(PathBuf::from(v)),
+            "noop" => o.noop = v == "1",
             "interval_ms" => {
                 o.interval_ms = v
                     .parse()
@@ -64,7 +68,7 @@ pub fn parse_options(s: &str) -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown option `{other}` (known: twa, trees, interval_ms)"
+                    "unknown option `{other}` (known: twa, trees, interval_ms, noop)"
                 ))
             }
         }
@@ -264,7 +268,7 @@ fn with_thread(
     f: impl FnOnce(&'static Agent, &mut ThreadState, u64),
 ) {
     let Some(agent) = AGENT.get() else { return };
-    if agent.finished.load(Ordering::Relaxed) {
+    if agent.opts.noop || agent.finished.load(Ordering::Relaxed) {
         return;
     }
     let now = monotonic_ns();
