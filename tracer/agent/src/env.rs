@@ -405,6 +405,17 @@ impl Jvmti {
         })
     }
 
+    /// Samples about one allocation every `bytes` allocated per thread
+    /// (`SetHeapSamplingInterval`; 0 samples every allocation).
+    pub fn set_heap_sampling_interval(self, bytes: i32) -> Result<(), JvmtiError> {
+        const CALL: &str = "SetHeapSamplingInterval";
+        // SAFETY: `self.env` is valid (type invariant).
+        let f = unsafe { function::SetHeapSamplingInterval(self.as_raw()) }
+            .ok_or_else(|| missing(CALL))?;
+        // SAFETY: `f` is the table's SetHeapSamplingInterval; it takes an int.
+        check(CALL, unsafe { f(self.as_raw(), bytes) })
+    }
+
     /// The JVM's timer, in nanoseconds (`GetTime`).
     pub fn time_nanos(self) -> Result<i64, JvmtiError> {
         const CALL: &str = "GetTime";

@@ -390,6 +390,12 @@ pub fn method_entry(jvmti: Jvmti, thread: ThreadRef<'_>, method: MethodId) {
     });
 }
 
+/// `thread` allocated an object of `size` bytes that the JVM sampled (about
+/// one per 512 KiB allocated): counted into the current node's AO / AB.
+pub fn sampled_alloc(jvmti: Jvmti, thread: ThreadRef<'_>, size: u64) {
+    with_thread(jvmti, thread, |_, s, _| s.tree.add_alloc(size));
+}
+
 /// `thread` left `method`, by a return or by an exception.
 pub fn method_exit(jvmti: Jvmti, thread: ThreadRef<'_>, method: MethodId, _by_exception: bool) {
     with_thread(jvmti, thread, |_, s, now| {

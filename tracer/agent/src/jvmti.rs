@@ -144,6 +144,11 @@ jvmti_functions! {
         thread: jthread,
         info_ptr: *mut jvmtiThreadInfo,
     ) -> jvmtiError;
+    /// `SetHeapSamplingInterval(env, sampling_interval)` (header number 156).
+    SetHeapSamplingInterval = 155: unsafe extern "system" fn(
+        env: *mut jvmtiEnv,
+        sampling_interval: jint,
+    ) -> jvmtiError;
     /// `GetFrameCount(env, thread, count_ptr)` (header number 16).
     GetFrameCount = 15: unsafe extern "system" fn(
         env: *mut jvmtiEnv,
@@ -338,6 +343,15 @@ pub type MethodExitFn = unsafe extern "system" fn(
     was_popped_by_exception: JvmtiBool,
     return_value: jvalue,
 );
+/// `jvmtiEventSampledObjectAlloc`.
+pub type SampledObjectAllocFn = unsafe extern "system" fn(
+    jvmti_env: *mut jvmtiEnv,
+    jni_env: *mut JNIEnv,
+    thread: jthread,
+    object: jobject,
+    object_klass: jclass,
+    size: jlong,
+);
 /// `jvmtiEventMonitorContendedEnter` and `jvmtiEventMonitorContendedEntered`.
 pub type MonitorContendedFn = unsafe extern "system" fn(
     jvmti_env: *mut jvmtiEnv,
@@ -446,7 +460,7 @@ pub struct jvmtiEventCallbacks {
     /// 85 (reserved)
     pub reserved85: UnusedCallback,
     /// 86
-    pub SampledObjectAlloc: UnusedCallback,
+    pub SampledObjectAlloc: Option<SampledObjectAllocFn>,
 }
 
 /// Declares `jvmtiEvent` constants and the [`EVENT_NAMES`] table from one list.

@@ -36,20 +36,24 @@ use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use jni_sys::{jint, jmethodID, jvalue, JNIEnv, JavaVM, JNI_OK};
+use jni_sys::{jclass, jint, jlong, jmethodID, jobject, jvalue, JNIEnv, JavaVM, JNI_OK};
 
 pub use env::{java_class_name, Caps, Jvmti, JvmtiError, MethodId, ThreadRef};
 use jvmti::{jthread, jvmtiEnv, jvmtiEvent, jvmtiEventCallbacks, JvmtiBool};
 
 /// The events the agent turns on, in the order it turns them on.
-const EVENTS: [jvmtiEvent; 6] = [
+const EVENTS: [jvmtiEvent; 7] = [
     jvmti::JVMTI_EVENT_VM_INIT,
     jvmti::JVMTI_EVENT_VM_DEATH,
     jvmti::JVMTI_EVENT_THREAD_START,
     jvmti::JVMTI_EVENT_THREAD_END,
     jvmti::JVMTI_EVENT_METHOD_ENTRY,
     jvmti::JVMTI_EVENT_METHOD_EXIT,
+    jvmti::JVMTI_EVENT_SAMPLED_OBJECT_ALLOC,
 ];
+
+/// Bytes allocated per thread between two allocation samples (AO / AB).
+const HEAP_SAMPLING_INTERVAL: i32 = 512 * 1024;
 
 /// Entry point called by the JVM when it loads the library through
 /// `-agentpath:` (or `-agentlib:`), before any Java code runs.
@@ -93,8 +97,12 @@ pub unsafe extern "system" fn Agent_OnLoad(
 fn start(jvmti: Jvmti) -> Result<(), String> {
     let mut caps = Caps::default();
     caps.set_can_generate_method_entry_events()
-        .set_can_generate_method_exit_events();
+        .set_can_generate_method_exit_events()
+        .set_can_generate_sampled_object_alloc_events();
     jvmti.add_capabilities(&caps).map_err(|e| e.to_string())?;
+    jvmti
+        .set_heap_sampling_interval(HEAP_SAMPLING_INTERVAL)
+        .map_err(|e| e.to_string())?;
 
     let callbacks = jvmtiEventCallbacks {
         VMInit: Some(on_vm_init),
@@ -103,6 +111,7 @@ fn start(jvmti: Jvmti) -> Result<(), String> {
         ThreadEnd: Some(on_thread_end),
         MethodEntry: Some(on_method_entry),
         MethodExit: Some(on_method_exit),
+        SampledObjectAlloc: Some(on_sampled_object_alloc),
         ..jvmtiEventCallbacks::default()
     };
     jvmti.set_callbacks(&callbacks).map_err(|e| e.to_string())?;
@@ -238,6 +247,23 @@ unsafe extern "system" fn on_method_exit(
     guarded("MethodExit", || {
         if let Some(jvmti) = jvmti {
             hooks::method_exit(jvmti, thread, method, was_popped_by_exception != 0);
+        }
+    });
+}
+
+unsafe extern "system" fn on_sampled_object_alloc(
+    env: *mut jvmtiEnv,
+    _jni: *mut JNIEnv,
+    thread: jthread,
+    _object: jobject,
+    _klass: jclass,
+    size: jlong,
+) {
+    // SAFETY: see the comment above the trampolines.
+    let (jvmti, thread) = unsafe { (Jvmti::from_raw(env), ThreadRef::from_raw(thread)) };
+    guarded("SampledObjectAlloc", || {
+        if let Some(jvmti) = jvmti {
+            hooks::sampled_alloc(jvmti, thread, size.max(0) as u64);
         }
     });
 }

@@ -16,10 +16,18 @@ use idleflow_format::{TreeDump, TreeNode};
 const JDK17: &str = "/usr/lib/jvm/java-17-openjdk-amd64";
 const JDK25: &str = "/usr/lib/jvm/temurin-25-jdk-amd64";
 
-/// Calls `tick` exactly N times (N = first argument, default 1000).
+/// Calls `tick` exactly N times (N = first argument, default 1000), then
+/// allocates 64 MiB in `churn` (1 KiB arrays) for the allocation samples.
 const MAIN_JAVA: &str = r#"
 public class Main {
     static long sum;
+    static byte[] last;
+
+    static void churn() {
+        for (int i = 0; i < 65536; i++) {
+            last = new byte[1024];
+        }
+    }
 
     static void tick(int i) {
         sum += i;
@@ -30,6 +38,7 @@ public class Main {
         for (int i = 0; i < n; i++) {
             tick(i);
         }
+        churn();
         System.out.println("sum=" + sum);
     }
 }
@@ -179,6 +188,15 @@ fn assert_exact_calls(jdk: &Path, classes: &Path) {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), all, "node ids are unique");
+        // 64 MiB allocated in churn, sampled about every 512 KiB.
+        let churn = nodes_of(&dump, "Main.churn");
+        assert_eq!(churn.len(), 1);
+        assert!(
+            (40..=400).contains(&churn[0].ao),
+            "allocation samples in churn: {}",
+            churn[0].ao
+        );
+        assert!(churn[0].ab >= churn[0].ao * 1024, "{:?}", churn[0]);
     }
 }
 
