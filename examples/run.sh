@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# The main job on the bundled example: build idleflow, record the dutycycle
-# workload (a thread pinned to each CPU, 3 ms computing / 3 ms sleeping), and
-# print the report. Run as root (recording needs root or CAP_PERFMON).
+# The main job on the bundled examples: build idleflow and its JVM agent,
+# record a Java program whose workers are serialized on one lock held across
+# a blocking call (examples/java/LockedIo.java), print the report and draw
+# the flame graph of idle-causing paths (idle.svg). Run as root (recording
+# needs root or CAP_PERFMON). The native duty-cycle workload is recorded too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release            # idleflow and its JVM agent
+cargo build --release            # idleflow and libidleflow_agent.so beside it
 cargo build --release --examples
-./target/release/idleflow record -o run.idleflow -- ./target/release/examples/dutycycle --seconds 3
-./target/release/idleflow report run.idleflow
+mkdir -p target/java
+/usr/lib/jvm/java-17-openjdk-amd64/bin/javac -d target/java examples/java/*.java
+./target/release/idleflow record -o run.idleflow -- \
+    /usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp target/java LockedIo 4 3
+./target/release/idleflow report run.idleflow --threads 10
+./target/release/idleflow flamegraph run.idleflow -o idle.svg
+echo "flame graph of idle-causing Java paths: idle.svg"
+./target/release/idleflow record -o dutycycle.idleflow -- ./target/release/examples/dutycycle --seconds 2
+./target/release/idleflow report dutycycle.idleflow --threads 5
