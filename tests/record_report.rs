@@ -100,12 +100,27 @@ fn duty_cycle_idles_each_cpu_half_the_time() {
             sleeping as f64 >= 0.95 * u(top, "idle_dispatches_to") as f64,
             "{top}"
         );
-        // Median idle interval is the 3 ms sleep.
-        let p50 = u(&c["idle_intervals"], "p50_ns");
+        // Most of the CPU's idle time follows the pinned thread's sleeps, and
+        // an idle interval after a 3 ms sleep lasts at most about 3 ms (less
+        // when another thread wakes on the CPU in between: on CPU 0 the
+        // recorder itself does 40 times a second, and the VM's agent; there
+        // the pinned thread was measured at 75-84 % of the idle time).
+        let after = u(top, "idle_ns") / u(top, "idle_dispatches_to").max(1);
         assert!(
-            (2_500_000..4_000_000).contains(&p50),
-            "CPU {cpu}: p50 {p50} ns"
+            (1_500_000..4_000_000).contains(&after),
+            "CPU {cpu}: {after} ns idle per sleep of duty-{cpu}"
         );
+        assert!(
+            u(top, "idle_ns") as f64 >= 0.6 * u(c, "idle_ns") as f64,
+            "CPU {cpu}: duty-{cpu} is followed by {} of {} ns idle",
+            u(top, "idle_ns"),
+            u(c, "idle_ns")
+        );
+        // The interval distribution is ordered and its tail is the sleeps.
+        let iv = &c["idle_intervals"];
+        let (p50, p99, max) = (u(iv, "p50_ns"), u(iv, "p99_ns"), u(iv, "max_ns"));
+        assert!(p50 <= p99 && p99 <= max, "CPU {cpu}: {iv}");
+        assert!((2_500_000..10_000_000).contains(&p99), "CPU {cpu}: {iv}");
         // Gaps are counted and small.
         assert!(u(c, "unknown_ns") < duration / 50, "CPU {cpu}: {c}");
     }
