@@ -44,32 +44,34 @@ public class Main {
 }
 "#;
 
+/// The cdylib built with this test: `cargo test` leaves it in the profile's
+/// `deps/` (beside this test binary), `cargo build` copies it one level up;
+/// the newer of the two, whatever the profile (debug or release) or target dir.
 fn agent_library() -> PathBuf {
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-    };
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe.parent().expect("deps directory").to_path_buf();
     let candidates = [
-        target.join("debug/deps/libidleflow_agent.so"),
-        target.join("debug/libidleflow_agent.so"),
+        deps.join("libidleflow_agent.so"),
+        deps.parent()
+            .expect("profile directory")
+            .join("libidleflow_agent.so"),
     ];
-    let newest = candidates
+    candidates
         .iter()
         .filter_map(|path| {
             let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
-            Some((modified, path))
+            Some((modified, path.clone()))
         })
-        .max_by_key(|(modified, _)| *modified);
-    match newest {
-        Some((_, path)) => path.clone(),
-        None => panic!(
-            "libidleflow_agent.so is missing (looked for {} and {}): \
-             build it with `cargo build -p idleflow-agent` \
-             (`cargo test -p idleflow-agent` builds it too)",
-            candidates[1].display(),
-            candidates[0].display()
-        ),
-    }
+        .max_by_key(|(modified, _)| *modified)
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| {
+            panic!(
+                "libidleflow_agent.so is missing (looked for {} and {}): \
+                 build it with `cargo build -p idleflow-agent`",
+                candidates[0].display(),
+                candidates[1].display()
+            )
+        })
 }
 
 fn require_jdk(home: &str) -> PathBuf {
