@@ -331,39 +331,27 @@ impl Arcflow {
                 if total_key > 0 && keys[i] < cut.max(1) {
                     continue;
                 }
-                if i != 0 || *method != u32::MAX {
-                    rows.push(ArcRow {
-                        pid: tree.pid,
-                        thread: tree.thread.clone(),
-                        level: *level,
-                        method: dump
-                            .methods
-                            .get(*method as usize)
-                            .cloned()
-                            .unwrap_or_else(|| "<unknown method>".into()),
-                        own: own.clone(),
-                        subtree_key: keys[i],
-                        subtree_pct: if total_key == 0 {
-                            0.0
-                        } else {
-                            (keys[i] as f64 * 10000.0 / total_key as f64).round() / 100.0
-                        },
-                    });
+                let name = if i != 0 || *method != u32::MAX {
+                    dump.methods
+                        .get(*method as usize)
+                        .cloned()
+                        .unwrap_or_else(|| "<unknown method>".into())
                 } else {
-                    rows.push(ArcRow {
-                        pid: tree.pid,
-                        thread: tree.thread.clone(),
-                        level: 0,
-                        method: format!("[{}]", tree.thread),
-                        own: own.clone(),
-                        subtree_key: keys[i],
-                        subtree_pct: if total_key == 0 {
-                            0.0
-                        } else {
-                            (keys[i] as f64 * 10000.0 / total_key as f64).round() / 100.0
-                        },
-                    });
-                }
+                    format!("[{}]", tree.thread) // the thread (or JVM) itself
+                };
+                rows.push(ArcRow {
+                    pid: tree.pid,
+                    thread: tree.thread.clone(),
+                    level: *level,
+                    method: name,
+                    own: own.clone(),
+                    subtree_key: keys[i],
+                    subtree_pct: if total_key == 0 {
+                        0.0
+                    } else {
+                        (keys[i] as f64 * 10000.0 / total_key as f64).round() / 100.0
+                    },
+                });
                 let mut ch = children.clone();
                 ch.sort_by_key(|&c| std::cmp::Reverse(keys[c]));
                 stack.extend(ch.into_iter().rev());

@@ -15,6 +15,24 @@
 use idleflow_format::TreeNode;
 use rustc_hash::FxHashMap;
 
+/// A node with no measures yet.
+fn fresh(id: u64, parent_id: u64, method: u32, level: u32) -> TreeNode {
+    TreeNode {
+        id,
+        parent_id,
+        method,
+        level,
+        calls: 0,
+        callees: 0,
+        base_ns: 0,
+        mmax_ns: 0,
+        ao: 0,
+        ab: 0,
+        dip: 0,
+        idle: 0,
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Frame {
     node: u32,
@@ -37,20 +55,7 @@ impl CallTree {
     /// A tree whose root has id `root_id`.
     pub fn new(root_id: u64) -> Self {
         CallTree {
-            nodes: vec![TreeNode {
-                id: root_id,
-                parent_id: 0,
-                method: u32::MAX,
-                level: 0,
-                calls: 0,
-                callees: 0,
-                base_ns: 0,
-                mmax_ns: 0,
-                ao: 0,
-                ab: 0,
-                dip: 0,
-                idle: 0,
-            }],
+            nodes: vec![fresh(root_id, 0, u32::MAX, 0)],
             children: FxHashMap::default(),
             stack: Vec::new(),
             unmatched_exits: 0,
@@ -93,20 +98,7 @@ impl CallTree {
                 let n = self.nodes.len() as u32;
                 let p = &self.nodes[parent as usize];
                 let (parent_id, level) = (p.id, p.level + 1);
-                self.nodes.push(TreeNode {
-                    id,
-                    parent_id,
-                    method,
-                    level,
-                    calls: 0,
-                    callees: 0,
-                    base_ns: 0,
-                    mmax_ns: 0,
-                    ao: 0,
-                    ab: 0,
-                    dip: 0,
-                    idle: 0,
-                });
+                self.nodes.push(fresh(id, parent_id, method, level));
                 self.children.insert((parent, key), n);
                 n
             }
