@@ -475,10 +475,10 @@ fn agent(reps: usize) {
             vec!["HandOff", "4", "20000"],
         ),
     ];
-    println!("| workload | plain (ms) | -Xint (ms) | empty agent (ms) | idleflow agent (ms) | idleflow / empty | idleflow / plain | entries | ns per event over empty |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| workload | plain (ms) | -Xint (ms) | empty agent (ms) | idleflow, clock_gettime (ms) | idleflow, TSC (ms) | clock_gettime / empty | TSC / empty | TSC / plain | entries | ns per event over empty (clock_gettime; TSC) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, args) in workloads {
-        let mut t: [Vec<f64>; 4] = Default::default();
+        let mut t: [Vec<f64>; 5] = Default::default();
         let mut entries = 0;
         for _ in 0..reps {
             for (mode, times) in t.iter_mut().enumerate() {
@@ -491,13 +491,14 @@ fn agent(reps: usize) {
                     2 => {
                         cmd.arg(format!("-agentpath:{}=noop=1", so.display()));
                     }
-                    3 => {
+                    3 | 4 => {
                         let twa = dir.path().join("twa");
                         idleflow_format::twa::WorkArea::create(&twa, 64, 4096, 2000).unwrap();
                         let trees = dir.path().join("trees");
                         std::fs::create_dir(&trees).unwrap();
+                        let clock = if mode == 3 { "monotonic" } else { "tsc" };
                         cmd.arg(format!(
-                            "-agentpath:{}=twa={},trees={}",
+                            "-agentpath:{}=twa={},trees={},clock={clock}",
                             so.display(),
                             twa.display(),
                             trees.display()
@@ -507,24 +508,40 @@ fn agent(reps: usize) {
                 }
                 let (_, _, out, _) = measure(cmd.arg("-cp").arg(classes.path()).args(&args));
                 times.push(program_ms(&out));
-                if mode == 3 {
+                if mode == 4 {
                     entries = entries_in_dump(&dir.path().join("trees"));
                 }
             }
         }
-        let m: Vec<f64> = t.iter_mut().map(|v| median(v)).collect();
+        // Median and minimum of each mode: this VM's host adds bursts of
+        // interference of up to +50 % to single runs, which the minimum of
+        // a CPU-bound program is immune to and the median mostly is.
+        let med: Vec<f64> = t.iter_mut().map(|v| median(v)).collect();
+        let min: Vec<f64> = t
+            .iter()
+            .map(|v| v.iter().copied().fold(f64::INFINITY, f64::min))
+            .collect();
+        let ms = |i: usize| format!("{:.0} ({:.0})", med[i], min[i]);
+        let ratio =
+            |a: usize, b: usize| format!("{:.2}× ({:.2}×)", med[a] / med[b], min[a] / min[b]);
+        let per_event = |m: &[f64], i: usize| (m[i] - m[2]) * 1e6 / (2.0 * entries.max(1) as f64);
         println!(
-            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}× | {:.0}× | {entries} | {:.1} |",
-            m[0],
-            m[1],
-            m[2],
-            m[3],
-            m[3] / m[2],
-            m[3] / m[0].max(1.0),
-            (m[3] - m[2]) * 1e6 / (2.0 * entries.max(1) as f64)
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {:.0}× | {entries} | {:.1} ({:.1}); {:.1} ({:.1}) |",
+            ms(0),
+            ms(1),
+            ms(2),
+            ms(3),
+            ms(4),
+            ratio(3, 2),
+            ratio(4, 2),
+            med[4] / med[0].max(1.0),
+            per_event(&med, 3),
+            per_event(&min, 3),
+            per_event(&med, 4),
+            per_event(&min, 4),
         );
     }
-    println!("\n(medians of {reps} runs, interleaved; times are measured inside each program; entries counted by the agent, all threads)");
+    println!("\n(median (minimum) of {reps} runs, interleaved; times are measured inside each program; entries counted by the agent, all threads)");
 }
 
 fn main() {

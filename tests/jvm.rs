@@ -5,6 +5,29 @@ mod common;
 
 use common::*;
 
+/// The tag-exactness goal: on every CPU, at least 99.9 % of the dispatches
+/// of traced threads are tagged with their node (current or history), and
+/// there were enough of them for the share to mean something.
+fn assert_tags_exact(r: &serde_json::Value, what: &str) {
+    let tags = r["arcflow"]["tags"].as_array().unwrap();
+    for t in tags {
+        println!(
+            "| {what} tags | cpu {} | current {} | ring {} | unknown {} | {}% exact |",
+            t["cpu"], t["current"], t["ring"], t["unknown"], t["exact_pct"]
+        );
+    }
+    println!("| {what} untagged | {} |", r["arcflow"]["untagged"]);
+    let total = tags.last().unwrap();
+    assert!(total["cpu"].is_null());
+    assert!(
+        u(total, "current") + u(total, "ring") > 200,
+        "too few tagged dispatches to judge: {total}"
+    );
+    for t in tags {
+        assert!(f(t, "exact_pct") >= 99.9, "{what}: tags not exact on {t}");
+    }
+}
+
 #[test]
 fn only_the_blocking_method_is_blamed_for_idle() {
     let Some(_m) = machine() else { return };
@@ -12,7 +35,12 @@ fn only_the_blocking_method_is_blamed_for_idle() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.idleflow");
     record_java(&rec, classes.path(), &["OneBlocker", "2", "2"]);
-    let r = report_json(&rec);
+    check_one_blocker(&rec, "OneBlocker");
+}
+
+/// `OneBlocker`'s idle is blamed on `OneBlocker.pause`, with exact tags.
+fn check_one_blocker(rec: &std::path::Path, what: &str) {
+    let r = report_json(rec);
     let caused: u64 = r["threads"]
         .as_array()
         .unwrap()
@@ -24,7 +52,7 @@ fn only_the_blocking_method_is_blamed_for_idle() {
         caused > 500,
         "the workers should leave CPUs idle often: {caused}"
     );
-    let stacks = folded(&rec, "dispatches");
+    let stacks = folded(rec, "dispatches");
     let on_path: u64 = stacks
         .iter()
         .filter(|(s, _)| s.contains(";blk-") && s.contains(";OneBlocker.pause"))
@@ -34,18 +62,12 @@ fn only_the_blocking_method_is_blamed_for_idle() {
         .iter()
         .filter(|(s, _)| s.contains(";blk-") && !s.contains(";OneBlocker.pause"))
         .collect();
-    println!("| OneBlocker | {caused} dispatches to idle caused by blk-* | {on_path} attributed to OneBlocker.pause |");
+    println!("| {what} | {caused} dispatches to idle caused by blk-* | {on_path} attributed to OneBlocker.pause |");
     assert!(
         on_path as f64 >= 0.99 * caused as f64,
         "{on_path} of {caused} dispatches to idle on the blocking path; elsewhere: {elsewhere:?}"
     );
-    let tags = r["arcflow"]["tags"].as_array().unwrap();
-    for t in tags {
-        println!(
-            "| tags | cpu {} | current {} | ring {} | unknown {} | {}% exact |",
-            t["cpu"], t["current"], t["ring"], t["unknown"], t["exact_pct"]
-        );
-    }
+    assert_tags_exact(&r, what);
 }
 
 #[test]
@@ -61,6 +83,7 @@ fn the_lock_held_across_a_blocking_call_is_the_heaviest_stack() {
         heaviest.ends_with(";LockedIo.process"),
         "heaviest idle-causing stack {heaviest} ({w} ns)"
     );
+    assert_tags_exact(&report_json(&rec), "LockedIo");
     // The SVG is drawn and says what is weighted.
     let svg = dir.path().join("idle.svg");
     let out = run(idleflow().arg("flamegraph").arg(&rec).arg("-o").arg(&svg));
@@ -83,7 +106,15 @@ fn call_counts_are_exact_through_record_and_report() {
     let rec = dir.path().join("r.idleflow");
     let out = record_java(&rec, classes.path(), &["Calls"]);
     assert_eq!(stdout(&out).trim(), "sink 121500");
-    let out = run(idleflow().arg("report").arg(&rec).args([
+    let r = check_call_counts(&rec);
+    let jvm = &r["arcflow"]["jvms"][0];
+    assert_eq!(jvm["final_dump"], true);
+}
+
+/// `Calls` made exactly 1 main, 100 outer and 3700 leaf calls: the report
+/// (all rows, no cut-off) must say so. Returns the JSON report.
+fn check_call_counts(rec: &std::path::Path) -> serde_json::Value {
+    let out = run(idleflow().arg("report").arg(rec).args([
         "--format",
         "json",
         "--sort",
@@ -103,8 +134,27 @@ fn call_counts_are_exact_through_record_and_report() {
     assert_eq!(calls("Calls.main"), 1);
     assert_eq!(calls("Calls.outer"), 100);
     assert_eq!(calls("Calls.leaf"), 3700);
-    let jvm = &r["arcflow"]["jvms"][0];
-    assert_eq!(jvm["final_dump"], true);
+    r
+}
+
+/// The same end-to-end checks on Temurin 25: calls counted exactly, idle
+/// blamed on the blocking path, tags exact on every CPU.
+#[test]
+fn temurin_25_is_recorded_like_jdk_17() {
+    let Some(_m) = machine() else { return };
+    if !std::path::Path::new(JDK25).join("bin/java").exists() {
+        println!("SKIPPED: {JDK25} is not on this machine (Temurin is not a Debian package); JDK 17 is covered by the other tests");
+        return;
+    }
+    let classes = java_examples(); // class files of JDK 17 run on 25
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("calls.idleflow");
+    let out = record_java_on(JDK25, &rec, classes.path(), &["Calls"]);
+    assert_eq!(stdout(&out).trim(), "sink 121500");
+    check_call_counts(&rec);
+    let rec = dir.path().join("blocker.idleflow");
+    record_java_on(JDK25, &rec, classes.path(), &["OneBlocker", "2", "2"]);
+    check_one_blocker(&rec, "OneBlocker on JDK 25");
 }
 
 #[test]

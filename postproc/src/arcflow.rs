@@ -10,7 +10,7 @@
 //! Invariant: every number is a sum of node values from the recording;
 //! merging adds them along identical method paths and never creates calls.
 
-use idleflow_format::{TreeDump, TreeNode};
+use idleflow_format::{RunSummary, TreeDump, TreeNode};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -163,6 +163,21 @@ pub struct TagShares {
     pub exact_pct: f64,
 }
 
+/// Why dispatches of traced threads have no node, as the recorder counted
+/// them (whole recording).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Untagged {
+    /// Unknown: the node then lasted less than Δ, so it was not kept.
+    pub unknown_short: u64,
+    /// Unknown: the history entry was overwritten before it was read.
+    pub unknown_overwritten: u64,
+    /// Before the agent claimed the thread's slot (not counted as tagged
+    /// or unknown: the thread was not traced yet).
+    pub before_claim: u64,
+    /// After the thread left Java (JVMTI `ThreadEnd`; not counted either).
+    pub after_release: u64,
+}
+
 /// The arcflow section of the report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Arcflow {
@@ -170,6 +185,8 @@ pub struct Arcflow {
     pub jvms: Vec<JvmSummary>,
     /// Tag shares per CPU, then the total (`cpu` null).
     pub tags: Vec<TagShares>,
+    /// Why tags were missing, counted by the recorder.
+    pub untagged: Untagged,
     /// The view's rows.
     pub rows: Vec<ArcRow>,
     /// Total of the sort measure over all trees.
@@ -274,6 +291,7 @@ impl Arcflow {
     /// Builds the section; `None` when the recording has no call trees.
     pub fn new(
         trees: &[TreeDump],
+        summary: &RunSummary,
         idle: &NodeAttribution,
         cpu_ids: &[u32],
         opts: &ArcflowOptions,
@@ -360,6 +378,12 @@ impl Arcflow {
         Some(Arcflow {
             jvms,
             tags,
+            untagged: Untagged {
+                unknown_short: summary.unknown_short,
+                unknown_overwritten: summary.unknown_overwritten,
+                before_claim: summary.before_claim,
+                after_release: summary.after_release,
+            },
             rows,
             total_key,
             sort: match opts.sort {

@@ -330,7 +330,7 @@ impl Report {
             late_events: a.summary.late_events,
             unknown_records: a.unknown_records,
             undecodable_records: a.summary.undecodable,
-            arcflow: Arcflow::new(&a.trees, &a.node_idle, &a.info.cpus, arcflow),
+            arcflow: Arcflow::new(&a.trees, &a.summary, &a.node_idle, &a.info.cpus, arcflow),
             per_cpu,
             total,
             threads,

@@ -269,6 +269,17 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
             count(t.unknown),
             t.exact_pct
         )?;
+        let u = &af.untagged;
+        if t.unknown + u.before_claim + u.after_release > 0 {
+            writeln!(
+                o,
+                "#   unknown: {} in nodes shorter than Δ, {} overwritten in history; untagged: {} before the agent saw the thread, {} after it left Java",
+                count(u.unknown_short),
+                count(u.unknown_overwritten),
+                count(u.before_claim),
+                count(u.after_release)
+            )?;
+        }
     }
     writeln!(
         o,

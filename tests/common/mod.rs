@@ -126,15 +126,23 @@ pub fn java_examples() -> tempfile::TempDir {
     dir
 }
 
-/// Records `java -cp CLASSES ARGS...` with the agent into `rec`.
+/// Temurin 25, where the machine has it (not a Debian package).
+pub const JDK25: &str = "/usr/lib/jvm/temurin-25-jdk-amd64";
+
+/// Records `java -cp CLASSES ARGS...` (JDK 17) with the agent into `rec`.
 pub fn record_java(rec: &Path, classes: &Path, args: &[&str]) -> Output {
+    record_java_on(JDK17, rec, classes, args)
+}
+
+/// Records `JDK/bin/java -cp CLASSES ARGS...` with the agent into `rec`.
+pub fn record_java_on(jdk: &str, rec: &Path, classes: &Path, args: &[&str]) -> Output {
     let out = run(idleflow()
         .args(["record", "-q", "--agent"])
         .arg(agent_library())
         .arg("-o")
         .arg(rec)
         .arg("--")
-        .arg(Path::new(JDK17).join("bin/java"))
+        .arg(Path::new(jdk).join("bin/java"))
         .arg("-cp")
         .arg(classes)
         .args(args));

@@ -391,7 +391,7 @@ impl Recorder {
 
     fn read_rings(&mut self) {
         if let Some(wa) = self.work_area.as_mut() {
-            wa.refresh();
+            wa.refresh(sys::monotonic_ns());
         }
         let work_area = self.work_area.as_ref();
         let layout = &self.layout;
@@ -413,7 +413,7 @@ impl Recorder {
                 };
                 joiner.feed(&rec, &mut |mut d| {
                     if let Some(wa) = work_area {
-                        wa.tag(&mut d);
+                        wa.tag(&mut d, summary);
                     }
                     merge.push(d.time, Record::Dispatch(d))
                 });

@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use idleflow_accounting::Accounting;
-use idleflow_format::twa::{Tag, WorkArea};
-use idleflow_format::{Dispatch, NodeTag, Record};
+use idleflow_format::twa::{Miss, Tag, WorkArea};
+use idleflow_format::{Dispatch, NodeTag, Record, RunSummary};
 use rustc_hash::FxHashMap;
 
 /// See the module documentation.
@@ -20,6 +20,9 @@ pub struct LiveWorkArea {
     area: Arc<WorkArea>,
     /// tid → slot index, as of the last [`LiveWorkArea::refresh`].
     slots: FxHashMap<u32, usize>,
+    /// When the previous read of the rings began: every dispatch stamped
+    /// before it has been tagged.
+    read_up_to: u64,
     accounting: Accounting,
 }
 
@@ -29,30 +32,63 @@ impl LiveWorkArea {
         LiveWorkArea {
             area,
             slots: FxHashMap::default(),
+            read_up_to: 0,
             accounting: Accounting::new(cpus, start_ns),
         }
     }
 
-    /// Re-reads which threads own slots. Call before tagging a batch: a
-    /// thread claims its slot before it can be dispatched out of Java code.
-    pub fn refresh(&mut self) {
+    /// Frees the slots of threads that left Java before the previous read,
+    /// then re-reads which threads own slots. Call before each read of the
+    /// rings, with the time that read begins: a thread claims its slot
+    /// before it can be dispatched out of Java code.
+    pub fn refresh(&mut self, now: u64) {
+        self.area.reclaim(self.read_up_to);
+        self.read_up_to = now;
         self.slots.clear();
-        self.slots
-            .extend(self.area.claimed().map(|(i, tid, _)| (tid, i)));
+        for (i, tid, _) in self.area.claimed() {
+            // A tid reused while its old slot awaits reclaim: the live
+            // thread's slot wins.
+            let live = |i: usize| self.area.slot(i).is_some_and(|s| !s.released());
+            match self.slots.get(&tid) {
+                Some(&old) if live(old) => {}
+                _ => {
+                    self.slots.insert(tid, i);
+                }
+            }
+        }
     }
 
-    /// Tags `d` with the node its leaving thread was in.
-    pub fn tag(&self, d: &mut Dispatch) {
+    /// Tags `d` with the node its leaving thread was in, and counts why a
+    /// tag is missing into `summary`.
+    pub fn tag(&self, d: &mut Dispatch, summary: &mut RunSummary) {
         let Some(slot) = self.slots.get(&d.prev_tid).and_then(|&i| self.area.slot(i)) else {
             return;
         };
         if slot.tid() != d.prev_tid {
             return; // released and reused since the refresh
         }
-        d.prev_node = match slot.node_at(d.time) {
+        let tag = slot.node_at(d.time);
+        if slot.tid() != d.prev_tid {
+            return; // released while it was read
+        }
+        d.prev_node = match tag {
             Tag::Current(n) => NodeTag::Current(n),
             Tag::Ring(n) => NodeTag::Ring(n),
-            Tag::Unknown => NodeTag::Unknown,
+            Tag::Unknown(miss) => {
+                match miss {
+                    Miss::Short => summary.unknown_short += 1,
+                    Miss::Overwritten => summary.unknown_overwritten += 1,
+                }
+                NodeTag::Unknown
+            }
+            Tag::BeforeClaim => {
+                summary.before_claim += 1;
+                NodeTag::Untraced
+            }
+            Tag::AfterRelease => {
+                summary.after_release += 1;
+                NodeTag::Untraced
+            }
         };
     }
 

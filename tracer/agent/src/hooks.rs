@@ -28,11 +28,12 @@ use idleflow_format::twa::{SlotRef, WorkArea};
 use idleflow_format::{ThreadTree, TreeDump};
 use rustc_hash::FxHashMap;
 
+use crate::clock::{monotonic_ns, Clock, ClockKind, ThreadClock};
 use crate::env::{java_class_name, Jvmti, MethodId, ThreadRef};
 use crate::tree::CallTree;
 
-/// Agent options: `twa=PATH,trees=DIR,interval_ms=N`.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+/// Agent options: `twa=PATH,trees=DIR,interval_ms=N,clock=tsc|monotonic`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// The thread work area to publish to.
     pub twa: Option<PathBuf>,
@@ -43,13 +44,18 @@ pub struct Options {
     /// `noop=1`: callbacks return at once (the floor of the entry/exit
     /// approach, for benchmarks).
     pub noop: bool,
+    /// `clock=tsc|monotonic`: how the hot path reads time (see [`clock`](crate::clock)).
+    pub clock: ClockKind,
 }
 
 /// Parses the agent's option string.
 pub fn parse_options(s: &str) -> Result<Options, String> {
     let mut o = Options {
+        twa: None,
+        trees: None,
         interval_ms: 1000,
-        ..Default::default()
+        noop: false,
+        clock: ClockKind::Tsc,
     };
     for part in s.split(',').filter(|p| !p.is_empty()) {
         let (k, v) = part
@@ -59,6 +65,13 @@ pub fn parse_options(s: &str) -> Result<Options, String> {
             "twa" => o.twa = Some(PathBuf::from(v)),
             "trees" => o.trees = Some(PathBuf::from(v)),
             "noop" => o.noop = v == "1",
+            "clock" => {
+                o.clock = match v {
+                    "tsc" => ClockKind::Tsc,
+                    "monotonic" => ClockKind::Monotonic,
+                    _ => return Err(format!("clock={v}: expected tsc or monotonic")),
+                }
+            }
             "interval_ms" => {
                 o.interval_ms = v
                     .parse()
@@ -68,7 +81,7 @@ pub fn parse_options(s: &str) -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown option `{other}` (known: twa, trees, interval_ms, noop)"
+                    "unknown option `{other}` (known: twa, trees, interval_ms, clock, noop)"
                 ))
             }
         }
@@ -85,6 +98,7 @@ struct Agent {
     opts: Options,
     pid: u32,
     area: Option<WorkArea>,
+    clock: Clock,
     next_node: AtomicU64,
     methods: Mutex<Methods>,
     /// Latest tree of each thread, keyed by its root node id (a tid can
@@ -104,16 +118,6 @@ fn report_once(flag: &AtomicBool, msg: &str) {
 
 static WARNED_SLOTS: AtomicBool = AtomicBool::new(false);
 static WARNED_DUMP: AtomicBool = AtomicBool::new(false);
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 fn gettid() -> u32 {
     // SAFETY: gettid has no memory effects.
@@ -188,6 +192,7 @@ struct ThreadState {
     counts: (u64, u64),
     /// When the current node became current.
     since: u64,
+    clock: ThreadClock,
     last_snapshot: u64,
 }
 
@@ -196,10 +201,13 @@ thread_local! {
 }
 
 impl ThreadState {
-    fn new(agent: &'static Agent, jvmti: Jvmti, thread: ThreadRef<'_>, now: u64) -> Self {
+    fn new(agent: &'static Agent, jvmti: Jvmti, thread: ThreadRef<'_>) -> Self {
         let tid = gettid();
+        let mut clock = agent.clock.thread();
+        let now = clock.now(&agent.clock);
+        let tree = CallTree::new(agent.node_id());
         let slot = agent.area.as_ref().and_then(|a| {
-            let s = a.claim(tid, agent.pid);
+            let s = a.claim(tid, agent.pid, tree.current_id(), now);
             if s.is_none() {
                 report_once(
                     &WARNED_SLOTS,
@@ -210,12 +218,13 @@ impl ThreadState {
         });
         let counts = slot.map_or((0, 0), |s| s.counts());
         ThreadState {
-            tree: CallTree::new(agent.node_id()),
+            tree,
             slot,
             tid,
             name: jvmti.current_thread_name(thread),
             counts,
             since: now,
+            clock,
             last_snapshot: now,
         }
     }
@@ -271,12 +280,12 @@ fn with_thread(
     if agent.opts.noop || agent.finished.load(Ordering::Relaxed) {
         return;
     }
-    let now = monotonic_ns();
     THREAD.with(|cell| {
         let Ok(mut guard) = cell.try_borrow_mut() else {
             return;
         };
-        let state = guard.get_or_insert_with(|| ThreadState::new(agent, jvmti, thread, now));
+        let state = guard.get_or_insert_with(|| ThreadState::new(agent, jvmti, thread));
+        let now = state.clock.now(&agent.clock);
         f(agent, state, now);
         if now.saturating_sub(state.last_snapshot) >= agent.opts.interval_ms * 1_000_000 {
             if state.name.is_none() {
@@ -299,6 +308,7 @@ pub fn on_load(options: &str) -> Result<(), String> {
     let agent = Agent {
         pid: std::process::id(),
         area,
+        clock: Clock::new(opts.clock),
         next_node: AtomicU64::new(1),
         methods: Mutex::new(Methods {
             index: FxHashMap::default(),
@@ -339,10 +349,10 @@ pub fn vm_init(_jvmti: Jvmti) {
 /// The VM is about to exit: snapshot this thread and write the final dump.
 pub fn vm_death(_jvmti: Jvmti) {
     let Some(agent) = AGENT.get() else { return };
-    let now = monotonic_ns();
     THREAD.with(|cell| {
         if let Ok(mut guard) = cell.try_borrow_mut() {
             if let Some(state) = guard.as_mut() {
+                let now = state.clock.now(&agent.clock);
                 state.snapshot(agent, now);
             }
         }
@@ -351,17 +361,22 @@ pub fn vm_death(_jvmti: Jvmti) {
     agent.dump(true);
 }
 
-/// A thread started (it is the current thread).
-pub fn thread_start(_jvmti: Jvmti, _thread: ThreadRef<'_>) {}
+/// A thread started (it is the current thread; also called for the thread
+/// that loads the agent): claim its work-area slot now, so that its
+/// dispatches before its first method are tagged with its root node rather
+/// than left untraced.
+pub fn thread_start(jvmti: Jvmti, thread: ThreadRef<'_>) {
+    with_thread(jvmti, thread, |_, _, _| {});
+}
 
 /// A thread is ending (it is the current thread): keep its final tree and
 /// free its work-area slot.
 pub fn thread_end(jvmti: Jvmti, thread: ThreadRef<'_>) {
     let Some(agent) = AGENT.get() else { return };
-    let now = monotonic_ns();
     THREAD.with(|cell| {
         if let Ok(mut guard) = cell.try_borrow_mut() {
             if let Some(mut state) = guard.take() {
+                let now = state.clock.now(&agent.clock);
                 state.credit_idle();
                 if state.name.is_none() {
                     state.name = jvmti.current_thread_name(thread);
@@ -371,7 +386,7 @@ pub fn thread_end(jvmti: Jvmti, thread: ThreadRef<'_>) {
                     .unmatched_exits
                     .fetch_add(state.tree.unmatched_exits(), Ordering::Relaxed);
                 if let Some(slot) = state.slot {
-                    slot.release();
+                    slot.release(now);
                 }
             }
         }
@@ -424,5 +439,13 @@ mod tests {
             .contains("unknown option"));
         assert!(parse_options("interval_ms=0").is_err());
         assert!(parse_options("twa").is_err());
+        assert_eq!(parse_options("").unwrap().clock, ClockKind::Tsc);
+        assert_eq!(
+            parse_options("clock=monotonic").unwrap().clock,
+            ClockKind::Monotonic
+        );
+        assert!(parse_options("clock=sundial")
+            .unwrap_err()
+            .contains("tsc or monotonic"));
     }
 }

@@ -25,6 +25,7 @@
 //!   returns `JNI_OK` with events left disabled, so the program runs as if
 //!   the agent were absent.
 
+pub mod clock;
 pub mod env;
 pub mod hooks;
 pub mod jvmti;
@@ -78,7 +79,12 @@ pub unsafe extern "system" fn Agent_OnLoad(
         // SAFETY: `vm` is the JVM's own `JavaVM*`, valid until it exits, and
         // the environment we get from it lives as long.
         let jvmti = unsafe { Jvmti::from_vm(vm) }.map_err(|e| e.to_string())?;
-        start(jvmti)
+        start(jvmti)?;
+        // The thread loading the agent creates the VM and then runs `main`:
+        // trace it from now on, so that its dispatches during VM start-up
+        // are tagged with its root node.
+        hooks::thread_start(jvmti, ThreadRef::current());
+        Ok::<(), String>(())
     }));
     match outcome {
         Ok(Ok(())) => {}

@@ -261,6 +261,18 @@ pub struct RunSummary {
     pub tree_dumps_unreadable: u64,
     /// `/proc/stat` idle counters read at the end of the window.
     pub proc_stat_stop: Vec<ProcStatCpu>,
+    /// Dispatches tagged unknown because the node current then was replaced
+    /// within Δ (a node too short to be kept in the history ring).
+    pub unknown_short: u64,
+    /// Dispatches tagged unknown because their history entry was
+    /// overwritten before the tracer read it.
+    pub unknown_overwritten: u64,
+    /// Dispatches of a thread that has a work-area slot, from before the
+    /// agent claimed it (left untagged, like threads without a slot).
+    pub before_claim: u64,
+    /// Dispatches of a thread with a work-area slot, from after the agent
+    /// released it at the thread's end (left untagged).
+    pub after_release: u64,
 }
 
 /// One call-tree node as the JVM agent dumps it.

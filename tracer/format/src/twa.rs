@@ -5,20 +5,26 @@
 //! ```text
 //! header (64 bytes): magic "IFLOWTWA" | version u32 | slots u32 | ring_len u32 | pad u32 | delta_ns u64
 //! slot[slots], each SLOT_HEADER + ring_len × 24 bytes, 64-byte aligned:
-//!   tid u32 (0 = free) | pid u32 | seq u64 | node u64 | since u64 | dip u64 | idle u64 | ring_head u64 | pad
+//!   tid u32 (0 = free) | pid u32 | seq u64 | node u64 | since u64 | dip u64 | idle u64 | ring_head u64
+//!   | claimed_at u64 | released_at u64 | pad to 128 bytes
 //!   ring[ring_len]: { start u64, end u64, node u64 }
 //! ```
 //!
 //! Protocol (each slot has one writer for each field group):
 //! - The agent claims a free slot at thread start (`tid` 0 → tid, compare
-//!   and swap) and frees it at thread end.
+//!   and swap), stamps `claimed_at` and publishes the thread's root node as
+//!   current since then. At thread end it stamps `released_at`; the tracer
+//!   frees the slot (`tid` → 0) once it has read every dispatch up to that
+//!   time, so that a thread's last dispatches are still tagged.
 //! - The agent publishes the current node with a seqlock (`seq` odd while
 //!   writing): [`Slot::publish`]. When the node it replaces had been current
 //!   for at least `delta_ns`, it first appends `(start, end, node)` to the
 //!   slot's history ring and then advances `ring_head` (release).
-//! - The tracer reads with [`Slot::node_at`]: the current node if it became
-//!   current at or before `t`, else the ring entry whose `[start, end)`
-//!   holds `t`, else unknown. A ring entry is trusted only if it cannot have
+//! - The tracer reads with [`SlotRef::node_at`]: *before the claim* if `t`
+//!   precedes `claimed_at` (the agent did not trace the thread yet), *after
+//!   the release* if it follows `released_at`, else the
+//!   current node if it became current at or before `t`, else the ring
+//!   entry whose `[start, end)` holds `t`, else unknown, with the reason. A ring entry is trusted only if it cannot have
 //!   been overwritten while it was read (checked against `ring_head` again
 //!   afterwards, with one entry of slack for a write in progress).
 //! - The tracer writes `dip` and `idle` (the work-area counts of the
@@ -38,13 +44,16 @@ use memmap2::MmapRaw;
 /// First bytes of a work-area file.
 pub const TWA_MAGIC: &[u8; 8] = b"IFLOWTWA";
 /// Layout version.
-pub const TWA_VERSION: u32 = 1;
+pub const TWA_VERSION: u32 = 2;
 /// Header size.
 const HEADER: usize = 64;
 /// Fixed part of a slot.
-const SLOT_HEADER: usize = 64;
+const SLOT_HEADER: usize = 128;
 /// Node id meaning "no node" (the thread is in no traced method).
 pub const NO_NODE: u64 = 0;
+/// `tid` of a slot being claimed (never a real tid: Linux tids are below
+/// 2^22).
+const SETTING_UP: u32 = u32::MAX;
 
 /// How a dispatch was tagged with a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,9 +62,26 @@ pub enum Tag {
     Current(u64),
     /// A node from the history ring.
     Ring(u64),
-    /// Not known: the node current then was replaced within `delta_ns`, or
-    /// its ring entry was overwritten before it was read.
-    Unknown,
+    /// Not known, for the reason given.
+    Unknown(Miss),
+    /// The time precedes the slot's claim: the agent was not tracing the
+    /// thread yet (or the slot now belongs to a later thread with the same
+    /// tid). Nothing to tag, as for a thread without a slot.
+    BeforeClaim,
+    /// The time follows the slot's release: the thread has left Java
+    /// (JVMTI `ThreadEnd`) and is exiting. Nothing to tag.
+    AfterRelease,
+}
+
+/// Why a tag is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Miss {
+    /// The time falls between the kept history entries: the node current
+    /// then was replaced within Δ.
+    Short,
+    /// The entry that held the time was overwritten before it was read
+    /// (the ring is too short for the thread's rate of node changes).
+    Overwritten,
 }
 
 /// One history entry.
@@ -79,7 +105,9 @@ pub struct Slot {
     dip: AtomicU64,
     idle: AtomicU64,
     ring_head: AtomicU64,
-    _pad: u64,
+    claimed_at: AtomicU64,
+    released_at: AtomicU64,
+    _pad: [u64; 7],
 }
 
 const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_HEADER);
@@ -244,29 +272,58 @@ impl WorkArea {
         })
     }
 
-    /// Claims a free slot for `tid` of process `pid` (agent side).
-    pub fn claim(&self, tid: u32, pid: u32) -> Option<SlotRef<'_>> {
+    /// Claims a free slot for `tid` of process `pid` at time `now` (agent
+    /// side); the thread is in its `root` node from then on.
+    pub fn claim(&self, tid: u32, pid: u32, root: u64, now: u64) -> Option<SlotRef<'_>> {
         (0..self.slots).find_map(|i| {
             let s = self.slot(i)?;
+            // Taken but not set up yet: `SETTING_UP`, which readers skip.
+            // The real tid is stored last (release), so a reader that sees
+            // it sees the whole slot.
             s.slot
                 .tid
-                .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(0, SETTING_UP, Ordering::AcqRel, Ordering::Relaxed)
                 .ok()?;
             s.slot.pid.store(pid, Ordering::Relaxed);
             s.slot.ring_head.store(0, Ordering::Relaxed);
             s.slot.seq.store(0, Ordering::Relaxed);
-            s.slot.node.store(NO_NODE, Ordering::Relaxed);
-            s.slot.since.store(0, Ordering::Release);
+            s.slot.node.store(root, Ordering::Relaxed);
+            s.slot.since.store(now, Ordering::Relaxed);
+            s.slot.claimed_at.store(now, Ordering::Relaxed);
+            s.slot.released_at.store(0, Ordering::Relaxed);
+            s.slot.tid.store(tid, Ordering::Release);
             Some(s)
         })
     }
 
-    /// The claimed slots as `(index, tid, pid)` (tracer side).
+    /// Frees the slots released before `read_up_to` (tracer side): the
+    /// caller has read every dispatch stamped before that time, so nothing
+    /// is left to tag from them. Returns how many were freed.
+    pub fn reclaim(&self, read_up_to: u64) -> usize {
+        (0..self.slots)
+            .filter_map(|i| self.slot(i))
+            .filter(|s| {
+                let tid = s.slot.tid.load(Ordering::Acquire);
+                let released = s.slot.released_at.load(Ordering::Acquire);
+                tid != 0
+                    && tid != SETTING_UP
+                    && released != 0
+                    && released < read_up_to
+                    && s.slot
+                        .tid
+                        .compare_exchange(tid, 0, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+            })
+            .count()
+    }
+
+    /// The claimed slots as `(index, tid, pid)` (tracer side), released
+    /// ones included until [`WorkArea::reclaim`] frees them.
     pub fn claimed(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
         (0..self.slots).filter_map(|i| {
             let s = self.slot(i)?;
             let tid = s.slot.tid.load(Ordering::Acquire);
-            (tid != 0).then(|| (i, tid, s.slot.pid.load(Ordering::Relaxed)))
+            (tid != 0 && tid != SETTING_UP).then(|| (i, tid, s.slot.pid.load(Ordering::Relaxed)))
         })
     }
 }
@@ -285,9 +342,16 @@ impl SlotRef<'_> {
         self.slot.tid.load(Ordering::Acquire)
     }
 
-    /// Frees the slot (agent side, at thread end).
-    pub fn release(&self) {
-        self.slot.tid.store(0, Ordering::Release);
+    /// Agent side, at thread end: the thread leaves Java at `now`. The
+    /// tracer frees the slot once it has tagged the dispatches before `now`
+    /// ([`WorkArea::reclaim`]).
+    pub fn release(&self, now: u64) {
+        self.slot.released_at.store(now.max(1), Ordering::Release);
+    }
+
+    /// Whether the owning thread has left Java (its slot awaits reclaim).
+    pub fn released(&self) -> bool {
+        self.slot.released_at.load(Ordering::Acquire) != 0
     }
 
     /// Agent side: `node` became current at `now`; `old` (current since
@@ -330,8 +394,15 @@ impl SlotRef<'_> {
     /// The node the thread was in at time `t` (tracer side). See the module
     /// documentation for the rule.
     pub fn node_at(&self, t: u64) -> Tag {
+        if t < self.slot.claimed_at.load(Ordering::Acquire) {
+            return Tag::BeforeClaim;
+        }
+        let released = self.slot.released_at.load(Ordering::Acquire);
+        if released != 0 && t >= released {
+            return Tag::AfterRelease;
+        }
         let (node, since) = self.current();
-        if since != 0 && since <= t {
+        if since <= t {
             return Tag::Current(node);
         }
         let len = self.ring.len() as u64;
@@ -339,6 +410,7 @@ impl SlotRef<'_> {
         let first = head.saturating_sub(len);
         // Newest first: a dispatch is usually recent.
         let mut found = None;
+        let mut passed = false;
         for i in (first..head).rev() {
             let e = &self.ring[(i % len) as usize];
             let (start, end) = (
@@ -350,6 +422,7 @@ impl SlotRef<'_> {
                 break;
             }
             if end <= t {
+                passed = true;
                 break; // entries are in time order: older ones end earlier
             }
         }
@@ -358,8 +431,15 @@ impl SlotRef<'_> {
         match found {
             // Entry `i` is intact if no write can have reached it: the writer
             // may be filling entry `head2` (which overwrites `head2 - len`).
-            Some((i, node)) if i + len > head2 + 1 || (head2 < len) => Tag::Ring(node),
-            _ => Tag::Unknown,
+            Some((i, node)) if i + len > head2 + 1 || head2 < len => Tag::Ring(node),
+            Some(_) => Tag::Unknown(Miss::Overwritten),
+            // `t` lies after a kept entry and before the next one (or before
+            // `since`): the node then lasted less than Δ.
+            None if passed => Tag::Unknown(Miss::Short),
+            // Every entry since the claim is still there (history is
+            // contiguous from `claimed_at`, short nodes aside).
+            None if head2 <= len => Tag::Unknown(Miss::Short),
+            None => Tag::Unknown(Miss::Overwritten),
         }
     }
 
@@ -391,8 +471,7 @@ mod tests {
     #[test]
     fn tags_come_from_the_current_node_then_the_ring_then_unknown() {
         let (_d, w) = area(8, 2_000);
-        let s = w.claim(77, 7).unwrap();
-        s.publish(NO_NODE, 0, 10, 1_000); // node 10 from t=1000
+        let s = w.claim(77, 7, 10, 1_000).unwrap(); // root 10 from t=1000
         s.publish(10, 1_000, 11, 1_500); // 10 lasted 500 < Δ: not kept
         s.publish(11, 1_500, 12, 9_000); // 11 lasted 7500: kept
         s.publish(12, 9_000, 13, 9_100); // 12 lasted 100: not kept
@@ -400,24 +479,25 @@ mod tests {
         assert_eq!(s.node_at(50_000), Tag::Current(13));
         assert_eq!(s.node_at(5_000), Tag::Ring(11));
         assert_eq!(s.node_at(1_500), Tag::Ring(11));
-        assert_eq!(s.node_at(9_050), Tag::Unknown); // in 12, too short to keep
-        assert_eq!(s.node_at(1_200), Tag::Unknown); // in 10, too short to keep
+        assert_eq!(s.node_at(9_050), Tag::Unknown(Miss::Short)); // in 12, too short to keep
+        assert_eq!(s.node_at(1_200), Tag::Unknown(Miss::Short)); // in 10, too short to keep
+        assert_eq!(s.node_at(999), Tag::BeforeClaim);
     }
 
     #[test]
     fn overwritten_history_is_unknown_not_wrong() {
         let (_d, w) = area(4, 10);
-        let s = w.claim(5, 5).unwrap();
         let mut t = 100;
         let mut node = 1;
-        s.publish(NO_NODE, 0, node, t);
+        let s = w.claim(5, 5, node, t).unwrap();
         for _ in 0..20 {
             s.publish(node, t, node + 1, t + 100);
             node += 1;
             t += 100;
         }
         // Node 2 was current at t=250 long ago; the ring has moved on.
-        assert_eq!(s.node_at(250), Tag::Unknown);
+        assert_eq!(s.node_at(250), Tag::Unknown(Miss::Overwritten));
+        assert_eq!(s.node_at(99), Tag::BeforeClaim);
         // The newest complete entry is still there.
         assert_eq!(s.node_at(t - 50), Tag::Ring(node - 1));
     }
@@ -428,17 +508,31 @@ mod tests {
         let p = dir.path().join("twa");
         let agent = WorkArea::create(&p, 2, 4, 2_000).unwrap();
         let tracer = WorkArea::open(&p).unwrap();
-        let a = agent.claim(100, 1).unwrap();
-        agent.claim(101, 1).unwrap();
-        assert!(agent.claim(102, 1).is_none(), "only two slots");
+        let a = agent.claim(100, 1, 41, 5).unwrap();
+        agent.claim(101, 1, 51, 5).unwrap();
+        assert!(agent.claim(102, 1, 61, 5).is_none(), "only two slots");
         let seen: Vec<_> = tracer.claimed().collect();
         assert_eq!(seen, vec![(0, 100, 1), (1, 101, 1)]);
-        a.publish(NO_NODE, 0, 42, 10);
-        assert_eq!(tracer.slot(0).unwrap().node_at(11), Tag::Current(42));
+        assert_eq!(tracer.slot(0).unwrap().node_at(6), Tag::Current(41));
+        a.publish(41, 5, 42, 5_000); // 41 lasted Δ or more: kept
+        assert_eq!(tracer.slot(0).unwrap().node_at(5_001), Tag::Current(42));
+        assert_eq!(tracer.slot(0).unwrap().node_at(7), Tag::Ring(41));
+        assert_eq!(tracer.slot(0).unwrap().node_at(4), Tag::BeforeClaim);
         tracer.slot(0).unwrap().set_counts(3, 9);
         assert_eq!(a.counts(), (3, 9));
-        a.release();
+        a.release(6_000);
+        assert_eq!(
+            tracer.slot(0).unwrap().node_at(5_999),
+            Tag::Current(42),
+            "dispatches before the release are still tagged"
+        );
+        assert_eq!(tracer.slot(0).unwrap().node_at(6_000), Tag::AfterRelease);
+        assert_eq!(tracer.claimed().count(), 2, "kept until the tracer is done");
+        assert!(agent.claim(103, 1, 71, 6_500).is_none(), "not free yet");
+        assert_eq!(tracer.reclaim(6_000), 0, "dispatches at 6000 not read yet");
+        assert_eq!(tracer.reclaim(6_001), 1);
         assert_eq!(tracer.claimed().count(), 1);
+        assert!(agent.claim(103, 1, 71, 6_500).is_some(), "free again");
     }
 
     #[test]
@@ -472,7 +566,7 @@ mod tests {
     fn concurrent_reads_never_see_a_wrong_node() {
         let (_d, w) = area(64, 50);
         let w = std::sync::Arc::new(w);
-        let s = w.claim(9, 9).unwrap();
+        let s = w.claim(9, 9, 1_000, 1_000).unwrap();
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let reader = {
             let (w, done) = (w.clone(), done.clone());
@@ -489,7 +583,7 @@ mod tests {
                                 assert!(n <= t && t < n + 1_000, "node {n} at {t}");
                                 checked += 1;
                             }
-                            Tag::Unknown => {}
+                            Tag::Unknown(_) | Tag::BeforeClaim | Tag::AfterRelease => {}
                         }
                     }
                 }
@@ -497,7 +591,6 @@ mod tests {
             })
         };
         let (mut node, mut t) = (1_000u64, 1_000u64);
-        s.publish(NO_NODE, 0, node, t);
         for i in 0..2_000_000u64 {
             let next = t + 10 + (i * 7919) % 200; // 10..210 ns per node, some above Δ
             s.publish(node, t, next, next);
