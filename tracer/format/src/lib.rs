@@ -63,4 +63,11 @@ pub mod kind {
     /// [`crate::TreeDump`], JSON payload: one JVM's call trees (written when
     /// the recording ends, not part of the time-delta chain).
     pub const TREE: u8 = 9;
+    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (10–127) are reserved for
+    /// timed records of later versions: their payload starts with the time
+    /// delta, which a reader that does not know the kind still applies.
+    pub const FIRST_FUTURE_TIMED: u8 = 10;
+    /// Kinds 128–255 are reserved for untimed records of later versions: a
+    /// reader that does not know them skips them whole.
+    pub const FIRST_UNTIMED: u8 = 128;
 }

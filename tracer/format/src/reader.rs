@@ -11,8 +11,15 @@ use crate::{kind, FormatError, MAGIC, VERSION};
 /// A record's kind and the `buf` range of its payload.
 type RawRecord = (u8, (usize, usize));
 
-/// Largest payload accepted; anything larger is corruption, not data.
-const MAX_PAYLOAD: u64 = 64 << 20;
+/// Largest payload accepted (1 TiB); anything larger is corruption, not
+/// data. Memory is not reserved from a record's length but as its bytes
+/// arrive, so a damaged length costs no more than the file holds, while a
+/// large TREE record (a JVM with millions of call-tree nodes) still reads.
+const MAX_PAYLOAD: u64 = 1 << 40;
+
+/// The buffer's usual size; it grows for a larger record and shrinks back
+/// after it.
+const BUF_LEN: usize = 1 << 20;
 
 /// Reads a recording record by record, in the order written, with a fixed
 /// amount of memory. Never panics on bad input: every problem is a
@@ -37,7 +44,7 @@ impl<R: Read> Reader<R> {
     pub fn new(input: R) -> Result<Self, FormatError> {
         let mut r = Reader {
             input,
-            buf: vec![0; 1 << 20],
+            buf: vec![0; BUF_LEN],
             pos: 0,
             end: 0,
             base: 0,
@@ -212,6 +219,11 @@ impl<R: Read> Reader<R> {
                     })
                 }
                 _ => {
+                    // A timed kind of a later version (10–127): keep the
+                    // time delta chain whole, skip the rest.
+                    if (kind::FIRST_FUTURE_TIMED..kind::FIRST_UNTIMED).contains(&k) {
+                        p.time(&mut self.last_time)?;
+                    }
                     self.unknown_records += 1;
                     continue;
                 }
@@ -238,10 +250,18 @@ impl<R: Read> Reader<R> {
             self.end -= self.pos;
             self.pos = 0;
         }
-        if self.buf.len() < n {
-            self.buf.resize(n, 0);
+        if n <= BUF_LEN && self.buf.len() > BUF_LEN && self.end <= BUF_LEN {
+            // Back to the usual size after a large record.
+            self.buf.truncate(BUF_LEN);
+            self.buf.shrink_to_fit();
         }
         while self.end < n {
+            if self.end == self.buf.len() {
+                // Grow by doubling, never past `n`: only as far as data came.
+                let len = self.buf.len();
+                self.buf
+                    .resize(n.min(len.saturating_mul(2)).max(len + 1), 0);
+            }
             match self.input.read(&mut self.buf[self.end..]) {
                 Ok(0) => return Ok(false),
                 Ok(k) => self.end += k,

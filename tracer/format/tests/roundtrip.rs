@@ -202,6 +202,88 @@ fn unknown_record_kinds_are_skipped_and_counted() {
     assert_eq!(r.unknown_records(), 1);
 }
 
+/// A later version's timed kind (10–127) carries a time delta first: a
+/// reader that does not know it applies the delta and skips the rest, so
+/// the times of the records after it stay exact. An untimed unknown kind
+/// (128–255) is skipped whole.
+#[test]
+fn unknown_timed_kinds_keep_the_time_chain_whole() {
+    let d = |time| {
+        Record::Dispatch(Dispatch {
+            time,
+            cpu: 0,
+            prev_tid: 7,
+            prev_state: PrevState::Sleeping,
+            next_tid: 0,
+            prev_node: NodeTag::Untraced,
+        })
+    };
+    // Dispatches at 1000 and 5000, with a future timed record (kind 42:
+    // delta 1500, then 2 opaque bytes) and an untimed kind 200 between
+    // them: the second dispatch's own delta is then 2500.
+    let mut w = Writer::new(Vec::new(), &info()).unwrap();
+    w.write(&d(1_000)).unwrap();
+    let mut spliced = w.finish(&RunSummary::default()).unwrap();
+    let end_len = end_record_len(&spliced);
+    spliced.truncate(spliced.len() - end_len);
+    let zz = |v: i64| ((v << 1) ^ (v >> 63)) as u64;
+    let leb = |mut n: u64, out: &mut Vec<u8>| {
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    };
+    let mut future = Vec::new();
+    leb(zz(1_500), &mut future);
+    future.extend_from_slice(&[9, 9]);
+    spliced.push(42);
+    leb(future.len() as u64, &mut spliced);
+    spliced.extend_from_slice(&future);
+    spliced.extend_from_slice(&[200, 2, 5, 5]);
+    // The dispatch at 5000, written with a delta of 2500 after the future
+    // record's 1500: re-encode it by hand (kind 2: delta, cpu, prev_tid,
+    // state code, next_tid).
+    let mut disp = Vec::new();
+    leb(zz(2_500), &mut disp);
+    leb(0, &mut disp);
+    leb(7, &mut disp);
+    disp.push(PrevState::Sleeping.code());
+    leb(0, &mut disp);
+    spliced.push(2);
+    leb(disp.len() as u64, &mut spliced);
+    spliced.extend_from_slice(&disp);
+    let tail = Writer::new(Vec::new(), &info())
+        .unwrap()
+        .finish(&RunSummary::default())
+        .unwrap();
+    spliced.extend_from_slice(&tail[tail.len() - end_record_len(&tail)..]);
+    let mut r = Reader::new(&spliced[..]).unwrap();
+    let mut times = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        if let Record::Dispatch(x) = rec {
+            times.push(x.time);
+        }
+    }
+    assert_eq!(times, vec![1_000, 5_000]);
+    assert_eq!(r.unknown_records(), 2);
+}
+
+/// Length in bytes of the END record at the end of `bytes`.
+fn end_record_len(bytes: &[u8]) -> usize {
+    // Walk the records from the META record on.
+    let mut pos = 12;
+    let mut last = pos;
+    while pos < bytes.len() {
+        last = pos;
+        let mut rest = &bytes[pos + 1..];
+        let before = rest.len();
+        let len = leb_len(&mut rest);
+        pos += 1 + (before - rest.len()) + len;
+    }
+    bytes.len() - last
+}
+
 fn leb_len(rest: &mut &[u8]) -> usize {
     let mut v = 0usize;
     let mut shift = 0;
@@ -228,4 +310,71 @@ fn garbage_after_the_header_is_corrupt_not_a_panic() {
         }
         bytes[i] = old;
     }
+}
+
+/// A JVM with a big call tree: its TREE record (here ≈ 80 MiB of JSON) reads
+/// back whole.
+#[test]
+fn a_tree_record_larger_than_64_mib_reads_back() {
+    let nodes: Vec<TreeNode> = (0..600_000u64)
+        .map(|i| TreeNode {
+            id: (4242 << 32) | (i + 1),
+            parent_id: if i == 0 { 0 } else { (4242 << 32) | i },
+            method: (i % 5000) as u32,
+            level: (i % 200) as u32,
+            calls: 1_000_000 + i,
+            callees: 2_000_000 + i,
+            base_ns: 123_456_789 + i,
+            mmax_ns: 9_876_543 + i,
+            ao: i,
+            ab: 64 * i,
+            dip: i % 7,
+            idle: i % 11,
+        })
+        .collect();
+    let dump = TreeDump {
+        pid: 4242,
+        final_dump: true,
+        time_ns: 77,
+        methods: (0..5000).map(|i| format!("com.example.C{i}.m")).collect(),
+        threads: vec![ThreadTree {
+            tid: 4243,
+            name: "main".into(),
+            nodes,
+        }],
+        unmatched_exits: 0,
+    };
+    let json_len = serde_json::to_vec(&dump).unwrap().len();
+    assert!(json_len > 64 << 20, "{json_len} bytes: not large enough");
+    let bytes = write_all(&[Record::Tree(Box::new(dump.clone()))]);
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    match r.next_record().unwrap() {
+        Some(Record::Tree(back)) => assert_eq!(*back, dump),
+        other => panic!("expected the TREE record, got {other:?}"),
+    }
+    assert_eq!(r.next_record().unwrap(), None);
+    assert!(r.summary().is_some());
+}
+
+/// A damaged length that claims far more than the file holds is a
+/// truncation, found without reserving that much memory.
+#[test]
+fn a_huge_record_length_in_a_short_file_is_truncation() {
+    let bytes = write_all(&records());
+    let mut rest = &bytes[13..];
+    let len = leb_len(&mut rest);
+    let meta_end = bytes.len() - rest.len() + len;
+    let mut damaged = bytes[..meta_end].to_vec();
+    // Kind 200 with a length of 2^39 (512 GiB), then a few bytes.
+    damaged.push(200);
+    let mut n = 1u64 << 39;
+    while n >= 0x80 {
+        damaged.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    damaged.push(n as u8);
+    damaged.extend_from_slice(&[1, 2, 3, 4]);
+    let mut r = Reader::new(&damaged[..]).unwrap();
+    let e = r.next_record().unwrap_err();
+    assert!(matches!(e, FormatError::Truncated { .. }), "{e}");
 }
