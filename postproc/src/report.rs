@@ -330,7 +330,19 @@ impl Report {
             late_events: a.summary.late_events,
             unknown_records: a.unknown_records,
             undecodable_records: a.summary.undecodable,
-            arcflow: Arcflow::new(&a.trees, &a.summary, &a.node_idle, &a.info.cpus, arcflow),
+            arcflow: Arcflow::new(
+                &a.trees,
+                &a.summary,
+                &a.node_idle,
+                // Every CPU the accounting saw, hot-plugged ones included,
+                // in the order of its CPU slots.
+                &a.accounting
+                    .cpus()
+                    .iter()
+                    .map(|c| c.cpu)
+                    .collect::<Vec<_>>(),
+                arcflow,
+            ),
             per_cpu,
             total,
             threads,
@@ -366,5 +378,98 @@ fn cause_row(tid: u32, c: &IdleCause, name: &impl Fn(u32) -> (u32, String)) -> I
         idle_dispatches_to: c.dispatches,
         idle_ns: c.idle_ns,
         states: states(c),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idleflow_format::{
+        Dispatch, NodeTag, Record, RunInfo, RunSummary, ThreadTree, TreeDump, TreeNode, Writer,
+        IDLE_TID,
+    };
+
+    /// A recording announced with CPUs 0 and 1 whose traced thread also runs
+    /// on CPU 5 (hot-plugged during the window): the arcflow tag rows name
+    /// CPU 5, not `null`.
+    #[test]
+    fn tag_rows_name_a_hot_plugged_cpu() {
+        let info = RunInfo {
+            tool_version: "test".into(),
+            kernel_release: "6.18".into(),
+            hostname: "h".into(),
+            cpus: vec![0, 1],
+            clock: "CLOCK_MONOTONIC".into(),
+            command: vec!["java".into()],
+            target_pids: vec![77],
+            start_ns: 1_000,
+            start_unix_ns: 5,
+            proc_stat_start: vec![],
+            user_hz: 100,
+            ring_bytes: 4096,
+        };
+        let node = (77u64 << 32) | 2;
+        let tree = TreeDump {
+            pid: 77,
+            final_dump: true,
+            time_ns: 10_000,
+            methods: vec!["Main.run".into()],
+            threads: vec![ThreadTree {
+                tid: 78,
+                name: "main".into(),
+                nodes: vec![TreeNode {
+                    id: node,
+                    parent_id: 0,
+                    method: 0,
+                    level: 1,
+                    calls: 1,
+                    callees: 0,
+                    base_ns: 5,
+                    mmax_ns: 5,
+                    ao: 0,
+                    ab: 0,
+                    dip: 0,
+                    idle: 0,
+                }],
+            }],
+            unmatched_exits: 0,
+        };
+        let mut w = Writer::new(Vec::new(), &info).unwrap();
+        let mut t = 2_000;
+        for cpu in [0, 5, 5] {
+            for (prev, next, tag) in [
+                (IDLE_TID, 78, NodeTag::Untraced),
+                (78, IDLE_TID, NodeTag::Current(node)),
+            ] {
+                t += 100;
+                w.write(&Record::Dispatch(Dispatch {
+                    time: t,
+                    cpu,
+                    prev_tid: prev,
+                    prev_state: if prev == IDLE_TID {
+                        PrevState::Unknown
+                    } else {
+                        PrevState::Sleeping
+                    },
+                    next_tid: next,
+                    prev_node: tag,
+                }))
+                .unwrap();
+            }
+        }
+        w.write(&Record::Tree(Box::new(tree))).unwrap();
+        let bytes = w
+            .finish(&RunSummary {
+                stop_ns: 10_000,
+                ..Default::default()
+            })
+            .unwrap();
+        let a = Analysis::run(&bytes[..]).unwrap();
+        let r = Report::new(&a, 10, &ArcflowOptions::default());
+        let tags = &r.arcflow.as_ref().expect("an arcflow section").tags;
+        let rows: Vec<(Option<u32>, u64)> = tags.iter().map(|t| (t.cpu, t.current)).collect();
+        assert!(rows.contains(&(Some(5), 2)), "{rows:?}");
+        assert!(rows.contains(&(Some(0), 1)), "{rows:?}");
+        assert_eq!(rows.last(), Some(&(None, 3)));
     }
 }
