@@ -215,11 +215,7 @@ fn truncated_foreign_and_missing_recordings_are_clear_errors() {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.idleflow");
-    let out = run(idleflow()
-        .args(["record", "-q", "-o"])
-        .arg(&rec)
-        .args(["--", "sleep", "0.2"]));
-    assert!(out.status.success());
+    record_sleep(&rec);
     let bytes = std::fs::read(&rec).unwrap();
 
     let cut = dir.path().join("cut.idleflow");

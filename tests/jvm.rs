@@ -191,11 +191,7 @@ fn a_recording_without_a_jvm_has_no_call_trees_and_says_so() {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.idleflow");
-    let out = run(idleflow()
-        .args(["record", "-q", "-o"])
-        .arg(&rec)
-        .args(["--", "sleep", "0.2"]));
-    assert!(out.status.success());
+    record_sleep(&rec);
     let r = report_json(&rec);
     assert!(r["arcflow"].is_null());
     assert!(u(&r, "dispatches") > 0);

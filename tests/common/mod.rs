@@ -126,6 +126,15 @@ pub fn java_examples() -> tempfile::TempDir {
     dir
 }
 
+/// Records `sleep 0.2` (no JVM) into `rec`.
+pub fn record_sleep(rec: &Path) {
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(rec)
+        .args(["--", "sleep", "0.2"]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+}
+
 /// Temurin 25, where the machine has it (not a Debian package).
 pub const JDK25: &str = "/usr/lib/jvm/temurin-25-jdk-amd64";
 

@@ -130,15 +130,7 @@ fn check(rc: i32, call: &str) -> Result<(), SysError> {
 }
 
 /// Now on `CLOCK_MONOTONIC`, the clock every event is stamped with, in ns.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use idleflow_format::clock::monotonic_ns;
 
 /// Waits until one of `events`' rings passes its watermark or `timeout_ms` passes.
 pub fn poll_events(events: &[&PerfEvent], timeout_ms: i32) -> Result<(), SysError> {

@@ -34,16 +34,8 @@ pub enum ClockKind {
     Monotonic,
 }
 
-/// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds (the recording's clock).
+pub use idleflow_format::clock::monotonic_ns;
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]

@@ -1,9 +1,9 @@
 //! The idleflow recording format (what the tracer writes and postproc reads)
 //! and the thread work area layout (what the tracer and the JVM agent share,
-//! module [`twa`]).
+//! module [`twa`]), with the one clock both stamp time with ([`clock`]).
 //!
 //! This crate owns the byte layout of a recording and nothing else (no
-//! analysis, no kernel access). A recording is one file:
+//! analysis, no kernel access beyond reading the clock). A recording is one file:
 //!
 //! ```text
 //! magic "IDLEFLOW" | version u32 LE | record*
@@ -22,6 +22,7 @@
 //! [`Reader`] (see the round-trip tests), and the reader never panics on
 //! foreign or damaged input: it returns a [`FormatError`].
 
+pub mod clock;
 mod error;
 mod reader;
 mod record;
