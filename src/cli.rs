@@ -51,7 +51,12 @@ pub enum Command {
     /// thread's CPU / on all CPUs while the thread was in this node, as the
     /// agent credited them from the work area; to-idle = dispatches to idle
     /// caused by a thread leaving a CPU in this node; idle ms = the idle time
-    /// that followed; % = the subtree's share of the --sort measure.
+    /// that followed; % = the subtree's share of the --sort measure. Its
+    /// header says how the dispatches of traced threads were tagged: from
+    /// the node current at the dispatch, from the thread's history, or
+    /// unknown (the node then lasted less than --delta, or its history entry
+    /// was overwritten: counted, never guessed), and how many came before
+    /// the agent saw the thread or after it left Java (untagged).
     ///
     /// Thread table (the blocked-thread statistics): runtime, slices (times
     /// dispatched), max (longest slice), non-run (times it left the CPU not
