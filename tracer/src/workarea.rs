@@ -42,10 +42,15 @@ impl LiveWorkArea {
     /// rings, with the time that read begins: a thread claims its slot
     /// before it can be dispatched out of Java code.
     pub fn refresh(&mut self, now: u64) {
-        self.area.reclaim(self.read_up_to);
-        self.read_up_to = now;
         self.slots.clear();
         for (i, tid, _) in self.area.claimed() {
+            if self
+                .area
+                .slot(i)
+                .is_some_and(|s| s.reclaim(self.read_up_to))
+            {
+                continue;
+            }
             // A tid reused while its old slot awaits reclaim: the live
             // thread's slot wins.
             let live = |i: usize| self.area.slot(i).is_some_and(|s| !s.released());
@@ -56,6 +61,7 @@ impl LiveWorkArea {
                 }
             }
         }
+        self.read_up_to = now;
     }
 
     /// Tags `d` with the node its leaving thread was in, and counts why a
@@ -65,13 +71,11 @@ impl LiveWorkArea {
             return;
         };
         if slot.tid() != d.prev_tid {
-            return; // released and reused since the refresh
+            // Only `refresh` frees slots, so this holds unless the file
+            // was changed behind our back.
+            return;
         }
-        let tag = slot.node_at(d.time);
-        if slot.tid() != d.prev_tid {
-            return; // released while it was read
-        }
-        d.prev_node = match tag {
+        d.prev_node = match slot.node_at(d.time) {
             Tag::Current(n) => NodeTag::Current(n),
             Tag::Ring(n) => NodeTag::Ring(n),
             Tag::Unknown(miss) => {

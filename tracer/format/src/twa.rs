@@ -24,7 +24,8 @@
 //!   precedes `claimed_at` (the agent did not trace the thread yet), *after
 //!   the release* if it follows `released_at`, else the
 //!   current node if it became current at or before `t`, else the ring
-//!   entry whose `[start, end)` holds `t`, else unknown, with the reason. A ring entry is trusted only if it cannot have
+//!   entry whose `[start, end)` holds `t`, else unknown, with the reason.
+//!   A ring entry is trusted only if it cannot have
 //!   been overwritten while it was read (checked against `ring_head` again
 //!   afterwards, with one entry of slack for a write in progress).
 //! - The tracer writes `dip` and `idle` (the work-area counts of the
@@ -296,29 +297,8 @@ impl WorkArea {
         })
     }
 
-    /// Frees the slots released before `read_up_to` (tracer side): the
-    /// caller has read every dispatch stamped before that time, so nothing
-    /// is left to tag from them. Returns how many were freed.
-    pub fn reclaim(&self, read_up_to: u64) -> usize {
-        (0..self.slots)
-            .filter_map(|i| self.slot(i))
-            .filter(|s| {
-                let tid = s.slot.tid.load(Ordering::Acquire);
-                let released = s.slot.released_at.load(Ordering::Acquire);
-                tid != 0
-                    && tid != SETTING_UP
-                    && released != 0
-                    && released < read_up_to
-                    && s.slot
-                        .tid
-                        .compare_exchange(tid, 0, Ordering::AcqRel, Ordering::Relaxed)
-                        .is_ok()
-            })
-            .count()
-    }
-
     /// The claimed slots as `(index, tid, pid)` (tracer side), released
-    /// ones included until [`WorkArea::reclaim`] frees them.
+    /// ones included until [`SlotRef::reclaim`] frees them.
     pub fn claimed(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
         (0..self.slots).filter_map(|i| {
             let s = self.slot(i)?;
@@ -344,7 +324,7 @@ impl SlotRef<'_> {
 
     /// Agent side, at thread end: the thread leaves Java at `now`. The
     /// tracer frees the slot once it has tagged the dispatches before `now`
-    /// ([`WorkArea::reclaim`]).
+    /// ([`SlotRef::reclaim`]).
     pub fn release(&self, now: u64) {
         self.slot.released_at.store(now.max(1), Ordering::Release);
     }
@@ -352,6 +332,23 @@ impl SlotRef<'_> {
     /// Whether the owning thread has left Java (its slot awaits reclaim).
     pub fn released(&self) -> bool {
         self.slot.released_at.load(Ordering::Acquire) != 0
+    }
+
+    /// Tracer side: frees the slot if its thread left Java before
+    /// `read_up_to` (the caller has read every dispatch stamped before that
+    /// time, so nothing is left to tag from it). Returns whether it did.
+    pub fn reclaim(&self, read_up_to: u64) -> bool {
+        let tid = self.slot.tid.load(Ordering::Acquire);
+        let released = self.slot.released_at.load(Ordering::Acquire);
+        tid != 0
+            && tid != SETTING_UP
+            && released != 0
+            && released < read_up_to
+            && self
+                .slot
+                .tid
+                .compare_exchange(tid, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// Agent side: `node` became current at `now`; `old` (current since
@@ -529,8 +526,12 @@ mod tests {
         assert_eq!(tracer.slot(0).unwrap().node_at(6_000), Tag::AfterRelease);
         assert_eq!(tracer.claimed().count(), 2, "kept until the tracer is done");
         assert!(agent.claim(103, 1, 71, 6_500).is_none(), "not free yet");
-        assert_eq!(tracer.reclaim(6_000), 0, "dispatches at 6000 not read yet");
-        assert_eq!(tracer.reclaim(6_001), 1);
+        assert!(
+            !tracer.slot(0).unwrap().reclaim(6_000),
+            "dispatches at 6000 not read yet"
+        );
+        assert!(!tracer.slot(1).unwrap().reclaim(6_001), "not released");
+        assert!(tracer.slot(0).unwrap().reclaim(6_001));
         assert_eq!(tracer.claimed().count(), 1);
         assert!(agent.claim(103, 1, 71, 6_500).is_some(), "free again");
     }
