@@ -188,36 +188,56 @@ fn saturating_work_leaves_no_cpu_idle_and_threads_wait_runnable() {
     }
 }
 
-/// Switch-ins from idle per CPU, as perf's own switch records saw them in
-/// `[start_ns, stop_ns)` (perf run with `-k CLOCK_MONOTONIC`, our clock).
-fn perf_switch_ins_from_idle(script: &str, start_ns: u64, stop_ns: u64) -> Vec<(u32, u64)> {
-    let mut counts = std::collections::BTreeMap::new();
-    for line in script.lines() {
-        if !line.contains("SWITCH_CPU_WIDE IN") || !line.contains("prev pid/tid:     0/0") {
-            continue;
-        }
-        let mut w = line.split_whitespace();
-        let tid: u32 = w.next().and_then(|t| t.parse().ok()).unwrap_or(0);
-        let cpu: u32 = w
-            .next()
-            .and_then(|c| c.trim_matches(|ch| ch == '[' || ch == ']').parse().ok())
-            .expect("cpu column");
-        let secs: f64 = w
-            .next()
-            .and_then(|t| t.trim_end_matches(':').parse().ok())
-            .expect("time column");
-        let t = (secs * 1e9).round() as u64;
-        if tid != 0 && t >= start_ns && t < stop_ns {
-            *counts.entry(cpu).or_insert(0u64) += 1;
-        }
-    }
-    counts.into_iter().collect()
+/// One `PERF_RECORD_SWITCH_CPU_WIDE` line of `perf script --show-switch-events -F tid,cpu,time`.
+struct PerfSwitch {
+    /// The task the record was written for (its context).
+    tid: u32,
+    cpu: u32,
+    time: u64,
+    /// OUT (switch-out) or IN.
+    out: bool,
+    /// The other task (next for OUT, prev for IN).
+    other_tid: u32,
 }
 
-#[test]
-fn dispatches_from_idle_agree_with_perf_switch_records_on_every_cpu() {
-    let Some(_m) = machine() else { return };
-    let dir = tempfile::tempdir().unwrap();
+fn perf_switches(script: &str) -> Vec<PerfSwitch> {
+    script
+        .lines()
+        .filter_map(|line| {
+            let out = if line.contains("SWITCH_CPU_WIDE OUT") {
+                true
+            } else if line.contains("SWITCH_CPU_WIDE IN") {
+                false
+            } else {
+                return None;
+            };
+            let mut w = line.split_whitespace();
+            let tid: u32 = w.next()?.parse().ok()?;
+            let cpu: u32 = w
+                .next()?
+                .trim_matches(|ch| ch == '[' || ch == ']')
+                .parse()
+                .ok()?;
+            let secs: f64 = w.next()?.trim_end_matches(':').parse().ok()?;
+            let other = line.rsplit_once("pid/tid:")?.1.trim();
+            let other_tid: u32 = other.rsplit_once('/')?.1.trim().parse().ok()?;
+            Some(PerfSwitch {
+                tid,
+                cpu,
+                time: (secs * 1e9).round() as u64,
+                out,
+                other_tid,
+            })
+        })
+        .collect()
+}
+
+/// Runs `perf record --switch-events -a` (on our clock) around `work`, and
+/// returns what `work` returned with perf's switch records.
+fn under_perf_switch_records<T>(
+    dir: &tempfile::TempDir,
+    work: impl FnOnce() -> T,
+) -> (T, Vec<PerfSwitch>) {
     let pdata = dir.path().join("perf.data");
     let mut perf = Command::new("perf")
         .args([
@@ -237,10 +257,7 @@ fn dispatches_from_idle_agree_with_perf_switch_records_on_every_cpu() {
         .spawn()
         .expect("perf is installed (Debian's linux-perf)");
     std::thread::sleep(Duration::from_millis(700));
-    let (r, _) = record_dutycycle(
-        &dir,
-        &["--busy-ms", "2", "--sleep-ms", "2", "--seconds", "2"],
-    );
+    let result = work();
     // SAFETY: kill has no memory effects.
     unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
     let status = perf.wait().unwrap();
@@ -256,8 +273,100 @@ fn dispatches_from_idle_agree_with_perf_switch_records_on_every_cpu() {
         ])
         .arg(&pdata));
     assert!(script.status.success(), "perf script: {}", stderr(&script));
-    let perf_counts =
-        perf_switch_ins_from_idle(&stdout(&script), u(&r, "start_ns"), u(&r, "stop_ns"));
+    (result, perf_switches(&stdout(&script)))
+}
+
+/// Switch-ins from idle per CPU, as perf's own switch records saw them in
+/// `[start_ns, stop_ns)` (perf run with `-k CLOCK_MONOTONIC`, our clock).
+fn perf_switch_ins_from_idle(
+    switches: &[PerfSwitch],
+    start_ns: u64,
+    stop_ns: u64,
+) -> Vec<(u32, u64)> {
+    let mut counts = std::collections::BTreeMap::new();
+    for s in switches {
+        if !s.out && s.other_tid == 0 && s.tid != 0 && s.time >= start_ns && s.time < stop_ns {
+            *counts.entry(s.cpu).or_insert(0u64) += 1;
+        }
+    }
+    counts.into_iter().collect()
+}
+
+/// Idle time per CPU in `[start_ns, stop_ns)` from perf's switch records
+/// written in the non-idle thread's context (complete on every CPU here): a
+/// CPU is idle from a thread's switch-out to idle until a thread's switch-in
+/// from idle.
+fn perf_idle_ns(switches: &[PerfSwitch], start_ns: u64, stop_ns: u64) -> Vec<(u32, u64)> {
+    let mut idle_since = std::collections::BTreeMap::<u32, Option<u64>>::new();
+    let mut idle = std::collections::BTreeMap::<u32, u64>::new();
+    let clip = |a: u64, b: u64| b.min(stop_ns).saturating_sub(a.max(start_ns));
+    for s in switches.iter().filter(|s| s.tid != 0 && s.other_tid == 0) {
+        let since = idle_since.entry(s.cpu).or_default();
+        let total = idle.entry(s.cpu).or_default();
+        if s.out {
+            *since = Some(s.time);
+        } else if let Some(t) = since.take() {
+            *total += clip(t, s.time);
+        }
+    }
+    for (cpu, since) in idle_since {
+        if let Some(t) = since {
+            *idle.entry(cpu).or_default() += clip(t, stop_ns);
+        }
+    }
+    idle.into_iter().collect()
+}
+
+#[test]
+fn idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("pipe.idleflow");
+    let (r, switches) = under_perf_switch_records(&dir, || {
+        let out = run(idleflow()
+            .args(["record", "-q", "-o"])
+            .arg(&rec)
+            .args(["--", "perf", "bench", "sched", "pipe", "-l", "60000"]));
+        assert!(out.status.success(), "record: {}", stderr(&out));
+        report_json(&rec)
+    });
+    let perf = perf_idle_ns(&switches, u(&r, "start_ns"), u(&r, "stop_ns"));
+    let per_cpu = r["per_cpu"].as_array().unwrap();
+    assert_eq!(perf.len(), per_cpu.len(), "perf saw CPUs {perf:?}");
+    for (c, (pcpu, perf_ns)) in per_cpu.iter().zip(&perf) {
+        assert_eq!(u(c, "cpu"), u64::from(*pcpu));
+        let ours = u(c, "idle_ns");
+        let diff_pct = 100.0 * ours.abs_diff(*perf_ns) as f64 / (*perf_ns).max(1) as f64;
+        println!(
+            "| CPU {pcpu} | idleflow idle {:.3} ms (unknown {:.3} ms, {} breaks) | perf switch records {:.3} ms | {diff_pct:.3} % | window {:.1} ms |",
+            ours as f64 / 1e6,
+            u(c, "unknown_ns") as f64 / 1e6,
+            u(c, "breaks"),
+            *perf_ns as f64 / 1e6,
+            u(&r, "duration_ns") as f64 / 1e6
+        );
+        assert!(
+            *perf_ns > u(&r, "duration_ns") / 10,
+            "CPU {pcpu}: sched pipe should leave the CPU idle often: {perf_ns} ns"
+        );
+        assert!(
+            diff_pct <= 0.2,
+            "CPU {pcpu}: idleflow {ours} ns idle, perf's switch records {perf_ns} ns ({diff_pct:.3} %)"
+        );
+    }
+}
+
+#[test]
+fn dispatches_from_idle_agree_with_perf_switch_records_on_every_cpu() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ((r, _), switches) = under_perf_switch_records(&dir, || {
+        record_dutycycle(
+            &dir,
+            &["--busy-ms", "2", "--sleep-ms", "2", "--seconds", "2"],
+        )
+    });
+    let perf_counts = perf_switch_ins_from_idle(&switches, u(&r, "start_ns"), u(&r, "stop_ns"));
     let per_cpu = r["per_cpu"].as_array().unwrap();
     assert_eq!(
         perf_counts.len(),

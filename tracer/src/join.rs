@@ -15,7 +15,7 @@
 //! switch is emitted once: a switch-in record that confirms the dispatch just
 //! emitted from its sample or switch-out record is not emitted again.
 
-use idleflow_format::{Dispatch, PrevState};
+use idleflow_format::{Dispatch, PrevState, IDLE_TID};
 
 use crate::parse::PerfRecord;
 
@@ -27,15 +27,24 @@ struct Pending {
     state: PrevState,
 }
 
+/// The tid the kernel writes for a task that is no longer alive (an exiting
+/// thread's last switch-out, or the switch-in that follows it).
+const DEAD_TID: u32 = u32::MAX;
+
 /// The per-CPU joiner. See the module documentation.
 #[derive(Debug)]
 pub struct Joiner {
     cpu: u32,
     /// A `sched_switch` sample waiting for its switch-out record.
     pending: Option<Pending>,
+    /// A dispatch out of idle seen from the idle side (sample or switch-out,
+    /// CPU 0 here), waiting for its switch-in record, whose time it takes.
+    from_idle: Option<Pending>,
     /// The last dispatch emitted from a sample or switch-out, waiting for
     /// its switch-in record: `(prev, next)`.
     awaiting_in: Option<(u32, u32)>,
+    /// The thread that got the CPU at the last dispatch emitted.
+    current: Option<u32>,
 }
 
 impl Joiner {
@@ -44,11 +53,14 @@ impl Joiner {
         Joiner {
             cpu,
             pending: None,
+            from_idle: None,
             awaiting_in: None,
+            current: None,
         }
     }
 
-    fn emit(&self, p: Pending, out: &mut impl FnMut(Dispatch)) {
+    fn emit(&mut self, p: Pending, out: &mut impl FnMut(Dispatch)) {
+        self.current = Some(p.next);
         out(Dispatch {
             time: p.time,
             cpu: self.cpu,
@@ -59,15 +71,47 @@ impl Joiner {
         });
     }
 
-    /// Flushes a sample whose switch-out record never came.
+    /// Flushes a sample whose switch-out record never came, and a dispatch
+    /// out of idle whose switch-in record never came (at the time of the
+    /// record it was seen in).
     fn flush(&mut self, out: &mut impl FnMut(Dispatch)) {
+        if let Some(p) = self.from_idle.take() {
+            self.emit(p, out);
+        }
         if let Some(p) = self.pending.take() {
             self.emit(p, out);
             self.awaiting_in = Some((p.prev, p.next));
         }
     }
 
+    /// Emits `p` now, or, for a dispatch out of idle, holds it for its
+    /// switch-in record.
+    fn dispatch_seen(&mut self, p: Pending, out: &mut impl FnMut(Dispatch)) {
+        if p.prev == IDLE_TID && p.next != IDLE_TID {
+            self.from_idle = Some(p);
+        } else {
+            self.emit(p, out);
+            self.awaiting_in = Some((p.prev, p.next));
+        }
+    }
+
+    /// The thread leaving the CPU when the kernel names it [`DEAD_TID`]: the
+    /// one a sample or switch-out of this same switch named, else the one
+    /// that got the CPU last. `switch_in`: asked by the switch-in record.
+    fn dead_prev(&self, next: u32, switch_in: bool) -> u32 {
+        match (self.pending, self.awaiting_in) {
+            (Some(p), _) if p.next == next => p.prev,
+            (_, Some((prev, n))) if switch_in && n == next => prev,
+            _ => self.current.unwrap_or(DEAD_TID),
+        }
+    }
+
     /// Feeds one record of this CPU's ring; calls `out` for each dispatch.
+    ///
+    /// A dispatch's time is that of the record written in the non-idle
+    /// thread's context, which exists on every CPU: the switch-out record
+    /// (or the sample) of a thread leaving, and the switch-in record of a
+    /// thread taking the CPU from idle.
     pub fn feed(&mut self, rec: &PerfRecord, out: &mut impl FnMut(Dispatch)) {
         match *rec {
             PerfRecord::SchedSwitch {
@@ -90,7 +134,12 @@ impl Joiner {
                 preempt,
                 other_tid,
             } => {
-                let (prev, next) = (id.tid, other_tid);
+                let next = other_tid;
+                let prev = if id.tid == DEAD_TID {
+                    self.dead_prev(next, false)
+                } else {
+                    id.tid
+                };
                 let state = match self.pending.take() {
                     Some(p) if p.prev == prev && p.next == next => p.state,
                     other => {
@@ -98,14 +147,17 @@ impl Joiner {
                         self.flush(out);
                         if preempt {
                             PrevState::Preempted
-                        } else if prev == 0 {
+                        } else if prev == IDLE_TID {
                             PrevState::Unknown
                         } else {
                             PrevState::Blocked
                         }
                     }
                 };
-                self.emit(
+                if let Some(p) = self.from_idle.take() {
+                    self.emit(p, out);
+                }
+                self.dispatch_seen(
                     Pending {
                         time: id.time,
                         prev,
@@ -114,7 +166,6 @@ impl Joiner {
                     },
                     out,
                 );
-                self.awaiting_in = Some((prev, next));
             }
             PerfRecord::Switch {
                 id,
@@ -122,10 +173,31 @@ impl Joiner {
                 other_tid,
                 ..
             } => {
-                let (prev, next) = (other_tid, id.tid);
-                if let Some(p) = self.pending.take() {
+                let next = id.tid;
+                let prev = if other_tid == DEAD_TID {
+                    match self.from_idle {
+                        Some(p) if p.next == next => p.prev,
+                        _ => self.dead_prev(next, true),
+                    }
+                } else {
+                    other_tid
+                };
+                if let Some(mut p) = self.from_idle.take() {
+                    if p.prev == prev && p.next == next {
+                        // Seen from the idle side: the switch-in gives its time.
+                        p.time = id.time;
+                        self.emit(p, out);
+                        self.awaiting_in = None;
+                        return;
+                    }
+                    self.emit(p, out);
+                }
+                if let Some(mut p) = self.pending.take() {
                     if p.prev == prev && p.next == next {
                         // Sample seen, switch-out record lost: the switch-in completes it.
+                        if prev == IDLE_TID {
+                            p.time = id.time;
+                        }
                         self.emit(p, out);
                         self.awaiting_in = None;
                         return;
@@ -149,9 +221,17 @@ impl Joiner {
             PerfRecord::Lost { .. } => {
                 self.flush(out);
                 self.awaiting_in = None;
+                self.current = None;
             }
             PerfRecord::Other => {}
-            _ => self.flush(out),
+            // Wakeups and task records may come between the records of a
+            // switch; only a sample can still be waiting for its switch-out.
+            _ => {
+                if let Some(p) = self.pending.take() {
+                    self.emit(p, out);
+                    self.awaiting_in = Some((p.prev, p.next));
+                }
+            }
         }
     }
 }
@@ -273,6 +353,64 @@ mod tests {
                 (10, 5, PrevState::Sleeping, 7),
                 (21, 7, PrevState::Sleeping, 0)
             ]
+        );
+    }
+
+    #[test]
+    fn a_dispatch_out_of_idle_takes_the_switch_in_time_on_every_cpu() {
+        // CPU 0 here: all three records of leaving idle are seen.
+        let cpu0 = join(&[
+            sample(10, 0, 0, 5),
+            sw_out(11, 0, 5, false),
+            sw_in(14, 0, 5),
+        ]);
+        // CPU 1 here: only the switch-in.
+        let cpu1 = join(&[sw_in(14, 0, 5)]);
+        assert_eq!(cpu0.len(), 1);
+        assert_eq!(cpu1.len(), 1);
+        assert_eq!(cpu0[0].0, 14);
+        assert_eq!(cpu1[0].0, 14);
+        // A switch-in that never comes: the idle side's time stands.
+        let lost_in = join(&[
+            sample(10, 0, 0, 5),
+            sw_out(11, 0, 5, false),
+            sample(20, 5, 1, 0),
+            sw_out(21, 5, 0, false),
+        ]);
+        assert_eq!(lost_in[0], (11, 0, PrevState::Preempted, 5));
+        assert_eq!(lost_in[1], (21, 5, PrevState::Sleeping, 0));
+    }
+
+    #[test]
+    fn an_exiting_thread_keeps_its_tid() {
+        // The kernel writes -1 for a task that is no longer alive.
+        let v = join(&[
+            sw_in(5, 0, 9),
+            sample(10, 9, 0x10, 0),
+            sw_out(11, DEAD_TID, 0, false),
+            sw_in(30, 0, 7),
+            sw_out(40, 7, 0, false),
+        ]);
+        assert_eq!(
+            v,
+            vec![
+                (5, 0, PrevState::Unknown, 9),
+                (11, 9, PrevState::Dead, 0),
+                (30, 0, PrevState::Unknown, 7),
+                (40, 7, PrevState::Blocked, 0),
+            ]
+        );
+        // The switch-in after an exit names the dead thread -1 too.
+        let v = join(&[sw_in(5, 0, 9), sw_in(8, DEAD_TID, 4)]);
+        assert_eq!(v[1], (8, 9, PrevState::Unknown, 4));
+        let v = join(&[
+            sw_in(5, 0, 9),
+            sw_out(8, DEAD_TID, 4, false),
+            sw_in(9, DEAD_TID, 4),
+        ]);
+        assert_eq!(
+            v,
+            vec![(5, 0, PrevState::Unknown, 9), (8, 9, PrevState::Blocked, 4)]
         );
     }
 }
