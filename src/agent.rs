@@ -11,7 +11,7 @@ use idleflow_format::twa::WorkArea;
 use crate::cli::RecordArgs;
 
 /// History entries per thread in the work area: with the tracer reading
-/// every [`crate::record::POLL_MS_AGENT`] ms, enough for threads that
+/// every 5 ms while a JVM has threads in the work area, enough for threads that
 /// replace a node lasting Δ every few µs (interpreted `System.nanoTime` loops
 /// were measured at ~50 entries/ms; 1,024 entries were overwritten before
 /// the tracer read them at 25 ms).

@@ -11,11 +11,8 @@ use idleflow_tracer::{procfs, RecordOptions, Recorder};
 
 use crate::cli::RecordArgs;
 
-/// How often the rings are read (and stop conditions checked), ms.
-const POLL_MS: i32 = 25;
-/// The same with a JVM agent: dispatches are tagged when read, so reading
-/// sooner leaves the work area's history less time to be overwritten.
-pub const POLL_MS_AGENT: i32 = 5;
+/// The longest the loop sleeps while a live status line is shown, ms.
+const STATUS_MS: i32 = 250;
 
 enum Target {
     Command(std::process::Child),
@@ -84,6 +81,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         (Target::System, vec![])
     };
     let mut target = target;
+    // Woken by the target's exit instead of checking for it.
+    let exit_fd = match &target {
+        Target::Command(c) => idleflow_tracer::sys::pidfd_open(c.id()).ok(),
+        Target::Pid(pid) => idleflow_tracer::sys::pidfd_open(*pid).ok(),
+        Target::System => None,
+    };
     let begun = recorder
         .begin(&args.output, &args.command, &target_pids)
         .with_context(|| format!("cannot start the recording {}", args.output.display()));
@@ -113,12 +116,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             ));
             status.tick();
         }
-        let poll_ms = if agent.is_some() {
-            POLL_MS_AGENT
-        } else {
-            POLL_MS
-        };
-        if let Err(e) = recorder.poll(poll_ms) {
+        let mut max_wait = if show_status { STATUS_MS } else { i32::MAX };
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now()).as_millis();
+            max_wait = max_wait.min(left.min(i32::MAX as u128) as i32);
+        }
+        use std::os::fd::AsFd;
+        if let Err(e) = recorder.poll(exit_fd.as_ref().map(|f| f.as_fd()), max_wait) {
             if let Target::Command(child) = &mut target {
                 let _ = child.wait();
             }

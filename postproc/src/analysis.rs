@@ -55,6 +55,9 @@ pub struct Analysis {
     pub trees: Vec<TreeDump>,
     /// What the dispatch stream adds to each call-tree node.
     pub node_idle: NodeAttribution,
+    /// idleflow's own threads (the recorder's, the JVM agents'): never
+    /// reported as causes of idle, shown apart.
+    pub tool_tids: FxHashSet<u32>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -86,6 +89,7 @@ impl Analysis {
             unknown_records: 0,
             trees: Vec::new(),
             node_idle: NodeAttribution::default(),
+            tool_tids: FxHashSet::default(),
             summary: RunSummary::default(),
             info,
         };
@@ -123,8 +127,34 @@ impl Analysis {
                     a.names.insert(t.tid, (t.pid, t.comm));
                 }
                 Record::Exit(_) => {}
-                Record::Tree(t) => a.trees.push(*t),
+                Record::Tree(t) => {
+                    // The JVM knows its threads' full names (the kernel's are
+                    // cut to 15 characters, and a JVM's main thread is `java`).
+                    // (`tid-N` is the agent's stand-in for a name it could not read.)
+                    let named = |th: &&idleflow_format::ThreadTree| {
+                        !th.name.is_empty() && th.name != format!("tid-{}", th.tid)
+                    };
+                    // A tid's first Java thread names it: the JVM renames
+                    // `main` to `DestroyJavaVM` when `main` returns.
+                    let mut seen = FxHashSet::default();
+                    for th in t.threads.iter().filter(named) {
+                        if seen.insert(th.tid) {
+                            a.names.insert(th.tid, (t.pid, th.name.clone()));
+                        }
+                    }
+                    a.tool_tids.extend(t.agent_tids.iter().copied());
+                    a.trees.push(*t)
+                }
             }
+        }
+        let tool_pid = a.info.tool_pid;
+        if tool_pid != 0 {
+            a.tool_tids.extend(
+                a.names
+                    .iter()
+                    .filter(|(_, (pid, _))| *pid == tool_pid)
+                    .map(|(tid, _)| *tid),
+            );
         }
         a.unknown_records = reader.unknown_records();
         a.summary = reader.summary().cloned().ok_or(FormatError::Truncated {

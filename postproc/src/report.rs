@@ -113,6 +113,26 @@ pub struct ThreadRow {
     pub idle: u64,
 }
 
+/// idleflow's own threads in its recording: what they cost, shown once and
+/// never counted among the causes of idle.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct ToolUse {
+    /// Their thread ids (the recorder's, the JVM agents' dump writers).
+    pub tids: Vec<u32>,
+    /// Their time on a CPU, ns.
+    pub runtime_ns: u64,
+    /// That time as % of one CPU over the window.
+    pub cpu_pct_of_one: f64,
+    /// Times they left a CPU not runnable (each a wake-up later).
+    pub wakeups: u64,
+    /// Share of all threads' such wake-ups in the window, %.
+    pub wakeups_pct: f64,
+    /// Dispatches to idle their leaving caused (left out of every cause table).
+    pub idle_dispatches_caused: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns_caused: u64,
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
@@ -160,8 +180,10 @@ pub struct Report {
     pub per_cpu: Vec<CpuRow>,
     /// All CPUs together.
     pub total: CpuRow,
-    /// Blocked-thread statistics, most runtime first.
+    /// Blocked-thread statistics, most runtime first (idleflow's own threads left out).
     pub threads: Vec<ThreadRow>,
+    /// idleflow's own threads.
+    pub tool: ToolUse,
     /// The arcflow call-tree section (recordings of JVMs run with the agent).
     pub arcflow: Option<Arcflow>,
 }
@@ -187,10 +209,15 @@ impl Report {
     pub fn new(a: &Analysis, max_causes: usize, arcflow: &ArcflowOptions) -> Self {
         let duration = a.duration_ns();
         let name = |tid: u32| -> (u32, String) {
-            if tid == 0 {
-                return (0, "swapper".into());
+            match tid {
+                0 => (0, "swapper".into()),
+                u32::MAX => (0, "[exited thread]".into()),
+                _ => a
+                    .names
+                    .get(&tid)
+                    .cloned()
+                    .unwrap_or_else(|| (0, "[unknown thread]".into())),
             }
-            a.names.get(&tid).cloned().unwrap_or((0, String::new()))
         };
         let hz = a.info.user_hz.max(1);
         let kernel_idle = |cpu: u32| -> Option<u64> {
@@ -210,7 +237,7 @@ impl Report {
             let mut causes: Vec<(u32, &IdleCause)> = a
                 .causes
                 .iter()
-                .filter(|((ci, _), _)| *ci == i)
+                .filter(|((ci, tid), _)| *ci == i && !a.tool_tids.contains(tid))
                 .map(|((_, tid), c)| (*tid, c))
                 .collect();
             for (tid, c) in &causes {
@@ -279,10 +306,26 @@ impl Report {
             e.0 += c.dispatches;
             e.1 += c.idle_ns;
         }
+        let mut tool = ToolUse::default();
+        let mut all_wakeups = 0;
+        for t in a.accounting.threads() {
+            all_wakeups += t.non_runnable;
+            if a.tool_tids.contains(&t.tid) {
+                tool.tids.push(t.tid);
+                tool.runtime_ns += t.runtime_ns;
+                tool.wakeups += t.non_runnable;
+                let (ic, ins) = caused.get(&t.tid).copied().unwrap_or_default();
+                tool.idle_dispatches_caused += ic;
+                tool.idle_ns_caused += ins;
+            }
+        }
+        tool.tids.sort_unstable();
+        tool.cpu_pct_of_one = pct(tool.runtime_ns, duration);
+        tool.wakeups_pct = pct(tool.wakeups, all_wakeups);
         let mut threads: Vec<ThreadRow> = a
             .accounting
             .threads()
-            .filter(|t| a.shows(t.tid))
+            .filter(|t| a.shows(t.tid) && !a.tool_tids.contains(&t.tid))
             .map(|t| {
                 let (pid, comm) = name(t.tid);
                 let observed = t.runtime_ns + t.runnable_wait_ns + t.blocked_ns;
@@ -346,6 +389,7 @@ impl Report {
             per_cpu,
             total,
             threads,
+            tool,
         }
     }
 }
@@ -407,6 +451,7 @@ mod tests {
             proc_stat_start: vec![],
             user_hz: 100,
             ring_bytes: 4096,
+            tool_pid: 0,
         };
         let node = (77u64 << 32) | 2;
         let tree = TreeDump {
@@ -433,6 +478,7 @@ mod tests {
                 }],
             }],
             unmatched_exits: 0,
+            agent_tids: vec![],
         };
         let mut w = Writer::new(Vec::new(), &info).unwrap();
         let mut t = 2_000;

@@ -93,6 +93,24 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             String::new()
         }
     )?;
+    if !r.tool.tids.is_empty() {
+        let t = &r.tool;
+        writeln!(
+            o,
+            "# idleflow itself ({} thread{}): {} ms on CPU ({:.2} % of one CPU), {} wake-ups ({:.2} % of all); left out of every table below{}",
+            t.tids.len(),
+            if t.tids.len() == 1 { "" } else { "s" },
+            ms(t.runtime_ns),
+            t.cpu_pct_of_one,
+            count(t.wakeups),
+            t.wakeups_pct,
+            if t.idle_dispatches_caused > 0 {
+                format!(" (its leaving preceded {} dispatches to idle)", count(t.idle_dispatches_caused))
+            } else {
+                String::new()
+            }
+        )?;
+    }
     if r.lost_events > 0 || r.stream_breaks > 0 {
         writeln!(
             o,

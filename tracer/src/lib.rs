@@ -6,11 +6,13 @@
 //! Modules, each with one job: [`sys`] (the perf ABI, all `unsafe` about it),
 //! [`ring`] (ring buffer reading), [`tracefs`] (tracepoint formats),
 //! [`parse`] (ring records), [`join`] (records → dispatches), [`merge`]
-//! (time order across CPUs), [`procfs`] (`/proc` and `/sys`), and
-//! [`recorder`] (the whole, driven by the CLI).
+//! (time order across CPUs), [`names`] (thread names in time order),
+//! [`procfs`] (`/proc` and `/sys`), and [`recorder`] (the whole, driven by
+//! the CLI).
 
 pub mod join;
 pub mod merge;
+pub mod names;
 pub mod parse;
 pub mod procfs;
 pub mod recorder;

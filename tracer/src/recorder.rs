@@ -11,16 +11,12 @@
 
 use std::fs::File;
 use std::io::BufWriter;
+use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
-
-use idleflow_format::{
-    FormatError, Lost, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, TreeDump,
-    Wakeup, Writer,
-};
-use rustc_hash::FxHashMap;
 
 use crate::join::Joiner;
 use crate::merge::Merge;
+use crate::names::{TaskEvent, ThreadNames};
 use crate::parse::{parse, Layout, PerfRecord};
 use crate::procfs;
 use crate::ring::{page_size, Ring};
@@ -28,10 +24,26 @@ use crate::sys::{self, EventSpec, PerfEvent, SysError};
 use crate::tracefs::{self, TracefsError, Tracepoint};
 use crate::workarea::LiveWorkArea;
 use idleflow_format::twa::WorkArea;
+use idleflow_format::{
+    FormatError, Lost, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, TreeDump,
+    Wakeup, Writer,
+};
 use std::sync::Arc;
 
 /// Default ring size per CPU.
 pub const DEFAULT_RING_BYTES: usize = 4 << 20;
+
+/// The recorder wakes when a ring is half full, and otherwise after a period
+/// that adapts to the traffic: halved (down to [`MIN_PERIOD_MS`]) after a
+/// round that found a ring more than 1/8 full, doubled (up to
+/// [`MAX_PERIOD_MS`]) after one that found every ring under 1/64 full, so a
+/// quiet machine sees the recorder a few times a second.
+const MIN_PERIOD_MS: i32 = 10;
+/// See [`MIN_PERIOD_MS`].
+const MAX_PERIOD_MS: i32 = 250;
+/// The period while a JVM agent has threads in the work area: dispatches are
+/// tagged when read, and a thread's node history lasts tens of ms.
+const WORK_AREA_PERIOD_MS: i32 = 5;
 
 /// Why recording failed.
 #[derive(Debug, thiserror::Error)]
@@ -107,30 +119,12 @@ struct Output {
     path: PathBuf,
 }
 
-/// Thread names known so far: tid → (pid, ppid, comm).
-type Names = FxHashMap<u32, (u32, u32, String)>;
-
-/// Learns a thread's name and parent and queues its THREAD record.
-fn thread_named(
-    names: &mut Names,
-    merge: &mut Merge<Record>,
-    time: u64,
-    tid: u32,
-    pid: u32,
-    ppid: u32,
-    comm: String,
-) {
-    names.insert(tid, (pid, ppid, comm.clone()));
-    merge.push(
-        time,
-        Record::Thread(ThreadInfo {
-            time,
-            tid,
-            pid,
-            ppid,
-            comm,
-        }),
-    );
+/// What the merge holds: records ready to write, and task events whose
+/// THREAD records need the names known at their time ([`crate::names`]).
+#[derive(Debug)]
+enum Merged {
+    Record(Record),
+    Task(TaskEvent),
 }
 
 /// A recording in progress. See the module documentation.
@@ -141,17 +135,18 @@ pub struct Recorder {
     events: Vec<PerfEvent>,
     ring_owner: Vec<usize>,
     rings: Vec<CpuRing>,
-    merge: Merge<Record>,
-    names: Names,
+    merge: Merge<Merged>,
+    names: ThreadNames,
     start_ns: u64,
     start_unix_ns: u64,
     proc_stat_start: Vec<ProcStatCpu>,
     last_round_start: u64,
     summary: RunSummary,
     output: Option<Output>,
-    scratch: Vec<(u64, Record)>,
+    scratch: Vec<(u64, Merged)>,
     work_area: Option<LiveWorkArea>,
     tree_dir: Option<PathBuf>,
+    period_ms: i32,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -239,7 +234,7 @@ impl Recorder {
             ring_owner,
             rings,
             merge: Merge::default(),
-            names: Names::default(),
+            names: ThreadNames::default(),
             start_ns: 0,
             start_unix_ns: 0,
             proc_stat_start: Vec::new(),
@@ -249,6 +244,7 @@ impl Recorder {
             scratch: Vec::new(),
             work_area: None,
             tree_dir: None,
+            period_ms: 25,
         })
     }
 
@@ -303,6 +299,7 @@ impl Recorder {
             proc_stat_start: self.proc_stat_start.clone(),
             user_hz: procfs::user_hz(),
             ring_bytes: self.ring_bytes as u64,
+            tool_pid: std::process::id(),
         };
         let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &info);
         let mut output = Output {
@@ -317,14 +314,15 @@ impl Recorder {
             path: path.to_path_buf(),
         };
         for t in procfs::threads() {
-            output.writer.write(&Record::Thread(ThreadInfo {
+            let t = ThreadInfo {
                 time: self.start_ns,
                 tid: t.tid,
                 pid: t.pid,
                 ppid: t.ppid,
-                comm: t.comm.clone(),
-            }))?;
-            self.names.insert(t.tid, (t.pid, t.ppid, t.comm));
+                comm: t.comm,
+            };
+            output.writer.write(&Record::Thread(t.clone()))?;
+            self.names.existing(&t);
         }
         self.output = Some(output);
         Ok(())
@@ -335,13 +333,30 @@ impl Recorder {
         self.output.as_ref().map_or(0, |o| o.writer.bytes_written())
     }
 
-    /// Waits up to `timeout_ms` for data, then reads every ring once and
-    /// writes what the merge can release.
-    pub fn poll(&mut self, timeout_ms: i32) -> Result<(), RecorderError> {
+    /// Waits for work (a ring half full, `wake` readable, a signal, or the
+    /// recorder's adaptive period, at most `max_wait_ms`), then reads every
+    /// ring once and writes what the merge can release.
+    pub fn poll(
+        &mut self,
+        wake: Option<BorrowedFd<'_>>,
+        max_wait_ms: i32,
+    ) -> Result<(), RecorderError> {
         let owners: Vec<&PerfEvent> = self.ring_owner.iter().map(|&i| &self.events[i]).collect();
-        sys::poll_events(&owners, timeout_ms)?;
+        let period = if self.work_area.as_ref().is_some_and(|w| w.active()) {
+            WORK_AREA_PERIOD_MS
+        } else {
+            self.period_ms
+        };
+        sys::poll_events(&owners, wake, period.min(max_wait_ms.max(0)))?;
         let round_start = sys::monotonic_ns();
-        self.read_rings();
+        let fullest = self.read_rings();
+        self.period_ms = if fullest > self.ring_bytes / 8 {
+            (self.period_ms / 2).max(MIN_PERIOD_MS)
+        } else if fullest < self.ring_bytes / 64 {
+            (self.period_ms * 2).min(MAX_PERIOD_MS)
+        } else {
+            self.period_ms
+        };
         let watermark = self.last_round_start;
         self.last_round_start = round_start;
         self.release(watermark)
@@ -389,15 +404,16 @@ impl Recorder {
         Ok(())
     }
 
-    fn read_rings(&mut self) {
+    /// Reads every ring once; returns the most bytes one ring held.
+    fn read_rings(&mut self) -> usize {
         if let Some(wa) = self.work_area.as_mut() {
             wa.refresh(sys::monotonic_ns());
         }
         let work_area = self.work_area.as_ref();
         let layout = &self.layout;
         let merge = &mut self.merge;
-        let names = &mut self.names;
         let summary = &mut self.summary;
+        let mut fullest = 0;
         for r in &mut self.rings {
             let CpuRing {
                 cpu,
@@ -406,7 +422,7 @@ impl Recorder {
                 lost,
             } = r;
             let cpu = *cpu;
-            ring.drain(|bytes| {
+            let bytes = ring.drain(|bytes| {
                 let Some(rec) = parse(bytes, layout) else {
                     summary.undecodable += 1;
                     return;
@@ -415,7 +431,7 @@ impl Recorder {
                     if let Some(wa) = work_area {
                         wa.tag(&mut d, summary);
                     }
-                    merge.push(d.time, Record::Dispatch(d))
+                    merge.push(d.time, Merged::Record(Record::Dispatch(d)))
                 });
                 match rec {
                     PerfRecord::Wakeup {
@@ -425,61 +441,65 @@ impl Recorder {
                         new_thread,
                     } => merge.push(
                         id.time,
-                        Record::Wakeup(Wakeup {
+                        Merged::Record(Record::Wakeup(Wakeup {
                             time: id.time,
                             cpu,
                             waker_tid: id.tid,
                             wakee_tid,
                             target_cpu,
                             new_thread,
+                        })),
+                    ),
+                    PerfRecord::Comm { id, pid, tid, comm } => merge.push(
+                        id.time,
+                        Merged::Task(TaskEvent::Comm {
+                            time: id.time,
+                            pid,
+                            tid,
+                            comm,
                         }),
                     ),
-                    PerfRecord::Comm { id, pid, tid, comm } => {
-                        let ppid = names.get(&pid).map_or(0, |n| n.1);
-                        thread_named(names, merge, id.time, tid, pid, ppid, comm);
-                    }
                     PerfRecord::Fork {
                         id,
                         pid,
                         ppid,
                         tid,
                         ptid,
-                    } => {
-                        let comm = names.get(&ptid).map(|n| n.2.clone()).unwrap_or_default();
-                        // A new thread of an existing process has that process's parent.
-                        let ppid = if pid == ppid {
-                            names.get(&pid).map_or(0, |n| n.1)
-                        } else {
-                            ppid
-                        };
-                        thread_named(names, merge, id.time, tid, pid, ppid, comm);
-                    }
-                    PerfRecord::Exit { id, pid, tid } => {
-                        names.remove(&tid);
-                        merge.push(
-                            id.time,
-                            Record::Exit(ThreadExit {
-                                time: id.time,
-                                tid,
-                                pid,
-                            }),
-                        );
-                    }
+                    } => merge.push(
+                        id.time,
+                        Merged::Task(TaskEvent::Fork {
+                            time: id.time,
+                            pid,
+                            ppid,
+                            tid,
+                            ptid,
+                        }),
+                    ),
+                    PerfRecord::Exit { id, pid, tid } => merge.push(
+                        id.time,
+                        Merged::Record(Record::Exit(ThreadExit {
+                            time: id.time,
+                            tid,
+                            pid,
+                        })),
+                    ),
                     PerfRecord::Lost { id, count } => {
                         *lost += count;
                         merge.push(
                             id.time,
-                            Record::Lost(Lost {
+                            Merged::Record(Record::Lost(Lost {
                                 time: id.time,
                                 cpu,
                                 count,
-                            }),
+                            })),
                         );
                     }
                     _ => {}
                 }
             });
+            fullest = fullest.max(bytes);
         }
+        fullest
     }
 
     fn release(&mut self, watermark: u64) -> Result<(), RecorderError> {
@@ -487,7 +507,15 @@ impl Recorder {
         self.merge.release(watermark, |t, r| batch.push((t, r)));
         let mut result = Ok(());
         if let Some(out) = self.output.as_mut() {
-            for (_, r) in &batch {
+            for (_, m) in batch.drain(..) {
+                let r = match m {
+                    Merged::Record(r) => r,
+                    Merged::Task(e) => Record::Thread(self.names.apply(e)),
+                };
+                if let Record::Exit(e) = &r {
+                    self.names.exited(e.tid);
+                }
+                let r = &r;
                 if let Some(wa) = self.work_area.as_mut() {
                     wa.account(r);
                 }

@@ -3,7 +3,7 @@
 //! wrapper over one system call; callers never see a raw pointer.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use perf_event_open_sys as sys;
 use sys::bindings::{
@@ -74,6 +74,7 @@ impl PerfEvent {
         attr.set_use_clockid(1);
         attr.set_context_switch(u64::from(spec.switch_records));
         attr.set_comm(u64::from(spec.task_records));
+        attr.set_comm_exec(u64::from(spec.task_records));
         attr.set_task(u64::from(spec.task_records));
         // SAFETY: `attr` is a fully initialized perf_event_attr whose `size`
         // is its own size; the kernel only reads it during the call.
@@ -132,12 +133,20 @@ fn check(rc: i32, call: &str) -> Result<(), SysError> {
 /// Now on `CLOCK_MONOTONIC`, the clock every event is stamped with, in ns.
 pub use idleflow_format::clock::monotonic_ns;
 
-/// Waits until one of `events`' rings passes its watermark or `timeout_ms` passes.
-pub fn poll_events(events: &[&PerfEvent], timeout_ms: i32) -> Result<(), SysError> {
+/// Waits until one of `events`' rings passes its watermark, `also`
+/// becomes readable (e.g. a pidfd: its process exited), a signal arrives or
+/// `timeout_ms` passes.
+pub fn poll_events(
+    events: &[&PerfEvent],
+    also: Option<BorrowedFd<'_>>,
+    timeout_ms: i32,
+) -> Result<(), SysError> {
     let mut fds: Vec<libc::pollfd> = events
         .iter()
-        .map(|e| libc::pollfd {
-            fd: e.fd.as_raw_fd(),
+        .map(|e| e.fd.as_raw_fd())
+        .chain(also.map(|fd| fd.as_raw_fd()))
+        .map(|fd| libc::pollfd {
+            fd,
             events: libc::POLLIN,
             revents: 0,
         })
@@ -154,4 +163,19 @@ pub fn poll_events(events: &[&PerfEvent], timeout_ms: i32) -> Result<(), SysErro
         }
     }
     Ok(())
+}
+
+/// A process handle that becomes readable when the process exits
+/// (`pidfd_open`), so the recorder wakes for it instead of checking.
+pub fn pidfd_open(pid: u32) -> Result<OwnedFd, SysError> {
+    // SAFETY: pidfd_open takes no pointers.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+    if fd < 0 {
+        return Err(SysError {
+            call: format!("pidfd_open({pid})"),
+            source: io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }

@@ -64,6 +64,12 @@ impl LiveWorkArea {
         self.read_up_to = now;
     }
 
+    /// Whether any thread owned a slot at the last refresh (a JVM agent is
+    /// at work), so that reads must come often enough for its histories.
+    pub fn active(&self) -> bool {
+        !self.slots.is_empty()
+    }
+
     /// Tags `d` with the node its leaving thread was in, and counts why a
     /// tag is missing into `summary`.
     pub fn tag(&self, d: &mut Dispatch, summary: &mut RunSummary) {

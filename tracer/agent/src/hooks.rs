@@ -20,7 +20,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -106,6 +106,9 @@ struct Agent {
     snapshots: Mutex<BTreeMap<u64, ThreadTree>>,
     unmatched_exits: AtomicU64,
     finished: AtomicBool,
+    /// The dump writer's tid (0 before it starts): named in every dump so
+    /// that reports never count the agent's own thread as a cause of idle.
+    dump_tid: AtomicU32,
 }
 
 static AGENT: OnceLock<Agent> = OnceLock::new();
@@ -165,6 +168,10 @@ impl Agent {
             methods,
             threads,
             unmatched_exits: self.unmatched_exits.load(Ordering::Relaxed),
+            agent_tids: match self.dump_tid.load(Ordering::Relaxed) {
+                0 => vec![],
+                tid => vec![tid],
+            },
         };
         let path = dir.join(format!("tree-{}.json", self.pid));
         let tmp = dir.join(format!(".tree-{}.json.tmp", self.pid));
@@ -316,6 +323,7 @@ pub fn on_load(options: &str) -> Result<(), String> {
         }),
         snapshots: Mutex::new(BTreeMap::new()),
         unmatched_exits: AtomicU64::new(0),
+        dump_tid: AtomicU32::new(0),
         finished: AtomicBool::new(false),
         opts,
     };
@@ -334,6 +342,7 @@ pub fn vm_init(_jvmti: Jvmti) {
     let spawned = std::thread::Builder::new()
         .name("idleflow-dump".into())
         .spawn(move || {
+            agent.dump_tid.store(gettid(), Ordering::Relaxed);
             while !agent.finished.load(Ordering::Relaxed) {
                 std::thread::sleep(period);
                 if !agent.finished.load(Ordering::Relaxed) {

@@ -62,6 +62,7 @@ impl<R: Read> Reader<R> {
                 proc_stat_start: Vec::new(),
                 user_hz: 0,
                 ring_bytes: 0,
+                tool_pid: 0,
             },
             summary: None,
             unknown_records: 0,

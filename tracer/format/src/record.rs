@@ -231,6 +231,10 @@ pub struct RunInfo {
     pub user_hz: u64,
     /// Size of each CPU's ring buffer, bytes.
     pub ring_bytes: u64,
+    /// The recorder's own process: its threads are idleflow, not the
+    /// program measured (0 in recordings that do not say).
+    #[serde(default)]
+    pub tool_pid: u32,
 }
 
 /// How the recording ended; the last record.
@@ -331,6 +335,10 @@ pub struct TreeDump {
     pub threads: Vec<ThreadTree>,
     /// Method exits that matched no open call (events enabled mid-call).
     pub unmatched_exits: u64,
+    /// The agent's own threads in this JVM (its dump writer): idleflow,
+    /// not the program measured.
+    #[serde(default)]
+    pub agent_tids: Vec<u32>,
 }
 
 /// One record of a recording, in stream order.

@@ -20,6 +20,7 @@ fn info() -> RunInfo {
         }],
         user_hz: 100,
         ring_bytes: 4096,
+        tool_pid: 0,
     }
 }
 
@@ -82,6 +83,7 @@ fn records() -> Vec<Record> {
                 }],
             }],
             unmatched_exits: 0,
+            agent_tids: vec![],
         })),
     ];
     for (i, s) in PrevState::ALL.into_iter().enumerate() {
@@ -343,6 +345,7 @@ fn a_tree_record_larger_than_64_mib_reads_back() {
             nodes,
         }],
         unmatched_exits: 0,
+        agent_tids: vec![],
     };
     let json_len = serde_json::to_vec(&dump).unwrap().len();
     assert!(json_len > 64 << 20, "{json_len} bytes: not large enough");
