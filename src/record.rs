@@ -29,6 +29,17 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
+/// Where what was recorded before an error is kept, as a clause of the
+/// error message.
+fn kept_so_far(partial: Option<&std::path::Path>) -> String {
+    partial.map_or(String::new(), |p| {
+        format!(
+            "; what was recorded up to here is in {p} (`idleflow report {p}` reads it up to its last complete record)",
+            p = p.display()
+        )
+    })
+}
+
 pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     if let Some(d) = args.duration {
         if !(d.is_finite() && d > 0.0) {
@@ -123,10 +134,16 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         }
         use std::os::fd::AsFd;
         if let Err(e) = recorder.poll(exit_fd.as_ref().map(|f| f.as_fd()), max_wait) {
+            let kept = kept_so_far(recorder.partial_path());
+            drop(recorder);
+            let e = anyhow::Error::from(e).context(format!("recording stopped{kept}"));
             if let Target::Command(child) = &mut target {
+                eprintln!("idleflow: error: {e:#}");
+                eprintln!("idleflow: the command runs on, unrecorded, until it exits");
                 let _ = child.wait();
+                return Err(anyhow::anyhow!("recording stopped early (see above)"));
             }
-            return Err(e.into());
+            return Err(e);
         }
         if let Target::Command(child) = &mut target {
             if let Some(status) = child.try_wait().context("waiting for the command")? {
@@ -156,9 +173,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         }
     };
     status.finish_and_clear();
-    let (path, summary) = recorder
-        .finish(reason, exit)
-        .with_context(|| format!("cannot finish the recording {}", args.output.display()))?;
+    let kept = kept_so_far(recorder.partial_path());
+    let (path, summary) = recorder.finish(reason, exit).with_context(|| {
+        format!(
+            "cannot finish the recording {}{kept}",
+            args.output.display()
+        )
+    })?;
     if !args.quiet {
         let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         let lost: u64 = summary.lost_per_cpu.iter().sum();

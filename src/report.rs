@@ -10,9 +10,30 @@ use crate::cli::{FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg, Weight
 use idleflow_postproc::arcflow::{ArcflowOptions, SortBy};
 use idleflow_postproc::flame::{self, Weight};
 
+/// Opens a recording; a missing one whose `.partial` exists (a recorder
+/// that was killed) says so.
+fn open(path: &std::path::Path) -> anyhow::Result<File> {
+    File::open(path).with_context(|| {
+        let mut partial = path.as_os_str().to_owned();
+        partial.push(".partial");
+        let partial = std::path::PathBuf::from(partial);
+        if partial.exists() {
+            format!(
+                "cannot open {}; {} exists: the recorder did not finish (killed, or an error); \
+                 `idleflow report {}` reads it up to its last complete record",
+                path.display(),
+                partial.display(),
+                partial.display()
+            )
+        } else {
+            format!("cannot open {}", path.display())
+        }
+    })
+}
+
 /// Reads and analyses the recording at `path`, with a progress bar on a terminal.
 fn analyse(path: &std::path::Path) -> anyhow::Result<Analysis> {
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let file = open(path)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let bar = crate::progress::bytes_bar(size, "reading");
     let analysis = Analysis::run_with_progress(file, |bytes| bar.set_position(bytes))
@@ -56,13 +77,21 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
 
 pub fn script(args: ScriptArgs) -> anyhow::Result<()> {
     let path = &args.input;
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let file = open(path)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    match idleflow_postproc::script::print(file, &mut out) {
+    let cut = match idleflow_postproc::script::print(file, &mut out) {
         Err(idleflow_postproc::script::ScriptError::Output(e)) => Err(e.into()),
         other => other.with_context(|| format!("cannot read {}", path.display())),
     }?;
     out.flush()?;
+    if let Some(c) = cut {
+        eprintln!(
+            "idleflow: warning: {} was cut short: printed up to its last complete record (byte {}: {})",
+            path.display(),
+            c.offset,
+            c.reason
+        );
+    }
     Ok(())
 }
 

@@ -218,8 +218,9 @@ fn truncated_foreign_and_missing_recordings_are_clear_errors() {
     record_sleep(&rec);
     let bytes = std::fs::read(&rec).unwrap();
 
+    // Cut inside its run information: nothing to report.
     let cut = dir.path().join("cut.idleflow");
-    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    std::fs::write(&cut, &bytes[..20]).unwrap();
     let out = run(idleflow().arg("report").arg(&cut));
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
@@ -227,6 +228,34 @@ fn truncated_foreign_and_missing_recordings_are_clear_errors() {
         err.contains("cut.idleflow") && err.contains("truncated"),
         "{err}"
     );
+    // Cut anywhere later (a killed recorder, a full disk): read up to its
+    // last complete record, with a warning that says so. Here: in the
+    // middle of the last dispatch.
+    let last_dispatch = {
+        let mut r = idleflow_format::Reader::new(&bytes[..]).unwrap();
+        let mut last = 0;
+        loop {
+            let at = r.offset();
+            match r.next_record().unwrap() {
+                Some(idleflow_format::Record::Dispatch(_)) => last = at,
+                Some(_) => {}
+                None => break last,
+            }
+        }
+    };
+    let cut_at = last_dispatch as usize + 3;
+    std::fs::write(&cut, &bytes[..cut_at]).unwrap();
+    let out = run(idleflow().arg("report").arg(&cut));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("WARNING: this recording was cut short"),
+        "{text}"
+    );
+    let whole = report_json(&rec);
+    let part = report_json(&cut);
+    assert_eq!(u(&part, "dispatches") + 1, u(&whole, "dispatches"));
+    assert_eq!(part["cut_short"]["offset"].as_u64(), Some(last_dispatch));
 
     let foreign = dir.path().join("perf.data");
     std::fs::write(&foreign, b"PERFILE2 and more bytes").unwrap();
@@ -249,5 +278,11 @@ fn truncated_foreign_and_missing_recordings_are_clear_errors() {
     let dispatch_lines = text.lines().filter(|l| l.contains(" dispatch ")).count() as u64;
     assert_eq!(dispatch_lines, u(&report_json(&rec), "dispatches"));
     let out = run(idleflow().arg("script").arg(&cut));
-    assert!(stderr(&out).contains("truncated"), "{}", stderr(&out));
+    assert!(out.status.success());
+    assert!(stderr(&out).contains("cut short"), "{}", stderr(&out));
+    let printed = stdout(&out)
+        .lines()
+        .filter(|l| l.contains(" dispatch "))
+        .count() as u64;
+    assert_eq!(printed, u(&part, "dispatches"));
 }

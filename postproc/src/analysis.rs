@@ -10,7 +10,7 @@ use std::io::Read;
 use hdrhistogram::Histogram;
 use idleflow_accounting::{Accounting, IdleInterval};
 use idleflow_format::{
-    FormatError, PrevState, Reader, Record, RunInfo, RunSummary, TreeDump, IDLE_TID,
+    CutShort, FormatError, PrevState, Reader, Record, RunInfo, RunSummary, TreeDump, IDLE_TID,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -58,6 +58,10 @@ pub struct Analysis {
     /// idleflow's own threads (the recorder's, the JVM agents'): never
     /// reported as causes of idle, shown apart.
     pub tool_tids: FxHashSet<u32>,
+    /// Set when the recording ends without its end record (the recorder
+    /// was killed, the disk filled up): it is read up to its last complete
+    /// record, and the window ends there.
+    pub cut_short: Option<CutShort>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -90,11 +94,12 @@ impl Analysis {
             trees: Vec::new(),
             node_idle: NodeAttribution::default(),
             tool_tids: FxHashSet::default(),
+            cut_short: None,
             summary: RunSummary::default(),
             info,
         };
         let mut n = 0u32;
-        while let Some(rec) = reader.next_record()? {
+        while let Some(rec) = reader.next_complete_record()? {
             n = n.wrapping_add(1);
             if n % (1 << 18) == 0 {
                 progress(reader.offset());
@@ -157,10 +162,21 @@ impl Analysis {
             );
         }
         a.unknown_records = reader.unknown_records();
-        a.summary = reader.summary().cloned().ok_or(FormatError::Truncated {
-            offset: 0,
-            what: "no end record",
-        })?;
+        a.cut_short = reader.cut_short().cloned();
+        a.summary = match (reader.summary(), &a.cut_short) {
+            (Some(s), _) => s.clone(),
+            (None, Some(cut)) => RunSummary {
+                stop_ns: cut.last_time,
+                stop_reason: "cut short (no end record)".into(),
+                ..Default::default()
+            },
+            (None, None) => {
+                return Err(FormatError::Truncated {
+                    offset: reader.offset(),
+                    what: "no end record",
+                })
+            }
+        };
         let stop = a.summary.stop_ns.max(a.info.start_ns);
         for iv in a.accounting.finish(stop) {
             a.interval(&iv);

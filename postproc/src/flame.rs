@@ -25,7 +25,7 @@ pub enum FlameError {
     #[error("no dispatch to idle was attributed to a Java call path: nothing to draw")]
     Empty,
     /// inferno or the output failed.
-    #[error("drawing the flame graph: {0}")]
+    #[error("drawing the flame graph")]
     Io(#[from] std::io::Error),
 }
 

@@ -133,6 +133,15 @@ pub struct ToolUse {
     pub idle_ns_caused: u64,
 }
 
+/// Where a recording cut short ends (see [`idleflow_format::CutShort`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CutShortRow {
+    /// Byte offset of the first record that could not be read whole.
+    pub offset: u64,
+    /// Why reading stopped there.
+    pub reason: String,
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
@@ -184,6 +193,9 @@ pub struct Report {
     pub threads: Vec<ThreadRow>,
     /// idleflow's own threads.
     pub tool: ToolUse,
+    /// Set when the recording ends without its end record: it was read up
+    /// to its last complete record, which ends the window.
+    pub cut_short: Option<CutShortRow>,
     /// The arcflow call-tree section (recordings of JVMs run with the agent).
     pub arcflow: Option<Arcflow>,
 }
@@ -390,6 +402,10 @@ impl Report {
             total,
             threads,
             tool,
+            cut_short: a.cut_short.as_ref().map(|c| CutShortRow {
+                offset: c.offset,
+                reason: c.reason.clone(),
+            }),
         }
     }
 }

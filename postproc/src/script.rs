@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 
-use idleflow_format::{FormatError, NodeTag, Reader, Record};
+use idleflow_format::{CutShort, FormatError, NodeTag, Reader, Record};
 
 /// Errors of printing a recording.
 #[derive(Debug, thiserror::Error)]
@@ -12,16 +12,18 @@ pub enum ScriptError {
     #[error(transparent)]
     Format(#[from] FormatError),
     /// The output could not be written.
-    #[error("writing the output: {0}")]
+    #[error("writing the output")]
     Output(#[from] std::io::Error),
 }
 
-/// Prints every record of `input` to `out`, times in seconds since the window start.
-pub fn print(input: impl Read, out: &mut impl Write) -> Result<(), ScriptError> {
+/// Prints every record of `input` to `out`, times in seconds since the
+/// window start. A recording cut short is printed up to its last complete
+/// record, and where it was cut is returned.
+pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>, ScriptError> {
     let mut r = Reader::new(input)?;
     let start = r.info().start_ns;
     let rel = |t: u64| (t as i128 - start as i128) as f64 / 1e9;
-    while let Some(rec) = r.next_record()? {
+    while let Some(rec) = r.next_complete_record()? {
         match rec {
             Record::Dispatch(d) => writeln!(
                 out,
@@ -83,5 +85,5 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<(), ScriptError> 
             )?,
         }
     }
-    Ok(())
+    Ok(r.cut_short().cloned())
 }

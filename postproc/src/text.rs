@@ -93,6 +93,15 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             String::new()
         }
     )?;
+    if let Some(cut) = &r.cut_short {
+        writeln!(
+            o,
+            "# WARNING: this recording was cut short (the recorder was killed, the disk filled up or the machine stopped): read up to its last complete record at byte {} ({}), {:.3} s into the run; whatever came after is lost.",
+            count(cut.offset),
+            cut.reason,
+            r.duration_ns as f64 / 1e9
+        )?;
+    }
     if !r.tool.tids.is_empty() {
         let t = &r.tool;
         writeln!(

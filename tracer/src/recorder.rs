@@ -6,8 +6,14 @@
 //! starts) → [`Recorder::begin`] (the output file appears as
 //! `<path>.partial`) → [`Recorder::poll`] until the caller decides to stop →
 //! [`Recorder::finish`] (drains every ring, writes the end record, renames
-//! the file to `<path>`). Dropped before `finish`, it removes the partial
-//! file, so an error never leaves half a recording behind.
+//! the file to `<path>`).
+//!
+//! What is written reaches the kernel in bounded chunks: whenever the
+//! writer's 1 MiB buffer fills, and at least every [`FLUSH_NS`]. So a
+//! recorder that is killed, a disk that fills up, or an error mid-run
+//! leaves `<path>.partial` readable up to its last complete record (the
+//! reader's [`idleflow_format::Reader::next_complete_record`]); dropped
+//! before `finish`, the recorder flushes and keeps that file.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -30,6 +36,10 @@ use idleflow_format::{
 };
 use std::sync::Arc;
 
+/// The longest written records wait in memory before they are handed to
+/// the kernel, ns: a recorder killed at any instant loses at most this much.
+pub const FLUSH_NS: u64 = 1_000_000_000;
+
 /// Default ring size per CPU.
 pub const DEFAULT_RING_BYTES: usize = 4 << 20;
 
@@ -49,8 +59,8 @@ const WORK_AREA_PERIOD_MS: i32 = 5;
 #[derive(Debug, thiserror::Error)]
 pub enum RecorderError {
     /// The kernel refused to open system-wide events.
-    #[error("recording needs root or CAP_PERFMON (system-wide scheduler tracepoints); {0}")]
-    Privilege(String),
+    #[error("recording needs root or CAP_PERFMON (system-wide scheduler tracepoints)")]
+    Privilege(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Another system call failed.
     #[error(transparent)]
     Sys(#[from] SysError),
@@ -58,7 +68,7 @@ pub enum RecorderError {
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
     /// A file could not be written or read.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}")]
     Io {
         /// What was being done.
         what: &'static str,
@@ -68,7 +78,7 @@ pub enum RecorderError {
         source: std::io::Error,
     },
     /// Writing the recording failed.
-    #[error("writing the recording: {0}")]
+    #[error("writing the recording")]
     Format(#[from] FormatError),
     /// A ring size that is not a power-of-two number of pages.
     #[error("ring size {0} bytes is not a power-of-two number of pages (e.g. 1M, 4M, 16M)")]
@@ -100,7 +110,7 @@ fn privilege_or(e: TracefsError) -> RecorderError {
         TracefsError::Format { .. } => false,
     };
     if denied {
-        RecorderError::Privilege(e.to_string())
+        RecorderError::Privilege(Box::new(e))
     } else {
         e.into()
     }
@@ -117,6 +127,8 @@ struct Output {
     writer: Writer<BufWriter<File>>,
     partial: PathBuf,
     path: PathBuf,
+    /// When the writer was last flushed, ns.
+    flushed_at: u64,
 }
 
 /// What the merge holds: records ready to write, and task events whose
@@ -180,7 +192,7 @@ impl Recorder {
         })?;
         let priv_err = |e: SysError| {
             if e.is_permission() {
-                RecorderError::Privilege(e.to_string())
+                RecorderError::Privilege(Box::new(e))
             } else {
                 RecorderError::Sys(e)
             }
@@ -312,6 +324,7 @@ impl Recorder {
             },
             partial,
             path: path.to_path_buf(),
+            flushed_at: self.start_ns,
         };
         for t in procfs::threads() {
             let t = ThreadInfo {
@@ -532,7 +545,19 @@ impl Recorder {
         }
         batch.clear();
         self.scratch = batch;
+        if let (Ok(()), Some(out)) = (&result, self.output.as_mut()) {
+            let now = sys::monotonic_ns();
+            if now.saturating_sub(out.flushed_at) >= FLUSH_NS {
+                out.flushed_at = now;
+                result = out.writer.flush().map_err(RecorderError::from);
+            }
+        }
         result
+    }
+
+    /// The file being written (`<path>.partial` until [`Recorder::finish`]).
+    pub fn partial_path(&self) -> Option<&Path> {
+        self.output.as_ref().map(|o| o.partial.as_path())
     }
 
     /// Dispatches written so far.
@@ -597,20 +622,19 @@ impl Recorder {
                     source,
                 })
             });
-        if let Err(e) = result {
-            let _ = std::fs::remove_file(&out.partial);
-            return Err(e);
-        }
+        // On an error the partial file stays: it holds the recording up to
+        // its last complete record.
+        result?;
         Ok((out.path, summary))
     }
 }
 
 impl Drop for Recorder {
+    /// Dropped before [`Recorder::finish`] (an error mid-run): what was
+    /// written stays in the partial file, flushed as far as the disk takes it.
     fn drop(&mut self) {
-        if let Some(out) = self.output.take() {
-            let partial = out.partial.clone();
-            drop(out);
-            let _ = std::fs::remove_file(partial);
+        if let Some(mut out) = self.output.take() {
+            let _ = out.writer.flush();
         }
     }
 }

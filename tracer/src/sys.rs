@@ -13,7 +13,7 @@ use sys::bindings::{
 
 /// A failed system call, with its name.
 #[derive(Debug, thiserror::Error)]
-#[error("{call} failed: {source}")]
+#[error("{call} failed")]
 pub struct SysError {
     /// The call, e.g. `perf_event_open(sched:sched_switch, cpu 1)`.
     pub call: String,

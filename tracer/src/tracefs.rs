@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum TracefsError {
     /// tracefs is not mounted and could not be mounted.
-    #[error("tracefs is not mounted and mounting it at {path} failed: {source} (run as root, or mount it: mount -t tracefs nodev /sys/kernel/tracing)")]
+    #[error("tracefs is not mounted and could not be mounted at {path} (run as root, or mount it: mount -t tracefs nodev /sys/kernel/tracing)")]
     Mount {
         /// Where the mount was tried.
         path: PathBuf,
@@ -16,7 +16,7 @@ pub enum TracefsError {
         source: std::io::Error,
     },
     /// A format file is missing or unreadable.
-    #[error("cannot read tracepoint format {path}: {source}")]
+    #[error("cannot read tracepoint format {path}")]
     Read {
         /// The file.
         path: PathBuf,

@@ -122,6 +122,18 @@ fn report_once(flag: &AtomicBool, msg: &str) {
 static WARNED_SLOTS: AtomicBool = AtomicBool::new(false);
 static WARNED_DUMP: AtomicBool = AtomicBool::new(false);
 
+/// `e` and its causes, on one line.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
 fn gettid() -> u32 {
     // SAFETY: gettid has no memory effects.
     unsafe { libc::gettid() as u32 }
@@ -309,7 +321,7 @@ fn with_thread(
 pub fn on_load(options: &str) -> Result<(), String> {
     let opts = parse_options(options)?;
     let area = match &opts.twa {
-        Some(p) => Some(WorkArea::open(p).map_err(|e| e.to_string())?),
+        Some(p) => Some(WorkArea::open(p).map_err(|e| with_causes(&e))?),
         None => None,
     };
     let agent = Agent {

@@ -6,7 +6,7 @@ use std::io;
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
     /// The underlying file could not be read or written.
-    #[error("I/O error: {0}")]
+    #[error("I/O error")]
     Io(#[from] io::Error),
     /// The file does not start with the idleflow magic.
     #[error("not an idleflow recording (the file does not start with \"IDLEFLOW\")")]

@@ -30,7 +30,7 @@ pub mod twa;
 mod writer;
 
 pub use error::FormatError;
-pub use reader::Reader;
+pub use reader::{CutShort, Reader};
 pub use record::{
     Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
     ThreadInfo, ThreadTree, TreeDump, TreeNode, Wakeup, IDLE_TID,

@@ -11,6 +11,9 @@ use crate::{kind, FormatError, MAGIC, VERSION};
 /// A record's kind and the `buf` range of its payload.
 type RawRecord = (u8, (usize, usize));
 
+/// Largest CPU number accepted (Linux's `NR_CPUS` goes to 8192).
+pub const MAX_CPU: u32 = 1 << 16;
+
 /// Largest payload accepted (1 TiB); anything larger is corruption, not
 /// data. Memory is not reserved from a record's length but as its bytes
 /// arrive, so a damaged length costs no more than the file holds, while a
@@ -20,6 +23,20 @@ const MAX_PAYLOAD: u64 = 1 << 40;
 /// The buffer's usual size; it grows for a larger record and shrinks back
 /// after it.
 const BUF_LEN: usize = 1 << 20;
+
+/// Where and why a recording ends without its end record: the recorder was
+/// killed, the disk filled up or the machine stopped. Everything before
+/// `offset` was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutShort {
+    /// Byte offset of the first record that could not be read whole.
+    pub offset: u64,
+    /// Time of the last record read (ns on the recording's clock): the
+    /// recording is complete up to here.
+    pub last_time: u64,
+    /// Why reading stopped at `offset`.
+    pub reason: String,
+}
 
 /// Reads a recording record by record, in the order written, with a fixed
 /// amount of memory. Never panics on bad input: every problem is a
@@ -36,6 +53,7 @@ pub struct Reader<R: Read> {
     info: RunInfo,
     summary: Option<RunSummary>,
     unknown_records: u64,
+    cut_short: Option<CutShort>,
 }
 
 impl<R: Read> Reader<R> {
@@ -66,6 +84,7 @@ impl<R: Read> Reader<R> {
             },
             summary: None,
             unknown_records: 0,
+            cut_short: None,
         };
         if !r.fill(12)? || r.buf[..8] != MAGIC[..] {
             return Err(FormatError::NotARecording);
@@ -95,6 +114,12 @@ impl<R: Read> Reader<R> {
                 what: format!("run information: {e}"),
             }
         })?;
+        if let Some(&c) = r.info.cpus.iter().find(|&&c| c > MAX_CPU) {
+            return Err(FormatError::Corrupt {
+                offset,
+                what: format!("run information: CPU number {c} is beyond any machine's"),
+            });
+        }
         r.last_time = r.info.start_ns;
         Ok(r)
     }
@@ -112,6 +137,46 @@ impl<R: Read> Reader<R> {
     /// Records of kinds this version does not know, skipped so far.
     pub fn unknown_records(&self) -> u64 {
         self.unknown_records
+    }
+
+    /// Like [`Reader::next_record`], but a recording cut short (it ends
+    /// before its end record, in the middle of a record, or in bytes that
+    /// are not a record, as a crash leaves them) ends after its last complete
+    /// record: `None`, and [`Reader::cut_short`] says where and why. Errors
+    /// of the input itself (a failing read) are still errors.
+    pub fn next_complete_record(&mut self) -> Result<Option<Record>, FormatError> {
+        if self.cut_short.is_some() {
+            return Ok(None);
+        }
+        let last_time = self.last_time;
+        match self.next_record() {
+            Err(FormatError::Truncated { offset, what }) => {
+                self.cut(offset, last_time, format!("truncated: {what}"))
+            }
+            Err(FormatError::Corrupt { offset, what }) => self.cut(offset, last_time, what),
+            other => other,
+        }
+    }
+
+    fn cut(
+        &mut self,
+        offset: u64,
+        last_time: u64,
+        reason: String,
+    ) -> Result<Option<Record>, FormatError> {
+        self.last_time = last_time;
+        self.cut_short = Some(CutShort {
+            offset,
+            last_time,
+            reason,
+        });
+        Ok(None)
+    }
+
+    /// Set once [`Reader::next_complete_record`] met the end of a recording
+    /// cut short.
+    pub fn cut_short(&self) -> Option<&CutShort> {
+        self.cut_short.as_ref()
     }
 
     /// The next record, or `None` after the end record. A file that ends
@@ -136,7 +201,7 @@ impl<R: Read> Reader<R> {
             let record = match k {
                 kind::DISPATCH | kind::DISPATCH_TAGGED => {
                     let time = p.time(&mut self.last_time)?;
-                    let cpu = p.u32()?;
+                    let cpu = p.cpu()?;
                     let prev_tid = p.u32()?;
                     let code = p.byte()?;
                     let prev_state = PrevState::from_code(code)
@@ -165,7 +230,7 @@ impl<R: Read> Reader<R> {
                 }
                 kind::WAKEUP => Record::Wakeup(Wakeup {
                     time: p.time(&mut self.last_time)?,
-                    cpu: p.u32()?,
+                    cpu: p.cpu()?,
                     waker_tid: p.u32()?,
                     wakee_tid: p.u32()?,
                     target_cpu: p.u32()?,
@@ -193,7 +258,7 @@ impl<R: Read> Reader<R> {
                 }),
                 kind::LOST => Record::Lost(Lost {
                     time: p.time(&mut self.last_time)?,
-                    cpu: p.u32()?,
+                    cpu: p.cpu()?,
                     count: p.uint()?,
                 }),
                 kind::TREE => {
@@ -217,6 +282,14 @@ impl<R: Read> Reader<R> {
                     return Err(FormatError::Corrupt {
                         offset,
                         what: "a second run information record".into(),
+                    })
+                }
+                0 => {
+                    return Err(FormatError::Corrupt {
+                        offset,
+                        what: "zero bytes where a record should be (the machine stopped before \
+                               the file's data reached the disk?)"
+                            .into(),
                     })
                 }
                 _ => {
@@ -368,6 +441,16 @@ impl Payload<'_> {
     }
 
     #[inline(always)]
+    /// A CPU number: readers index tables by it, so one beyond any
+    /// machine's is corruption, not a reason to allocate.
+    fn cpu(&mut self) -> Result<u32, FormatError> {
+        let v = self.u32()?;
+        if v > MAX_CPU {
+            return Err(self.corrupt(format!("CPU number {v} is beyond any machine's")));
+        }
+        Ok(v)
+    }
+
     fn u32(&mut self) -> Result<u32, FormatError> {
         let v = self.uint()?;
         u32::try_from(v).map_err(|_| self.corrupt(format!("field value {v} out of range")))

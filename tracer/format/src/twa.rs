@@ -118,7 +118,7 @@ const _: () = assert!(std::mem::size_of::<Entry>() == 24);
 #[derive(Debug, thiserror::Error)]
 pub enum TwaError {
     /// The file could not be created, opened or mapped.
-    #[error("thread work area {path}: {source}")]
+    #[error("thread work area {path}")]
     Io {
         /// The file.
         path: String,

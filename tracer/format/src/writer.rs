@@ -108,6 +108,13 @@ impl<W: Write> Writer<W> {
         self.emit(k)
     }
 
+    /// Hands everything written so far to the output's own writer (for a
+    /// file: to the kernel, so that it survives the writer being killed).
+    pub fn flush(&mut self) -> Result<(), FormatError> {
+        self.out.flush()?;
+        Ok(())
+    }
+
     /// Writes the end record, flushes, and returns the output.
     pub fn finish(mut self, summary: &RunSummary) -> Result<W, FormatError> {
         self.payload = serde_json::to_vec(summary).map_err(|e| FormatError::Corrupt {

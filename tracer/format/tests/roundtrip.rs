@@ -171,6 +171,59 @@ fn every_truncation_is_an_error_not_a_panic() {
     }
 }
 
+/// A recording cut anywhere after its run information (a killed
+/// recorder, a full disk), or followed by the zeros a crash can leave, reads
+/// as every record before the cut, then ends, saying where.
+#[test]
+fn a_recording_cut_short_reads_up_to_its_last_complete_record() {
+    let recs = records();
+    let bytes = write_all(&recs);
+    // Where each record ends.
+    let mut ends = Vec::new();
+    {
+        let mut r = Reader::new(&bytes[..]).unwrap();
+        while r.next_record().unwrap().is_some() {
+            ends.push(r.offset() as usize);
+        }
+    }
+    let meta_end = Reader::new(&bytes[..]).unwrap().offset() as usize;
+    for cut in meta_end..bytes.len() {
+        // Zeros (what a crash can leave past the data that reached the
+        // disk) are recognised where a record should start; inside a torn
+        // record they cannot be told from data.
+        let at_boundary = cut == meta_end || ends.contains(&cut);
+        let tails: &[&[u8]] = if at_boundary {
+            &[&[], &[0; 64]]
+        } else {
+            &[&[]]
+        };
+        for tail in tails {
+            let mut file = bytes[..cut].to_vec();
+            file.extend_from_slice(tail);
+            let mut r = Reader::new(&file[..]).unwrap();
+            let mut back = Vec::new();
+            while let Some(rec) = r.next_complete_record().unwrap() {
+                back.push(rec);
+            }
+            let complete = ends.iter().filter(|&&e| e <= cut).count();
+            if r.summary().is_some() {
+                // The cut fell after the end record's last byte.
+                assert_eq!(back, recs, "cut at {cut}");
+                continue;
+            }
+            assert_eq!(back, recs[..complete], "cut at {cut}");
+            let c = r.cut_short().expect("a cut is reported");
+            let expected_at = if complete == 0 {
+                meta_end
+            } else {
+                ends[complete - 1]
+            };
+            assert_eq!(c.offset as usize, expected_at, "cut at {cut}: {c:?}");
+            assert!(r.next_complete_record().unwrap().is_none());
+        }
+    }
+}
+
 #[test]
 fn foreign_and_future_files_are_refused_clearly() {
     let e = Reader::new(&b"PERFILE2\0\0\0\0\0\0\0\0"[..]).unwrap_err();

@@ -1,0 +1,108 @@
+//! End to end through the CLI: a recording survives what ends recorders
+//! early. A recorder killed with SIGKILL, or one whose disk fills up, leaves
+//! a file that `report` reads up to its last complete record, and errors say
+//! their cause once.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn a_recorder_killed_with_sigkill_leaves_a_readable_recording() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.idleflow");
+    // Something to record: one thread per CPU, 3 ms on, 3 ms off.
+    let mut work = Command::new(example("dutycycle"))
+        .args(["--seconds", "3"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = idleflow()
+        .args(["record", "-q", "--duration", "30", "-o"])
+        .arg(&rec)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+    let _ = work.wait();
+    let partial = dir.path().join("r.idleflow.partial");
+    let size = std::fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 1000, "the killed recorder left {size} bytes");
+
+    // The final name is missing; the error points at the partial file.
+    let out = run(idleflow().arg("report").arg(&rec));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("r.idleflow.partial"),
+        "{}",
+        stderr(&out)
+    );
+
+    let r = report_json(&partial);
+    let window = u(&r, "duration_ns");
+    println!(
+        "| SIGKILL after 2.5 s | {size} bytes | {:.3} s reported | {} dispatches |",
+        window as f64 / 1e9,
+        u(&r, "dispatches")
+    );
+    assert!(r["cut_short"].is_object(), "{}", r["cut_short"]);
+    // Flushed at least every second: at most ~1 s of the 2.5 s is lost.
+    assert!(
+        (1_000_000_000..2_600_000_000).contains(&window),
+        "window {window} ns"
+    );
+    // dutycycle alone makes ≈ 330 dispatches a second on each CPU.
+    assert!(u(&r, "dispatches") > 500, "{}", u(&r, "dispatches"));
+    for c in r["per_cpu"].as_array().unwrap() {
+        let idle = u(c, "idle_ns") + u(c, "unknown_ns");
+        assert!(idle <= window, "CPU {}: idle {idle} in {window}", c["cpu"]);
+    }
+}
+
+/// Unmounts the small file system on drop.
+struct Tmpfs(std::path::PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_stops_the_recording_says_why_once_and_keeps_what_was_written() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let status = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mount a 256 KiB tmpfs");
+    let _guard = Tmpfs(mnt.clone());
+    let rec = mnt.join("r.idleflow");
+    // ~280 k dispatches a second: 256 KiB fill within a fraction of a second.
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .args(["--", "perf", "bench", "sched", "pipe", "-l", "100000"]));
+    let err = stderr(&out);
+    println!("{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.matches("No space left on device").count(),
+        1,
+        "the cause is stated once: {err}"
+    );
+    assert!(err.contains("r.idleflow.partial"), "{err}");
+    let r = report_json(&mnt.join("r.idleflow.partial"));
+    assert!(r["cut_short"].is_object());
+    assert!(u(&r, "dispatches") > 1000, "{}", u(&r, "dispatches"));
+}
