@@ -236,7 +236,7 @@ impl Report {
             let s = a.info.proc_stat_start.iter().find(|p| p.cpu == cpu)?;
             let e = a.summary.proc_stat_stop.iter().find(|p| p.cpu == cpu)?;
             let ticks = (e.idle + e.iowait).checked_sub(s.idle + s.iowait)?;
-            Some(ticks * 1_000_000_000 / hz)
+            Some(ticks.saturating_mul(1_000_000_000) / hz)
         };
         let mut per_cpu = Vec::new();
         let mut total_hist =
@@ -286,20 +286,24 @@ impl Report {
                     .collect(),
             });
         }
-        let sum = |f: fn(&CpuRow) -> u64| per_cpu.iter().map(f).sum::<u64>();
+        // Saturating: counts come from the file, which may be damaged.
+        let sum = |f: fn(&CpuRow) -> u64| per_cpu.iter().map(f).fold(0, u64::saturating_add);
         let ncpu = per_cpu.len() as u64;
         let mut total_causes: Vec<(u32, IdleCause)> = all_causes.into_iter().collect();
         total_causes.sort_by(|x, y| {
             (y.1.idle_ns, y.1.dispatches, x.0).cmp(&(x.1.idle_ns, x.1.dispatches, y.0))
         });
-        let kernel_total: Option<u64> = per_cpu.iter().map(|c| c.kernel_idle_ns).sum();
+        let kernel_total: Option<u64> = per_cpu
+            .iter()
+            .map(|c| c.kernel_idle_ns)
+            .try_fold(0u64, |s, k| k.map(|k| s.saturating_add(k)));
         let total = CpuRow {
             cpu: None,
             dispatches: sum(|c| c.dispatches),
             idle_dispatches_to: sum(|c| c.idle_dispatches_to),
             idle_dispatches_from: sum(|c| c.idle_dispatches_from),
             idle_ns: sum(|c| c.idle_ns),
-            idle_pct: pct(sum(|c| c.idle_ns), duration * ncpu),
+            idle_pct: pct(sum(|c| c.idle_ns), duration.saturating_mul(ncpu)),
             kernel_idle_ns: kernel_total,
             unknown_ns: sum(|c| c.unknown_ns),
             breaks: sum(|c| c.breaks),
@@ -380,7 +384,12 @@ impl Report {
             exit_code: a.summary.exit_code,
             dispatches: a.dispatches,
             wakeups: a.wakeups,
-            lost_events: total.lost.max(a.summary.lost_per_cpu.iter().sum()),
+            lost_events: total.lost.max(
+                a.summary
+                    .lost_per_cpu
+                    .iter()
+                    .fold(0, |s, &l| s.saturating_add(l)),
+            ),
             stream_breaks: total.breaks,
             late_events: a.summary.late_events,
             unknown_records: a.unknown_records,

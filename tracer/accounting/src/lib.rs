@@ -291,7 +291,8 @@ impl Accounting {
     /// The kernel dropped `count` records of `cpu`'s stream: the next
     /// discontinuity there is explained by it (and still counted as a break).
     pub fn lost(&mut self, cpu: u32, count: u64) {
-        self.cpu_mut(cpu).lost += count;
+        let c = self.cpu_mut(cpu);
+        c.lost = c.lost.saturating_add(count);
     }
 
     /// A thread was made runnable.
