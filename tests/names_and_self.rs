@@ -173,21 +173,7 @@ fn a_thread_without_a_name_says_so() {
     // Pure: a recording whose dispatch names a thread that no THREAD record
     // introduces (it existed for an instant between /proc and the events).
     use idleflow_format::{Dispatch, PrevState, Record, RunInfo, RunSummary, Writer, IDLE_TID};
-    let info = RunInfo {
-        tool_version: "test".into(),
-        kernel_release: "6.18".into(),
-        hostname: "h".into(),
-        cpus: vec![0],
-        clock: "CLOCK_MONOTONIC".into(),
-        command: vec![],
-        target_pids: vec![],
-        start_ns: 1_000,
-        start_unix_ns: 5,
-        proc_stat_start: vec![],
-        user_hz: 100,
-        ring_bytes: 4096,
-        tool_pid: 0,
-    };
+    let info = RunInfo::minimal(vec![0], 1_000);
     let mut w = Writer::new(Vec::new(), &info).unwrap();
     for (t, prev, next) in [(2_000, IDLE_TID, 4242), (3_000, 4242, IDLE_TID)] {
         w.write(&Record::Dispatch(Dispatch {

@@ -210,7 +210,7 @@ impl Analysis {
         let c = self.causes.entry((ci, tid)).or_default();
         c.dispatches += 1;
         c.by_state[state.code() as usize] += 1;
-        c.idle_ns += idle_ns;
+        c.idle_ns = c.idle_ns.saturating_add(idle_ns);
     }
 
     /// Window length, ns.

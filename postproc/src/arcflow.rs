@@ -83,20 +83,20 @@ pub struct Measures {
 
 impl Measures {
     fn add_node(&mut self, n: &TreeNode, idle: Option<&NodeIdle>) {
-        self.calls += n.calls;
-        self.callees += n.callees;
-        self.base_ns += n.base_ns;
+        self.calls = self.calls.saturating_add(n.calls);
+        self.callees = self.callees.saturating_add(n.callees);
+        self.base_ns = self.base_ns.saturating_add(n.base_ns);
         self.mmax_ns = self.mmax_ns.max(n.mmax_ns);
-        self.ao += n.ao;
-        self.ab += n.ab;
-        self.dip += n.dip;
-        self.idle += n.idle;
+        self.ao = self.ao.saturating_add(n.ao);
+        self.ab = self.ab.saturating_add(n.ab);
+        self.dip = self.dip.saturating_add(n.dip);
+        self.idle = self.idle.saturating_add(n.idle);
         if let Some(i) = idle {
-            self.idle_dispatches += i.idle_dispatches;
-            self.idle_ns += i.idle_ns;
-            self.trace_records += i.trace_records;
-            self.cpu_delta += i.cpu_delta;
-            self.total_delta += i.total_delta;
+            self.idle_dispatches = self.idle_dispatches.saturating_add(i.idle_dispatches);
+            self.idle_ns = self.idle_ns.saturating_add(i.idle_ns);
+            self.trace_records = self.trace_records.saturating_add(i.trace_records);
+            self.cpu_delta = self.cpu_delta.saturating_add(i.cpu_delta);
+            self.total_delta = self.total_delta.saturating_add(i.total_delta);
         }
     }
 
@@ -213,7 +213,7 @@ fn tag_share(cpu: Option<u32>, t: &TagCounts) -> TagShares {
         exact_pct: if all == 0 {
             0.0
         } else {
-            ((t.current + t.ring) as f64 * 10000.0 / all as f64).round() / 100.0
+            ((t.current as f64 + t.ring as f64) * 10000.0 / all as f64).round() / 100.0
         },
     }
 }
@@ -282,7 +282,7 @@ fn subtree_keys(tree: &ViewTree, by: SortBy) -> Vec<u64> {
     // Children always come after their parent: sum backwards.
     for i in (0..tree.nodes.len()).rev() {
         let s: u64 = tree.nodes[i].2.iter().map(|&c| keys[c]).sum();
-        keys[i] += s;
+        keys[i] = keys[i].saturating_add(s);
     }
     keys
 }
@@ -306,9 +306,9 @@ impl Arcflow {
             .map(|(i, t)| tag_share(cpu_ids.get(i).copied(), t))
             .collect();
         let total = idle.tags.iter().fold(TagCounts::default(), |mut a, t| {
-            a.current += t.current;
-            a.ring += t.ring;
-            a.unknown += t.unknown;
+            a.current = a.current.saturating_add(t.current);
+            a.ring = a.ring.saturating_add(t.ring);
+            a.unknown = a.unknown.saturating_add(t.unknown);
             a
         });
         tags.push(tag_share(None, &total));

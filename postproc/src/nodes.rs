@@ -46,7 +46,9 @@ pub struct TagCounts {
 impl TagCounts {
     /// All traced dispatches.
     pub fn total(&self) -> u64 {
-        self.current + self.ring + self.unknown
+        self.current
+            .saturating_add(self.ring)
+            .saturating_add(self.unknown)
     }
 }
 
@@ -112,12 +114,12 @@ impl NodeAttribution {
             }
         }
         if let Some(tr) = out.trace {
-            if tr.cpu_delta + tr.total_delta > 0 && !self.last_node.is_empty() {
+            if (tr.cpu_delta | tr.total_delta) > 0 && !self.last_node.is_empty() {
                 if let Some(&n) = self.last_node.get(&tr.tid) {
                     let e = self.nodes.entry(n).or_default();
                     e.trace_records += 1;
-                    e.cpu_delta += tr.cpu_delta;
-                    e.total_delta += tr.total_delta;
+                    e.cpu_delta = e.cpu_delta.saturating_add(tr.cpu_delta);
+                    e.total_delta = e.total_delta.saturating_add(tr.total_delta);
                 }
             }
         }
@@ -128,7 +130,8 @@ impl NodeAttribution {
     pub fn idle_ended(&mut self, ci: usize, len: u64) {
         self.grow(ci);
         if let Some(n) = self.open[ci].take() {
-            self.nodes.entry(n).or_default().idle_ns += len;
+            self.nodes.entry(n).or_default().idle_ns =
+                self.nodes.entry(n).or_default().idle_ns.saturating_add(len);
         }
     }
 }

@@ -235,7 +235,8 @@ impl Report {
         let kernel_idle = |cpu: u32| -> Option<u64> {
             let s = a.info.proc_stat_start.iter().find(|p| p.cpu == cpu)?;
             let e = a.summary.proc_stat_stop.iter().find(|p| p.cpu == cpu)?;
-            let ticks = (e.idle + e.iowait).checked_sub(s.idle + s.iowait)?;
+            let ticks =
+                (e.idle.saturating_add(e.iowait)).checked_sub(s.idle.saturating_add(s.iowait))?;
             Some(ticks.saturating_mul(1_000_000_000) / hz)
         };
         let mut per_cpu = Vec::new();
@@ -254,10 +255,10 @@ impl Report {
                 .collect();
             for (tid, c) in &causes {
                 let e = all_causes.entry(*tid).or_default();
-                e.dispatches += c.dispatches;
-                e.idle_ns += c.idle_ns;
+                e.dispatches = e.dispatches.saturating_add(c.dispatches);
+                e.idle_ns = e.idle_ns.saturating_add(c.idle_ns);
                 for (k, v) in c.by_state.iter().enumerate() {
-                    e.by_state[k] += v;
+                    e.by_state[k] = e.by_state[k].saturating_add(*v);
                 }
             }
             causes.sort_by(|x, y| {
@@ -319,20 +320,20 @@ impl Report {
         let mut caused: rustc_hash::FxHashMap<u32, (u64, u64)> = Default::default();
         for ((_, tid), c) in &a.causes {
             let e = caused.entry(*tid).or_default();
-            e.0 += c.dispatches;
-            e.1 += c.idle_ns;
+            e.0 = e.0.saturating_add(c.dispatches);
+            e.1 = e.1.saturating_add(c.idle_ns);
         }
         let mut tool = ToolUse::default();
-        let mut all_wakeups = 0;
+        let mut all_wakeups = 0u64;
         for t in a.accounting.threads() {
-            all_wakeups += t.non_runnable;
+            all_wakeups = all_wakeups.saturating_add(t.non_runnable);
             if a.tool_tids.contains(&t.tid) {
                 tool.tids.push(t.tid);
-                tool.runtime_ns += t.runtime_ns;
-                tool.wakeups += t.non_runnable;
+                tool.runtime_ns = tool.runtime_ns.saturating_add(t.runtime_ns);
+                tool.wakeups = tool.wakeups.saturating_add(t.non_runnable);
                 let (ic, ins) = caused.get(&t.tid).copied().unwrap_or_default();
-                tool.idle_dispatches_caused += ic;
-                tool.idle_ns_caused += ins;
+                tool.idle_dispatches_caused = tool.idle_dispatches_caused.saturating_add(ic);
+                tool.idle_ns_caused = tool.idle_ns_caused.saturating_add(ins);
             }
         }
         tool.tids.sort_unstable();
@@ -344,7 +345,10 @@ impl Report {
             .filter(|t| a.shows(t.tid) && !a.tool_tids.contains(&t.tid))
             .map(|t| {
                 let (pid, comm) = name(t.tid);
-                let observed = t.runtime_ns + t.runnable_wait_ns + t.blocked_ns;
+                let observed = t
+                    .runtime_ns
+                    .saturating_add(t.runnable_wait_ns)
+                    .saturating_add(t.blocked_ns);
                 let (ic, ins) = caused.get(&t.tid).copied().unwrap_or_default();
                 ThreadRow {
                     pid,
@@ -464,19 +468,9 @@ mod tests {
     #[test]
     fn tag_rows_name_a_hot_plugged_cpu() {
         let info = RunInfo {
-            tool_version: "test".into(),
-            kernel_release: "6.18".into(),
-            hostname: "h".into(),
-            cpus: vec![0, 1],
-            clock: "CLOCK_MONOTONIC".into(),
             command: vec!["java".into()],
             target_pids: vec![77],
-            start_ns: 1_000,
-            start_unix_ns: 5,
-            proc_stat_start: vec![],
-            user_hz: 100,
-            ring_bytes: 4096,
-            tool_pid: 0,
+            ..RunInfo::minimal(vec![0, 1], 1_000)
         };
         let node = (77u64 << 32) | 2;
         let tree = TreeDump {

@@ -84,7 +84,7 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
         count(r.total.unseen_wakeups),
         count(r.lost_events),
         count(r.stream_breaks),
-        if r.late_events + r.unknown_records + r.undecodable_records > 0 {
+        if (r.late_events | r.unknown_records | r.undecodable_records) > 0 {
             format!(
                 ", {} late, {} unknown, {} undecodable records",
                 r.late_events, r.unknown_records, r.undecodable_records
@@ -150,7 +150,7 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
         let window = if c.cpu.is_some() {
             r.duration_ns
         } else {
-            r.duration_ns * r.cpus as u64
+            r.duration_ns.saturating_mul(r.cpus as u64)
         };
         let kernel = c
             .kernel_idle_ns
@@ -297,7 +297,7 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
             t.exact_pct
         )?;
         let u = &af.untagged;
-        if t.unknown + u.before_claim + u.after_release > 0 {
+        if (t.unknown | u.before_claim | u.after_release) > 0 {
             writeln!(
                 o,
                 "#   unknown: {} in nodes shorter than Δ, {} overwritten in history; untagged: {} before the agent saw the thread, {} after it left Java",

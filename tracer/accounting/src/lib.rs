@@ -116,13 +116,19 @@ impl ThreadAccount {
         let mut unseen = false;
         if let Some((off, state)) = self.off.take() {
             match (state.is_runnable(), self.woken_at) {
-                (true, _) => self.runnable_wait_ns += until.saturating_sub(off),
+                (true, _) => {
+                    self.runnable_wait_ns = self
+                        .runnable_wait_ns
+                        .saturating_add(until.saturating_sub(off))
+                }
                 (false, Some(w)) => {
-                    self.blocked_ns += w.saturating_sub(off);
-                    self.runnable_wait_ns += until.saturating_sub(w);
+                    self.blocked_ns = self.blocked_ns.saturating_add(w.saturating_sub(off));
+                    self.runnable_wait_ns = self
+                        .runnable_wait_ns
+                        .saturating_add(until.saturating_sub(w));
                 }
                 (false, None) => {
-                    self.blocked_ns += until.saturating_sub(off);
+                    self.blocked_ns = self.blocked_ns.saturating_add(until.saturating_sub(off));
                     unseen = true;
                 }
             }
@@ -327,7 +333,7 @@ impl Accounting {
         let mut prev_slice_known = continuous;
         if !continuous {
             c.breaks += 1;
-            c.unknown_ns += span;
+            c.unknown_ns = c.unknown_ns.saturating_add(span);
             out.broke = Some((d.cpu, span));
             out.abandoned_cause = c.idle_cause.take();
             // The slice of whoever we last saw get the CPU ended at an unknown time.
@@ -348,7 +354,7 @@ impl Accounting {
             let c = &mut self.cpus[ci];
             c.idle_dispatches_from += 1;
             if continuous {
-                c.idle_ns += span;
+                c.idle_ns = c.idle_ns.saturating_add(span);
             }
             let interval = IdleInterval {
                 cpu: d.cpu,
@@ -367,7 +373,7 @@ impl Accounting {
         // Switch-out of prev (a thread).
         if d.prev_tid != IDLE_TID {
             if continuous {
-                self.cpus[ci].busy_ns += span;
+                self.cpus[ci].busy_ns = self.cpus[ci].busy_ns.saturating_add(span);
             }
             // The thread leaving is the one the CPU's last dispatch gave it to.
             let slot = match self.cpus[ci].current_slot {
@@ -378,14 +384,14 @@ impl Accounting {
             if let Some((rc, since)) = th.running.take() {
                 if prev_slice_known && rc == d.cpu {
                     let slice = t.saturating_sub(since);
-                    th.runtime_ns += slice;
+                    th.runtime_ns = th.runtime_ns.saturating_add(slice);
                     th.max_timeslice_ns = th.max_timeslice_ns.max(slice);
                 }
             } else if prev_slice_known {
                 // Running since before the window started: the part inside the window.
                 let slice = t.saturating_sub(self.start_ns);
                 if th.timeslices == 0 {
-                    th.runtime_ns += slice;
+                    th.runtime_ns = th.runtime_ns.saturating_add(slice);
                     th.max_timeslice_ns = th.max_timeslice_ns.max(slice);
                 }
             }
@@ -459,7 +465,7 @@ impl Accounting {
             let span = stop_ns.saturating_sub(c.since);
             match c.current {
                 Some(IDLE_TID) => {
-                    c.idle_ns += span;
+                    c.idle_ns = c.idle_ns.saturating_add(span);
                     closed.push(IdleInterval {
                         cpu: c.cpu,
                         start: c.since,
@@ -469,14 +475,14 @@ impl Accounting {
                     });
                 }
                 // No dispatch in the whole window: what ran is not known.
-                None => c.unknown_ns += span,
-                Some(_) => c.busy_ns += span,
+                None => c.unknown_ns = c.unknown_ns.saturating_add(span),
+                Some(_) => c.busy_ns = c.busy_ns.saturating_add(span),
             }
         }
         for th in &mut self.threads {
             if let Some((_, since)) = th.running.take() {
                 let slice = stop_ns.saturating_sub(since);
-                th.runtime_ns += slice;
+                th.runtime_ns = th.runtime_ns.saturating_add(slice);
                 th.max_timeslice_ns = th.max_timeslice_ns.max(slice);
             } else {
                 th.end_off_cpu(stop_ns);

@@ -237,6 +237,28 @@ pub struct RunInfo {
     pub tool_pid: u32,
 }
 
+impl RunInfo {
+    /// Run information with only the CPUs and the window start set (the
+    /// rest empty): for recordings written by tests and tools.
+    pub fn minimal(cpus: Vec<u32>, start_ns: u64) -> Self {
+        RunInfo {
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            kernel_release: String::new(),
+            hostname: String::new(),
+            cpus,
+            clock: "CLOCK_MONOTONIC".into(),
+            command: Vec::new(),
+            target_pids: Vec::new(),
+            start_ns,
+            start_unix_ns: 0,
+            proc_stat_start: Vec::new(),
+            user_hz: 100,
+            ring_bytes: 0,
+            tool_pid: 0,
+        }
+    }
+}
+
 /// How the recording ended; the last record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(default)]

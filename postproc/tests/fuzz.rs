@@ -1,0 +1,145 @@
+//! Runs the fuzz target of the reader and reports (`postproc/fuzz`,
+//! cargo-fuzz on the nightly toolchain) for a bounded time, from seed
+//! recordings written here with the real writer: any bytes given to
+//! `report`, `flamegraph` or `script` must give an error or a report,
+//! never a panic. `IDLEFLOW_FUZZ_SECONDS` sets the time (default 60).
+
+use std::path::Path;
+use std::process::Command;
+
+use idleflow_format::{
+    Dispatch, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadInfo, ThreadTree, TreeDump,
+    TreeNode, Wakeup, Writer, IDLE_TID,
+};
+
+/// A small valid recording: two CPUs, a traced JVM thread going idle and
+/// back, its call tree.
+fn seed() -> Vec<u8> {
+    let info = RunInfo {
+        command: vec!["java".into()],
+        target_pids: vec![7],
+        tool_pid: 9,
+        ..RunInfo::minimal(vec![0, 1], 1_000)
+    };
+    let node = (7u64 << 32) | 2;
+    let mut w = Writer::new(Vec::new(), &info).unwrap();
+    w.write(&Record::Thread(ThreadInfo {
+        time: 1_000,
+        tid: 7,
+        pid: 7,
+        ppid: 1,
+        comm: "java".into(),
+    }))
+    .unwrap();
+    let mut t = 1_000;
+    for i in 0..20u32 {
+        let cpu = i % 2;
+        t += 500;
+        w.write(&Record::Wakeup(Wakeup {
+            time: t,
+            cpu,
+            waker_tid: 9,
+            wakee_tid: 7,
+            target_cpu: cpu,
+            new_thread: false,
+        }))
+        .unwrap();
+        for (prev, next, state, tag) in [
+            (IDLE_TID, 7, PrevState::Unknown, NodeTag::Untraced),
+            (7, IDLE_TID, PrevState::Sleeping, NodeTag::Current(node)),
+        ] {
+            t += 700;
+            w.write(&Record::Dispatch(Dispatch {
+                time: t,
+                cpu,
+                prev_tid: prev,
+                prev_state: state,
+                next_tid: next,
+                prev_node: tag,
+            }))
+            .unwrap();
+        }
+    }
+    w.write(&Record::Tree(Box::new(TreeDump {
+        pid: 7,
+        final_dump: true,
+        time_ns: t,
+        methods: vec!["Main.run".into()],
+        threads: vec![ThreadTree {
+            tid: 7,
+            name: "main".into(),
+            nodes: vec![TreeNode {
+                id: node,
+                parent_id: 0,
+                method: 0,
+                level: 1,
+                calls: 1,
+                callees: 0,
+                base_ns: 5,
+                mmax_ns: 5,
+                ao: 0,
+                ab: 0,
+                dip: 0,
+                idle: 0,
+            }],
+        }],
+        unmatched_exits: 0,
+        agent_tids: vec![8],
+    })))
+    .unwrap();
+    w.finish(&RunSummary {
+        stop_ns: t + 1_000,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_reader_and_reports_survive_fuzzing() {
+    let have = Command::new("cargo")
+        .args(["+nightly", "fuzz", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        let why = "cargo-fuzz on the nightly toolchain is needed (`cargo install cargo-fuzz`; .ci/run installs it)";
+        if std::env::var_os("IDLEFLOW_ALLOW_SKIP").is_some() {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+        panic!("{why}; or set IDLEFLOW_ALLOW_SKIP=1 to skip knowingly");
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let corpus = tempfile::tempdir().unwrap();
+    let s = seed();
+    std::fs::write(corpus.path().join("seed"), &s).unwrap();
+    std::fs::write(corpus.path().join("seed-cut"), &s[..s.len() * 2 / 3]).unwrap();
+    let artifacts = tempfile::tempdir().unwrap();
+    let seconds = std::env::var("IDLEFLOW_FUZZ_SECONDS").unwrap_or_else(|_| "60".into());
+    let out = Command::new("cargo")
+        .current_dir(here)
+        .args(["+nightly", "fuzz", "run", "--fuzz-dir"])
+        .arg(here.join("fuzz"))
+        .arg("report")
+        .arg(corpus.path())
+        .arg("--")
+        .arg(format!("-max_total_time={seconds}"))
+        .arg(format!("-artifact_prefix={}/", artifacts.path().display()))
+        .args(["-rss_limit_mb=2048", "-max_len=65536"])
+        .output()
+        .expect("run cargo fuzz");
+    let err = String::from_utf8_lossy(&out.stderr);
+    // libFuzzer's closing line: "#RUNS DONE cov: … exec/s: …".
+    let done = err.lines().rev().find(|l| l.contains("DONE")).unwrap_or("");
+    println!("fuzz ({seconds} s): {done}");
+    assert!(
+        out.status.success(),
+        "the fuzz target found a crash:\n{}",
+        err.lines().rev().take(60).collect::<Vec<_>>().join("\n")
+    );
+    let runs: u64 = done
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.trim_start_matches('#').parse().ok())
+        .unwrap_or(0);
+    assert!(runs > 10_000, "the fuzzer ran only {runs} inputs: {done}");
+}
