@@ -214,6 +214,12 @@ pub struct FlamegraphArgs {
     /// Write folded stacks (`frame;frame;frame weight`) for inferno or FlameGraph instead of SVG.
     #[arg(long)]
     pub folded: bool,
+
+    /// One stack per thread. By default threads whose names differ only in
+    /// their last number (a pool: `http-nio-8080-exec-1`, `-exec-2`, …) are
+    /// merged under one name (`http-nio-8080-exec-*`).
+    #[arg(long)]
+    pub per_thread: bool,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {

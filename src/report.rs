@@ -101,8 +101,8 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
         WeightArg::IdleNs => Weight::IdleNs,
         WeightArg::Dispatches => Weight::Dispatches,
     };
-    let lines =
-        flame::folded(&analysis, weight).with_context(|| format!("{}", args.input.display()))?;
+    let lines = flame::folded(&analysis, weight, !args.per_thread)
+        .with_context(|| format!("{}", args.input.display()))?;
     let out_path = &args.output;
     let file = std::fs::File::create(out_path)
         .with_context(|| format!("cannot create {}", out_path.display()))?;

@@ -38,8 +38,22 @@ fn only_the_blocking_method_is_blamed_for_idle() {
     check_one_blocker(&rec, "OneBlocker");
 }
 
-/// `OneBlocker`'s idle is blamed on `OneBlocker.pause`, with exact tags.
+/// `OneBlocker`'s idle is blamed on `OneBlocker.pause`, with exact tags;
+/// its two workers `blk-0` and `blk-1` are one pool in the flame graph
+/// unless `--per-thread` asks for each.
 fn check_one_blocker(rec: &std::path::Path, what: &str) {
+    let merged = folded(rec, "dispatches");
+    let split = folded_with(rec, "dispatches", &["--per-thread"]);
+    let pool = |v: &[(String, u64)], name: &str| -> u64 {
+        v.iter()
+            .filter(|(s, _)| s.split(';').nth(1) == Some(name))
+            .map(|(_, w)| w)
+            .sum()
+    };
+    let (b0, b1) = (pool(&split, "blk-0"), pool(&split, "blk-1"));
+    assert!(b0 > 0 && b1 > 0, "{split:?}");
+    assert_eq!(pool(&merged, "blk-*"), b0 + b1, "{merged:?}");
+    assert_eq!(pool(&merged, "blk-0"), 0);
     let r = report_json(rec);
     let caused: u64 = r["threads"]
         .as_array()

@@ -397,42 +397,115 @@ impl Arcflow {
     }
 }
 
+/// The name under which pool threads are merged: a number that ends the
+/// name becomes `*` (`http-nio-8080-exec-12` → `http-nio-8080-exec-*`,
+/// `pool-1-thread-3` → `pool-1-thread-*`); other names stay as they are.
+pub fn thread_pattern(name: &str) -> String {
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    if stem.len() == name.len() {
+        name.to_string()
+    } else {
+        format!("{stem}*")
+    }
+}
+
 /// Folded stacks (`frame;frame;frame weight`) of the idle-causing paths:
-/// root → `java <pid>` → thread name → Java frames, weighted by the idle
-/// time (or the dispatches to idle) that followed a thread leaving in that
-/// exact node. Lines with zero weight are left out.
-pub fn folded_stacks(trees: &[TreeDump], idle: &NodeAttribution, dispatches: bool) -> Vec<String> {
-    let mut lines = Vec::new();
+/// root → `java <pid>` → thread name (or, with `merge_threads`, its
+/// [`thread_pattern`]) → Java frames, weighted by the idle time (or the
+/// dispatches to idle) that followed a thread leaving in that exact node.
+/// Lines with zero weight are left out; identical stacks are summed.
+///
+/// Memory is bounded by the nodes of one thread (an index of parents) and
+/// the weighted paths: a path is spelled out only for a node that carries
+/// weight, by walking up its parents.
+pub fn folded_stacks(
+    trees: &[TreeDump],
+    idle: &NodeAttribution,
+    dispatches: bool,
+    merge_threads: bool,
+) -> Vec<String> {
+    let mut weights: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut frames: Vec<&str> = Vec::new();
     for d in trees {
+        let root = format!("java {}", d.pid);
         for th in &d.threads {
-            let mut path: FxHashMap<u64, String> = FxHashMap::default();
+            let thread = if merge_threads {
+                thread_pattern(&th.name)
+            } else {
+                th.name.clone()
+            };
+            let index: FxHashMap<u64, usize> = th
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.id, i))
+                .collect();
             for n in &th.nodes {
-                let frame = if n.level == 0 {
-                    format!("java {};{}", d.pid, th.name.replace(';', ":"))
-                } else {
-                    let name = d
-                        .methods
-                        .get(n.method as usize)
-                        .map_or("<unknown method>", |s| s);
-                    let Some(parent) = path.get(&n.parent_id) else {
-                        continue;
-                    };
-                    format!("{parent};{}", name.replace(';', ":"))
+                let Some(i) = idle.nodes.get(&n.id) else {
+                    continue;
                 };
-                if let Some(i) = idle.nodes.get(&n.id) {
-                    let w = if dispatches {
-                        i.idle_dispatches
-                    } else {
-                        i.idle_ns
-                    };
-                    if w > 0 {
-                        lines.push(format!("{frame} {w}"));
-                    }
+                let w = if dispatches {
+                    i.idle_dispatches
+                } else {
+                    i.idle_ns
+                };
+                if w == 0 {
+                    continue;
                 }
-                path.insert(n.id, frame);
+                // Walk up to the thread's root; a node whose chain breaks
+                // (a parent missing from the dump) is left out.
+                frames.clear();
+                let mut cur = n;
+                let whole = loop {
+                    if cur.level == 0 {
+                        break true;
+                    }
+                    frames.push(
+                        d.methods
+                            .get(cur.method as usize)
+                            .map_or("<unknown method>", |s| s),
+                    );
+                    match index.get(&cur.parent_id) {
+                        // Parents come before children: a cycle cannot form.
+                        Some(&p) if p < th.nodes.len() && frames.len() <= th.nodes.len() => {
+                            cur = &th.nodes[p]
+                        }
+                        _ => break false,
+                    }
+                };
+                if !whole {
+                    continue;
+                }
+                let mut line = format!("{root};{}", thread.replace(';', ":"));
+                for f in frames.iter().rev() {
+                    line.push(';');
+                    line.push_str(&f.replace(';', ":"));
+                }
+                let e = weights.entry(line).or_default();
+                *e = e.saturating_add(w);
             }
         }
     }
-    lines.sort();
-    lines
+    weights
+        .into_iter()
+        .map(|(stack, w)| format!("{stack} {w}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_threads_share_a_pattern() {
+        assert_eq!(
+            thread_pattern("http-nio-8080-exec-12"),
+            "http-nio-8080-exec-*"
+        );
+        assert_eq!(thread_pattern("pool-1-thread-3"), "pool-1-thread-*");
+        assert_eq!(thread_pattern("C2 CompilerThread0"), "C2 CompilerThread*");
+        assert_eq!(thread_pattern("http-nio-8080-Poller"), "http-nio-8080-Poller");
+        assert_eq!(thread_pattern("main"), "main");
+        assert_eq!(thread_pattern("7"), "*");
+    }
 }

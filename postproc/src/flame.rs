@@ -29,12 +29,22 @@ pub enum FlameError {
     Io(#[from] std::io::Error),
 }
 
-/// The folded stacks of `a`, weighted by `weight`.
-pub fn folded(a: &Analysis, weight: Weight) -> Result<Vec<String>, FlameError> {
+/// The folded stacks of `a`, weighted by `weight`; with `merge_threads`,
+/// pool threads are merged by name pattern ([`crate::arcflow::thread_pattern`]).
+pub fn folded(
+    a: &Analysis,
+    weight: Weight,
+    merge_threads: bool,
+) -> Result<Vec<String>, FlameError> {
     if a.trees.is_empty() {
         return Err(FlameError::NoTrees);
     }
-    let lines = folded_stacks(&a.trees, &a.node_idle, weight == Weight::Dispatches);
+    let lines = folded_stacks(
+        &a.trees,
+        &a.node_idle,
+        weight == Weight::Dispatches,
+        merge_threads,
+    );
     if lines.is_empty() {
         return Err(FlameError::Empty);
     }

@@ -176,6 +176,21 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             ms(iv.max_ns)
         )?;
     }
+    writeln!(
+        o,
+        "(kernel%: /proc/stat idle+iowait; its clock stops while the idle task serves interrupts and wake-ups)"
+    )?;
+    for c in r.per_cpu.iter().filter(|c| c.kernel_differs) {
+        let k = c.kernel_idle_ns.unwrap_or(0);
+        writeln!(
+            o,
+            "# NOTE: CPU {}: idle {} ms vs kernel {} ms: beyond interrupt/wake-up work (<= {} ms); records missing?",
+            cpu_name(c),
+            ms(c.idle_ns),
+            ms(k),
+            ms(c.kernel_gap_explained_ns)
+        )?;
+    }
     writeln!(o)?;
     writeln!(o, "## Threads whose leaving made a CPU idle")?;
     writeln!(

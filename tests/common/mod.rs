@@ -161,12 +161,19 @@ pub fn record_java_on(jdk: &str, rec: &Path, classes: &Path, args: &[&str]) -> O
 
 /// `idleflow flamegraph --folded` of `rec` as (stack, weight) pairs.
 pub fn folded(rec: &Path, weight: &str) -> Vec<(String, u64)> {
+    folded_with(rec, weight, &[])
+}
+
+/// The same with more `flamegraph` options.
+pub fn folded_with(rec: &Path, weight: &str, options: &[&str]) -> Vec<(String, u64)> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f.folded");
     let out = run(idleflow()
         .arg("flamegraph")
         .arg(rec)
-        .args(["--folded", "--weight", weight, "-o"])
+        .args(["--folded", "--weight", weight])
+        .args(options)
+        .arg("-o")
         .arg(&path));
     assert!(out.status.success(), "flamegraph: {}", stderr(&out));
     std::fs::read_to_string(&path)

@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(a) = Analysis::run(data) {
         let r = Report::new(&a, 5, &ArcflowOptions::default());
         let _ = text::render(&r, "fuzz", &text::TextOptions::default());
-        let _ = flame::folded(&a, Weight::IdleNs);
+        let _ = flame::folded(&a, Weight::IdleNs, true);
     }
     let _ = script::print(data, &mut std::io::sink());
 });
