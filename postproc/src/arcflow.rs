@@ -504,7 +504,10 @@ mod tests {
         );
         assert_eq!(thread_pattern("pool-1-thread-3"), "pool-1-thread-*");
         assert_eq!(thread_pattern("C2 CompilerThread0"), "C2 CompilerThread*");
-        assert_eq!(thread_pattern("http-nio-8080-Poller"), "http-nio-8080-Poller");
+        assert_eq!(
+            thread_pattern("http-nio-8080-Poller"),
+            "http-nio-8080-Poller"
+        );
         assert_eq!(thread_pattern("main"), "main");
         assert_eq!(thread_pattern("7"), "*");
     }

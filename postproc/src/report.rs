@@ -211,8 +211,9 @@ pub struct Report {
 
 /// What one dispatch out of idle can take from the kernel's idle clock
 /// while the idle task still holds the CPU (interrupt, softirq, wake-up
-/// path): measured 12–17 µs on this project's VMs, so 25 µs bounds it.
-pub const KERNEL_IDLE_GAP_PER_WAKEUP_NS: u64 = 25_000;
+/// path): measured 12–21 µs on this project's VMs under `perf bench sched
+/// pipe`, so 40 µs bounds it with room for a slower interrupt path.
+pub const KERNEL_IDLE_GAP_PER_WAKEUP_NS: u64 = 40_000;
 
 /// The part of `kernel_gap_explained_ns` and `kernel_differs` of a row.
 fn kernel_check(
@@ -586,11 +587,11 @@ mod tests {
     #[test]
     fn the_kernel_column_is_flagged_only_beyond_interrupt_and_wake_up_work() {
         let tick = 10_000_000;
-        // 1,000 wake-ups may hide 25 ms from the kernel's idle clock, + 2 ticks.
-        let (explained, differs) = kernel_check(1_000_000_000, 0, 1_000, Some(960_000_000), tick);
-        assert_eq!(explained, 45_000_000);
+        // 1,000 wake-ups may hide 40 ms from the kernel's idle clock, + 2 ticks.
+        let (explained, differs) = kernel_check(1_000_000_000, 0, 1_000, Some(945_000_000), tick);
+        assert_eq!(explained, 60_000_000);
         assert!(!differs);
-        assert!(kernel_check(1_000_000_000, 0, 1_000, Some(950_000_000), tick).1);
+        assert!(kernel_check(1_000_000_000, 0, 1_000, Some(935_000_000), tick).1);
         // The kernel above ours: only by the ticks, or by unknown time.
         assert!(!kernel_check(1_000_000_000, 0, 10, Some(1_015_000_000), tick).1);
         assert!(kernel_check(1_000_000_000, 0, 10, Some(1_030_000_000), tick).1);
