@@ -39,19 +39,25 @@ pub enum Command {
     /// Per-CPU columns: to-idle = dispatches that left the CPU idle;
     /// from-idle = dispatches out of idle; idle ms / idle% = idle time in the
     /// window; kernel% = the kernel's own idle+iowait (/proc/stat) over the
-    /// same window, an independent check; unknown ms = time a stream break
-    /// (lost records) leaves unaccounted: the true idle time lies between
-    /// idle ms and idle ms + unknown ms; intervals = complete idle intervals
-    /// with their mean, median, 99th percentile and longest.
+    /// same window, an independent check (it reads lower on wake-up-heavy
+    /// work: the kernel stops that clock while the idle task handles
+    /// interrupts and wake-ups; a NOTE flags a larger difference); unknown ms
+    /// = time a stream break (lost records) leaves unaccounted: the true idle
+    /// time lies between idle ms and idle ms + unknown ms; intervals =
+    /// complete idle intervals with their median, 99th percentile and
+    /// longest.
     ///
     /// Arcflow call tree (recordings of JVMs): one line per call path,
-    /// indented by level. LV = depth; CALLS = calls along this path; CEE =
-    /// calls it made; BASE = exclusive time; MMAX = longest single call; AO /
-    /// AB = sampled allocations; DIP / IDLE = dispatches from idle on the
-    /// thread's CPU / on all CPUs while the thread was in this node, as the
-    /// agent credited them from the work area; to-idle = dispatches to idle
-    /// caused by a thread leaving a CPU in this node; idle ms = the idle time
-    /// that followed; % = the subtree's share of the --sort measure. Its
+    /// indented by level, long Java names shortened from the left. LV =
+    /// depth; CALLS = calls along this path; BASE = exclusive time; idle ms =
+    /// idle time that followed a thread leaving a CPU in this node; % = the
+    /// subtree's share of the --sort measure. JSON adds CEE (calls made),
+    /// MMAX (longest single call), AO / AB (sampled allocations), DIP / IDLE
+    /// (dispatches from idle on the thread's CPU / on all CPUs while the
+    /// thread was in this node, as the agent credited them from the work
+    /// area) and to-idle (dispatches to idle caused in this node). Its
+    /// header says how much of the idle after the JVM's threads left a CPU
+    /// the tree covers, and
     /// header says how the dispatches of traced threads were tagged: from
     /// the node current at the dispatch, from the thread's history, or
     /// unknown (the node then lasted less than --delta, or its history entry
@@ -61,9 +67,11 @@ pub enum Command {
     /// Thread table (the blocked-thread statistics): runtime, slices (times
     /// dispatched), max (longest slice), non-run (times it left the CPU not
     /// runnable: sleeping, waiting for a lock or I/O), preempt (times it was
-    /// preempted while runnable), run% / runnable% / blocked% (shares of the
-    /// time it was observed), to-idle / idle ms after (dispatches to idle its
-    /// leaving caused, and the idle time that followed).
+    /// preempted while runnable), run% / wait% / blk% (shares of the time it
+    /// was observed: running, runnable but waiting for a CPU, blocked),
+    /// to-idle / idle ms (dispatches to idle its leaving caused, and the idle
+    /// time that followed). idleflow's own threads appear only in the header
+    /// line `# idleflow itself`, never as a cause.
     Report(ReportArgs),
     /// Print every record of a recording, one line each, in time order (like `perf script`).
     ///

@@ -249,7 +249,7 @@ fn truncated_foreign_and_missing_recordings_are_clear_errors() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
-        text.contains("WARNING: this recording was cut short"),
+        text.contains("WARNING: recording cut short"),
         "{text}"
     );
     let whole = report_json(&rec);

@@ -110,6 +110,19 @@ fn the_lock_held_across_a_blocking_call_is_the_heaviest_stack() {
     let report = stdout(&out);
     assert!(report.contains("## Arcflow call tree"), "{report}");
     assert!(report.contains("LockedIo.fetch"));
+    assert_fits_120_columns(&report);
+    // It says how much of the JVM's idle its call tree explains.
+    let cover = report
+        .lines()
+        .find(|l| l.contains("the call tree covers"))
+        .unwrap_or_else(|| panic!("{report}"));
+    let pct: f64 = cover
+        .split("covers ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{cover}"));
+    assert!((50.0..=100.0).contains(&pct), "{cover}");
 }
 
 #[test]

@@ -76,9 +76,10 @@ fn the_recorder_is_never_a_cause_and_wakes_only_for_work() {
         wakeups <= 30,
         "the recorder woke {wakeups} times in 2 s of a quiet machine"
     );
-    // And the text says what it cost, once.
+    // And the text says what it cost, once, within 120 columns.
     let text = run(idleflow().arg("report").arg(&rec));
     let text = stdout(&text);
+    assert_fits_120_columns(&text);
     assert_eq!(
         text.lines()
             .filter(|l| l.starts_with("# idleflow itself"))

@@ -146,6 +146,12 @@ pub struct JvmSummary {
     pub methods: usize,
     /// Method exits that matched no open call.
     pub unmatched_exits: u64,
+    /// Idle time that followed this JVM's threads leaving a CPU in a node
+    /// of its call trees, ns.
+    pub tree_idle_ns: u64,
+    /// Idle time that followed any thread of this JVM's process leaving a
+    /// CPU, ns (set by the report; the tree covers `tree_idle_ns` of it).
+    pub process_idle_ns: u64,
 }
 
 /// How the traced dispatches were tagged, in total and per CPU.
@@ -321,6 +327,13 @@ impl Arcflow {
                 nodes: d.threads.iter().map(|t| t.nodes.len()).sum(),
                 methods: d.methods.len(),
                 unmatched_exits: d.unmatched_exits,
+                tree_idle_ns: d
+                    .threads
+                    .iter()
+                    .flat_map(|t| &t.nodes)
+                    .filter_map(|n| idle.nodes.get(&n.id))
+                    .fold(0, |s, i| s.saturating_add(i.idle_ns)),
+                process_idle_ns: 0,
             })
             .collect();
         let views: Vec<(ViewTree, Vec<u64>, &TreeDump)> = trees

@@ -251,7 +251,7 @@ fn states(c: &IdleCause) -> std::collections::BTreeMap<&'static str, u64> {
 
 impl Report {
     /// Builds the report; `max_causes` limits idle causes per CPU.
-    pub fn new(a: &Analysis, max_causes: usize, arcflow: &ArcflowOptions) -> Self {
+    pub fn new(a: &Analysis, max_causes: usize, arcflow_options: &ArcflowOptions) -> Self {
         let duration = a.duration_ns();
         let name = |tid: u32| -> (u32, String) {
             match tid {
@@ -369,6 +369,27 @@ impl Report {
             e.0 = e.0.saturating_add(c.dispatches);
             e.1 = e.1.saturating_add(c.idle_ns);
         }
+        let mut arcflow = Arcflow::new(
+            &a.trees,
+            &a.summary,
+            &a.node_idle,
+            // Every CPU the accounting saw, hot-plugged ones included,
+            // in the order of its CPU slots.
+            &a.accounting
+                .cpus()
+                .iter()
+                .map(|c| c.cpu)
+                .collect::<Vec<_>>(),
+            arcflow_options,
+        );
+        if let Some(af) = arcflow.as_mut() {
+            for j in &mut af.jvms {
+                j.process_idle_ns = caused
+                    .iter()
+                    .filter(|(tid, _)| a.names.get(tid).is_some_and(|(pid, _)| *pid == j.pid))
+                    .fold(0, |s, (_, (_, ns))| s.saturating_add(*ns));
+            }
+        }
         let mut tool = ToolUse::default();
         let mut all_wakeups = 0u64;
         for t in a.accounting.threads() {
@@ -444,19 +465,7 @@ impl Report {
             late_events: a.summary.late_events,
             unknown_records: a.unknown_records,
             undecodable_records: a.summary.undecodable,
-            arcflow: Arcflow::new(
-                &a.trees,
-                &a.summary,
-                &a.node_idle,
-                // Every CPU the accounting saw, hot-plugged ones included,
-                // in the order of its CPU slots.
-                &a.accounting
-                    .cpus()
-                    .iter()
-                    .map(|c| c.cpu)
-                    .collect::<Vec<_>>(),
-                arcflow,
-            ),
+            arcflow,
             per_cpu,
             total,
             threads,

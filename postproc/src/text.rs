@@ -35,10 +35,50 @@ fn count(n: u64) -> String {
     out
 }
 
-/// A thread name cut to the column's 16 characters (the kernel's own limit,
-/// which kworker descriptions exceed).
-fn comm16(comm: &str) -> String {
-    comm.chars().take(16).collect()
+/// Width of the thread-name column.
+const COMM: usize = 20;
+
+/// `s` fitted into `width` characters: a longer one keeps its start and
+/// its end around `…` (a pool thread's number, a command's last argument).
+fn fit(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width {
+        return s.to_string();
+    }
+    let head = (width.saturating_sub(1) * 2) / 3;
+    let tail = width.saturating_sub(1 + head);
+    let start: String = s.chars().take(head).collect();
+    let end: String = s.chars().skip(n - tail).collect();
+    format!("{start}…{end}")
+}
+
+/// The width every line of the text report fits in.
+pub const WIDTH: usize = 120;
+
+/// A Java method name fitted into `width` characters: package names
+/// abbreviated from the left (`org.apache.catalina.X.m` → `o.a.catalina.X.m`),
+/// then, if still too long, cut from the left behind `…`. The class and
+/// method stay whole where they fit. JSON carries every name in full.
+fn fit_method(name: &str, width: usize) -> String {
+    let len = |s: &str| s.chars().count();
+    if len(name) <= width {
+        return name.to_string();
+    }
+    let mut parts: Vec<String> = name.split('.').map(str::to_string).collect();
+    // Keep `Class.method` (the last two parts) whole.
+    for i in 0..parts.len().saturating_sub(2) {
+        if let Some(c) = parts[i].chars().next() {
+            parts[i] = c.to_string();
+        }
+        let joined = parts.join(".");
+        if len(&joined) <= width {
+            return joined;
+        }
+    }
+    let joined = parts.join(".");
+    let keep = width.saturating_sub(1);
+    let tail: String = joined.chars().skip(len(&joined).saturating_sub(keep)).collect();
+    format!("…{tail}")
 }
 
 fn cpu_name(c: &CpuRow) -> String {
@@ -53,7 +93,7 @@ pub fn render(r: &Report, source: &str, opts: &TextOptions) -> String {
 }
 
 fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> std::fmt::Result {
-    writeln!(o, "# idleflow report of {source}")?;
+    writeln!(o, "{}", fit(&format!("# idleflow report of {source}"), WIDTH))?;
     let what = if r.command.is_empty() {
         if r.target_pids.is_empty() {
             "system-wide".to_string()
@@ -63,18 +103,25 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     } else {
         format!("`{}`", r.command.join(" "))
     };
+    writeln!(o, "{}", fit(&format!("# {what}"), WIDTH))?;
     let exit = r
         .exit_code
         .map(|c| format!(", exit code {c}"))
         .unwrap_or_default();
     writeln!(
         o,
-        "# {what}: {:.3} s on {} CPUs ({}), kernel {}; stopped: {}{exit}",
-        r.duration_ns as f64 / 1e9,
-        r.cpus,
-        r.hostname,
-        r.kernel_release,
-        r.stop_reason
+        "{}",
+        fit(
+            &format!(
+                "# {:.3} s on {} CPUs ({}), kernel {}; stopped: {}{exit}",
+                r.duration_ns as f64 / 1e9,
+                r.cpus,
+                r.hostname,
+                r.kernel_release,
+                r.stop_reason
+            ),
+            WIDTH
+        )
     )?;
     writeln!(
         o,
@@ -96,41 +143,68 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     if let Some(cut) = &r.cut_short {
         writeln!(
             o,
-            "# WARNING: this recording was cut short (the recorder was killed, the disk filled up or the machine stopped): read up to its last complete record at byte {} ({}), {:.3} s into the run; whatever came after is lost.",
-            count(cut.offset),
-            cut.reason,
+            "# WARNING: recording cut short: read up to its last complete record, {:.3} s into the run",
             r.duration_ns as f64 / 1e9
+        )?;
+        writeln!(
+            o,
+            "{}",
+            fit(
+                &format!(
+                    "#   (byte {}: {}; the recorder was killed, the disk filled up or the machine stopped)",
+                    count(cut.offset),
+                    cut.reason
+                ),
+                WIDTH
+            )
         )?;
     }
     if !r.tool.tids.is_empty() {
         let t = &r.tool;
         writeln!(
             o,
-            "# idleflow itself ({} thread{}): {} ms on CPU ({:.2} % of one CPU), {} wake-ups ({:.2} % of all); left out of every table below{}",
+            "# idleflow itself: {} thread{}, {} ms on CPU ({:.2} % of one CPU), {} wake-ups ({:.2} % of all)",
             t.tids.len(),
             if t.tids.len() == 1 { "" } else { "s" },
             ms(t.runtime_ns),
             t.cpu_pct_of_one,
             count(t.wakeups),
             t.wakeups_pct,
-            if t.idle_dispatches_caused > 0 {
-                format!(" (its leaving preceded {} dispatches to idle)", count(t.idle_dispatches_caused))
-            } else {
-                String::new()
-            }
         )?;
+        if t.idle_dispatches_caused > 0 {
+            writeln!(
+                o,
+                "#   not counted as a cause of idle anywhere below (its leaving preceded {} dispatches to idle)",
+                count(t.idle_dispatches_caused)
+            )?;
+        }
     }
-    if r.lost_events > 0 || r.stream_breaks > 0 {
+    // Gaps are always counted in the table; the warning is for gaps that
+    // matter: records lost, or unknown time over 0.5 % of the CPUs' time.
+    let cpu_time = r.duration_ns.saturating_mul(r.cpus as u64).max(1);
+    let unknown_pct = r.total.unknown_ns as f64 * 100.0 / cpu_time as f64;
+    if r.lost_events > 0 || unknown_pct > 0.5 {
         writeln!(
             o,
-            "# WARNING: the dispatch stream has gaps; idle time lies between `idle ms` and `idle ms + unknown ms` (see per-CPU columns)."
+            "# WARNING: {} records lost, {:.2} % of the CPUs' time unknown: idle lies between `idle ms` and",
+            count(r.lost_events),
+            unknown_pct
+        )?;
+        writeln!(
+            o,
+            "#   `idle ms + unknown ms`{}",
+            if r.lost_events > 0 {
+                "; record again with a larger --ring-size"
+            } else {
+                ""
+            }
         )?;
     }
     writeln!(o)?;
     writeln!(o, "## Per-CPU idle")?;
     writeln!(
         o,
-        "{:>4} {:>10} {:>10} {:>11} {:>7} {:>8} {:>10} {:>6} {:>6} | {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "{:>4} {:>9} {:>9} {:>11} {:>7} {:>7} {:>10} {:>6} {:>6} | {:>9} {:>9} {:>9} {:>9}",
         "CPU",
         "to-idle",
         "from-idle",
@@ -141,7 +215,6 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
         "breaks",
         "lost",
         "intervals",
-        "mean ms",
         "p50 ms",
         "p99 ms",
         "max ms"
@@ -159,7 +232,7 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
         let iv = &c.idle_intervals;
         writeln!(
             o,
-            "{:>4} {:>10} {:>10} {:>11} {:>7.2} {:>8} {:>10} {:>6} {:>6} | {:>8} {:>9} {:>9} {:>9} {:>9}",
+            "{:>4} {:>9} {:>9} {:>11} {:>7.2} {:>7} {:>10} {:>6} {:>6} | {:>9} {:>9} {:>9} {:>9}",
             cpu_name(c),
             count(c.idle_dispatches_to),
             count(c.idle_dispatches_from),
@@ -170,7 +243,6 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             c.breaks,
             c.lost,
             count(iv.count),
-            ms(iv.mean_ns),
             ms(iv.p50_ns),
             ms(iv.p99_ns),
             ms(iv.max_ns)
@@ -204,17 +276,17 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
         writeln!(o, "CPU {}:", cpu_name(c))?;
         writeln!(
             o,
-            "  {:>8} {:>8} {:<16} {:>10} {:>12}  states",
+            "  {:>8} {:>8} {:<20} {:>10} {:>12}  states",
             "pid", "tid", "comm", "to-idle", "idle ms after"
         )?;
         for t in &c.idle_causes {
             let states: Vec<String> = t.states.iter().map(|(k, v)| format!("{k}:{v}")).collect();
             writeln!(
                 o,
-                "  {:>8} {:>8} {:<16} {:>10} {:>12}  {}",
+                "  {:>8} {:>8} {:<20} {:>10} {:>12}  {}",
                 t.pid,
                 t.tid,
-                comm16(&t.comm),
+                fit(&t.comm, COMM),
                 count(t.idle_dispatches_to),
                 ms(t.idle_ns),
                 states.join(" ")
@@ -232,13 +304,23 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     };
     writeln!(
         o,
-        "## Blocked-thread statistics ({scope}; {} of {} shown, most runtime first)",
-        r.threads.len().min(opts.max_threads),
-        r.threads.len()
+        "{}",
+        fit(
+            &format!(
+                "## Blocked-thread statistics ({scope}; {} of {} shown, most runtime first)",
+                r.threads.len().min(opts.max_threads),
+                r.threads.len()
+            ),
+            WIDTH
+        )
     )?;
     writeln!(
         o,
-        "{:>8} {:>8} {:<16} {:>11} {:>8} {:>10} {:>9} {:>9} {:>6} {:>9} {:>8} {:>8} {:>12}",
+        "(run%, wait%, blk%: running, runnable but waiting for a CPU, blocked; idle ms: idle after its leaving)"
+    )?;
+    writeln!(
+        o,
+        "{:>7} {:>7} {:<20} {:>10} {:>8} {:>8} {:>8} {:>7} {:>5} {:>5} {:>5} {:>7} {:>9}",
         "pid",
         "tid",
         "comm",
@@ -248,18 +330,18 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
         "non-run",
         "preempt",
         "run%",
-        "runnable%",
-        "blocked%",
+        "wait%",
+        "blk%",
         "to-idle",
-        "idle ms after"
+        "idle ms"
     )?;
     for t in r.threads.iter().take(opts.max_threads) {
         writeln!(
             o,
-            "{:>8} {:>8} {:<16} {:>11} {:>8} {:>10} {:>9} {:>9} {:>6.1} {:>9.1} {:>8.1} {:>8} {:>12}",
+            "{:>7} {:>7} {:<20} {:>10} {:>8} {:>8} {:>8} {:>7} {:>5.1} {:>5.1} {:>5.1} {:>7} {:>9}",
             t.pid,
             t.tid,
-            comm16(&t.comm),
+            fit(&t.comm, COMM),
             ms(t.runtime_ns),
             count(t.timeslices),
             ms(t.max_timeslice_ns),
@@ -288,12 +370,12 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
             "# JVM {}: {} threads, {} nodes, {} methods{}{}",
             j.pid,
             j.threads,
-            j.nodes,
-            j.methods,
+            count(j.nodes as u64),
+            count(j.methods as u64),
             if j.final_dump {
                 ""
             } else {
-                "; LAST PERIODIC SNAPSHOT (the JVM did not reach VM death)"
+                "; LAST PERIODIC SNAPSHOT (it did not reach VM death)"
             },
             if j.unmatched_exits > 0 {
                 format!("; {} unmatched exits", j.unmatched_exits)
@@ -301,11 +383,22 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
                 String::new()
             }
         )?;
+        writeln!(
+            o,
+            "#   the call tree covers {:.1} % of the idle after this JVM's threads left a CPU ({} of {} ms)",
+            if j.process_idle_ns == 0 {
+                0.0
+            } else {
+                j.tree_idle_ns as f64 * 100.0 / j.process_idle_ns as f64
+            },
+            ms(j.tree_idle_ns),
+            ms(j.process_idle_ns)
+        )?;
     }
     if let Some(t) = af.tags.last() {
         writeln!(
             o,
-            "# dispatches of traced threads tagged with their node: {} current, {} from history, {} unknown ({:.2}% exact)",
+            "# dispatches of traced threads tagged: {} current, {} from history, {} unknown ({:.2} % exact)",
             count(t.current),
             count(t.ring),
             count(t.unknown),
@@ -315,9 +408,13 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
         if (t.unknown | u.before_claim | u.after_release) > 0 {
             writeln!(
                 o,
-                "#   unknown: {} in nodes shorter than Δ, {} overwritten in history; untagged: {} before the agent saw the thread, {} after it left Java",
+                "#   unknown: {} in nodes shorter than Δ, {} overwritten in history",
                 count(u.unknown_short),
                 count(u.unknown_overwritten),
+            )?;
+            writeln!(
+                o,
+                "#   untagged: {} before the agent saw the thread, {} after it left Java",
                 count(u.before_claim),
                 count(u.after_release)
             )?;
@@ -325,39 +422,32 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
     }
     writeln!(
         o,
-        "{:>3} {:>9} {:>9} {:>10} {:>9} {:>7} {:>9} {:>7} {:>7} {:>8} {:>10} {:>6}  method",
-        "LV",
-        "CALLS",
-        "CEE",
-        "BASE ms",
-        "MMAX ms",
-        "AO",
-        "AB",
-        "DIP",
-        "IDLE",
-        "to-idle",
-        "idle ms",
-        "%"
+        "# idle ms: idle after a thread left a CPU in this method; %: its subtree's share"
     )?;
+    writeln!(
+        o,
+        "#   (CEE, MMAX, AO, AB, DIP, IDLE and to-idle: --format json)"
+    )?;
+    writeln!(
+        o,
+        "{:>3} {:>10} {:>10} {:>10} {:>6}  method",
+        "LV", "CALLS", "BASE ms", "idle ms", "%"
+    )?;
+    // LV, CALLS, BASE ms, idle ms and % take 46 columns; the method gets
+    // the rest of 120, indented one column a level (at most 24).
     for r in &af.rows {
         let m = &r.own;
+        let indent = (r.level as usize).min(24);
         writeln!(
             o,
-            "{:>3} {:>9} {:>9} {:>10} {:>9} {:>7} {:>9} {:>7} {:>7} {:>8} {:>10} {:>6.2}  {}{}",
+            "{:>3} {:>10} {:>10} {:>10} {:>6.2}  {}{}",
             r.level,
             count(m.calls),
-            count(m.callees),
             ms(m.base_ns),
-            ms(m.mmax_ns),
-            count(m.ao),
-            count(m.ab),
-            count(m.dip),
-            count(m.idle),
-            count(m.idle_dispatches),
             ms(m.idle_ns),
             r.subtree_pct,
-            "  ".repeat(r.level as usize),
-            r.method
+            " ".repeat(indent),
+            fit_method(&r.method, WIDTH - 46 - indent)
         )?;
     }
     Ok(())
@@ -366,6 +456,19 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
 #[cfg(test)]
 mod tests {
     use super::count;
+
+    #[test]
+    fn long_java_names_are_shortened_from_the_left() {
+        use super::fit_method;
+        let n = "org.apache.tomcat.util.buf.StringCache.toString";
+        assert_eq!(fit_method(n, 80), n);
+        assert_eq!(fit_method(n, 40), "o.a.tomcat.util.buf.StringCache.toString");
+        assert_eq!(fit_method(n, 33), "o.a.t.u.buf.StringCache.toString");
+        assert_eq!(fit_method(n, 30), "o.a.t.u.b.StringCache.toString");
+        let cut = fit_method(n, 20);
+        assert_eq!(cut.chars().count(), 20);
+        assert!(cut.starts_with('…') && cut.ends_with("Cache.toString"), "{cut}");
+    }
 
     #[test]
     fn thousands() {

@@ -57,6 +57,13 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Every line of a text report fits 120 columns (characters, not bytes).
+pub fn assert_fits_120_columns(text: &str) {
+    for l in text.lines() {
+        assert!(l.chars().count() <= 120, "{} columns: {l}", l.chars().count());
+    }
+}
+
 /// `idleflow report --format json` of `rec`.
 pub fn report_json(rec: &Path) -> Value {
     let out = run(idleflow().arg("report").arg(rec).args(["--format", "json"]));
