@@ -183,6 +183,22 @@ pub struct ReportArgs {
     /// Arcflow tree: hide subtrees below this % of the total of --sort.
     #[arg(long, default_value_t = 1.0, value_name = "PCT")]
     pub min_share: f64,
+
+    #[command(flatten)]
+    pub window: WindowArgs,
+}
+
+/// The part of a recording to report.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct WindowArgs {
+    /// Report from this many seconds after the recording's start (e.g. to
+    /// leave out a server's start-up); the header says which part it is.
+    #[arg(long, value_name = "SECONDS")]
+    pub from: Option<f64>,
+
+    /// Report up to this many seconds after the recording's start.
+    #[arg(long, value_name = "SECONDS")]
+    pub to: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -222,6 +238,9 @@ pub struct FlamegraphArgs {
     /// Write folded stacks (`frame;frame;frame weight`) for inferno or FlameGraph instead of SVG.
     #[arg(long)]
     pub folded: bool,
+
+    #[command(flatten)]
+    pub window: WindowArgs,
 
     /// One stack per thread. By default threads whose names differ only in
     /// their last number (a pool: `http-nio-8080-exec-1`, `-exec-2`, …) are

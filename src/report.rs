@@ -4,9 +4,9 @@ use std::fs::File;
 use std::io::Write;
 
 use anyhow::Context;
-use idleflow_postproc::{text, Analysis, Report};
+use idleflow_postproc::{text, Analysis, Report, Window};
 
-use crate::cli::{FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg, WeightArg};
+use crate::cli::{FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg, WeightArg, WindowArgs};
 use idleflow_postproc::arcflow::{ArcflowOptions, SortBy};
 use idleflow_postproc::flame::{self, Weight};
 
@@ -31,12 +31,35 @@ fn open(path: &std::path::Path) -> anyhow::Result<File> {
     })
 }
 
+/// The window `--from` / `--to` ask for, checked.
+fn window(w: &WindowArgs) -> anyhow::Result<Window> {
+    for (name, v) in [("--from", w.from), ("--to", w.to)] {
+        if let Some(v) = v {
+            if !(v.is_finite() && v >= 0.0) {
+                anyhow::bail!(
+                    "{name} must be a number of seconds from the recording's start, not {v}"
+                );
+            }
+        }
+    }
+    if let (Some(f), Some(t)) = (w.from, w.to) {
+        if f >= t {
+            anyhow::bail!("--from {f} must come before --to {t}");
+        }
+    }
+    Ok(Window {
+        from_s: w.from,
+        to_s: w.to,
+    })
+}
+
 /// Reads and analyses the recording at `path`, with a progress bar on a terminal.
-fn analyse(path: &std::path::Path) -> anyhow::Result<Analysis> {
+fn analyse(path: &std::path::Path, w: &WindowArgs) -> anyhow::Result<Analysis> {
+    let window = window(w)?;
     let file = open(path)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let bar = crate::progress::bytes_bar(size, "reading");
-    let analysis = Analysis::run_with_progress(file, |bytes| bar.set_position(bytes))
+    let analysis = Analysis::run_with_progress(file, window, |bytes| bar.set_position(bytes))
         .with_context(|| format!("cannot read {}", path.display()))?;
     bar.finish_and_clear();
     Ok(analysis)
@@ -44,7 +67,7 @@ fn analyse(path: &std::path::Path) -> anyhow::Result<Analysis> {
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let path = &args.input;
-    let analysis = analyse(path)?;
+    let analysis = analyse(path, &args.window)?;
     if !(0.0..=100.0).contains(&args.min_share) {
         anyhow::bail!("--min-share must be a percentage between 0 and 100");
     }
@@ -96,7 +119,7 @@ pub fn script(args: ScriptArgs) -> anyhow::Result<()> {
 }
 
 pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
-    let analysis = analyse(&args.input)?;
+    let analysis = analyse(&args.input, &args.window)?;
     let weight = match args.weight {
         WeightArg::IdleNs => Weight::IdleNs,
         WeightArg::Dispatches => Weight::Dispatches,

@@ -248,10 +248,7 @@ fn truncated_foreign_and_missing_recordings_are_clear_errors() {
     let out = run(idleflow().arg("report").arg(&cut));
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(
-        text.contains("WARNING: recording cut short"),
-        "{text}"
-    );
+    assert!(text.contains("WARNING: recording cut short"), "{text}");
     let whole = report_json(&rec);
     let part = report_json(&cut);
     assert_eq!(u(&part, "dispatches") + 1, u(&whole, "dispatches"));

@@ -399,3 +399,71 @@ fn dispatches_from_idle_agree_with_perf_switch_records_on_every_cpu() {
         );
     }
 }
+
+/// `--from` / `--to` cut a recording into parts that add up: every
+/// dispatch is in exactly one part, and the idle time of the parts sums to
+/// the whole's (an idle interval across the cut counts in both, split there).
+#[test]
+fn report_windows_partition_the_recording() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("run.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(example("dutycycle"))
+        .args(["--seconds", "3"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let window = |args: &[&str]| {
+        let out = run(idleflow()
+            .arg("report")
+            .arg(&rec)
+            .args(["--format", "json"])
+            .args(args));
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let whole = window(&[]);
+    let first = window(&["--to", "1.5"]);
+    let rest = window(&["--from", "1.5"]);
+    assert_eq!(first["windowed"], true);
+    assert_eq!(
+        u(&first, "dispatches") + u(&rest, "dispatches"),
+        u(&whole, "dispatches")
+    );
+    assert_eq!(u(&first, "duration_ns"), 1_500_000_000);
+    for i in 0..whole["per_cpu"].as_array().unwrap().len() {
+        let idle = |r: &Value| u(&r["per_cpu"][i], "idle_ns");
+        let sum = idle(&first) + idle(&rest);
+        println!(
+            "| CPU {i} | 0-1.5 s {:.3} ms | 1.5 s- {:.3} ms | whole {:.3} ms |",
+            idle(&first) as f64 / 1e6,
+            idle(&rest) as f64 / 1e6,
+            idle(&whole) as f64 / 1e6
+        );
+        assert_eq!(sum, idle(&whole), "CPU {i}");
+        // A 50 % duty cycle in each part.
+        let pct = f(&first["per_cpu"][i], "idle_pct");
+        assert!(
+            (35.0..65.0).contains(&pct),
+            "CPU {i}: {pct} % idle in the first 1.5 s"
+        );
+        assert!(first["per_cpu"][i]["kernel_idle_ns"].is_null());
+    }
+    let text = run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--from", "1", "--to", "2"]));
+    assert!(stdout(&text).contains("# reported: 1.000 s to 2.000 s of the recording"));
+    let bad = run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--from", "2", "--to", "1"]));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("must come before"),
+        "{}",
+        stderr(&bad)
+    );
+}

@@ -62,6 +62,21 @@ pub struct Analysis {
     /// was killed, the disk filled up): it is read up to its last complete
     /// record, and the window ends there.
     pub cut_short: Option<CutShort>,
+    /// The part of the recording analysed, ns on the recording's clock:
+    /// the whole window, or what `--from` / `--to` chose.
+    pub window: (u64, u64),
+    /// Whether `window` is narrower than the recording (the kernel's
+    /// `/proc/stat` readings then do not cover it).
+    pub windowed: bool,
+}
+
+/// Which part of a recording to analyse, in seconds from its start.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Window {
+    /// Start, s (`None`: the recording's start).
+    pub from_s: Option<f64>,
+    /// End, s (`None`: the recording's end).
+    pub to_s: Option<f64>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -71,19 +86,33 @@ fn histogram() -> Histogram<u64> {
 impl Analysis {
     /// Reads the whole recording from `input`.
     pub fn run(input: impl Read) -> Result<Self, FormatError> {
-        Self::run_with_progress(input, |_| {})
+        Self::run_with_progress(input, Window::default(), |_| {})
     }
 
-    /// Like [`Analysis::run`], calling `progress` with the bytes read so far
-    /// every few hundred thousand records.
+    /// Like [`Analysis::run`], for the part of the recording `window`
+    /// chooses, calling `progress` with the bytes read so far every few
+    /// hundred thousand records.
+    ///
+    /// A window is accounted like a recording that started and stopped at
+    /// its edges: dispatches, wake-ups and losses outside it are skipped, a
+    /// CPU's first dispatch inside it says who had the CPU since the edge.
+    /// Thread names and call trees come from the whole recording; the
+    /// trees' own counts (CALLS, BASE, …) are the agent's, for the whole run.
     pub fn run_with_progress(
         input: impl Read,
+        window: Window,
         mut progress: impl FnMut(u64),
     ) -> Result<Self, FormatError> {
         let mut reader = Reader::new(input)?;
         let info = reader.info().clone();
+        let at =
+            |s: Option<f64>| s.map(|s| info.start_ns.saturating_add((s.max(0.0) * 1e9) as u64));
+        let from = at(window.from_s).unwrap_or(info.start_ns);
+        let to = at(window.to_s).unwrap_or(u64::MAX);
         let mut a = Analysis {
-            accounting: Accounting::new(&info.cpus, info.start_ns),
+            window: (from, to),
+            windowed: window.from_s.is_some() || window.to_s.is_some(),
+            accounting: Accounting::new(&info.cpus, from),
             intervals: info.cpus.iter().map(|_| histogram()).collect(),
             causes: FxHashMap::default(),
             names: FxHashMap::default(),
@@ -105,6 +134,9 @@ impl Analysis {
                 progress(reader.offset());
             }
             match rec {
+                Record::Dispatch(d) if d.time < from || d.time >= to => {}
+                Record::Wakeup(w) if w.time < from || w.time >= to => {}
+                Record::Lost(l) if l.time < from || l.time >= to => {}
                 Record::Dispatch(d) => {
                     a.dispatches += 1;
                     let out = a.accounting.dispatch(&d);
@@ -177,7 +209,8 @@ impl Analysis {
                 })
             }
         };
-        let stop = a.summary.stop_ns.max(a.info.start_ns);
+        let stop = a.summary.stop_ns.max(from).min(to);
+        a.window = (from, stop);
         for iv in a.accounting.finish(stop) {
             a.interval(&iv);
             let ci = a.accounting.cpu_slot(iv.cpu);
@@ -215,7 +248,7 @@ impl Analysis {
 
     /// Window length, ns.
     pub fn duration_ns(&self) -> u64 {
-        self.summary.stop_ns.saturating_sub(self.info.start_ns)
+        self.window.1.saturating_sub(self.window.0)
     }
 
     /// Whether the report shows thread `tid` (in a target process, or all).

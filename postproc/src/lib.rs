@@ -13,5 +13,5 @@ pub mod report;
 pub mod script;
 pub mod text;
 
-pub use analysis::Analysis;
+pub use analysis::{Analysis, Window};
 pub use report::Report;

@@ -160,6 +160,11 @@ pub struct Report {
     pub duration_ns: u64,
     /// Window start, ns on the recording's clock (`CLOCK_MONOTONIC`).
     pub start_ns: u64,
+    /// The recording's own start (= `start_ns` unless `--from` / `--to`
+    /// chose a part of it).
+    pub recording_start_ns: u64,
+    /// Whether the report covers only a part of the recording.
+    pub windowed: bool,
     /// Window end, ns on the recording's clock.
     pub stop_ns: u64,
     /// Window start, wall clock, ns since the epoch.
@@ -267,6 +272,9 @@ impl Report {
         let hz = a.info.user_hz.max(1);
         let tick_ns = 1_000_000_000 / hz;
         let kernel_idle = |cpu: u32| -> Option<u64> {
+            if a.windowed {
+                return None; // read at the recording's edges, not the window's
+            }
             let s = a.info.proc_stat_start.iter().find(|p| p.cpu == cpu)?;
             let e = a.summary.proc_stat_stop.iter().find(|p| p.cpu == cpu)?;
             let ticks =
@@ -442,8 +450,10 @@ impl Report {
         Report {
             format_version: idleflow_format::VERSION,
             duration_ns: duration,
-            start_ns: a.info.start_ns,
-            stop_ns: a.summary.stop_ns,
+            start_ns: a.window.0,
+            recording_start_ns: a.info.start_ns,
+            windowed: a.windowed,
+            stop_ns: a.window.1,
             start_unix_ns: a.info.start_unix_ns,
             cpus: per_cpu.len(),
             cpu_ids: per_cpu.iter().filter_map(|c| c.cpu).collect(),

@@ -77,7 +77,10 @@ fn fit_method(name: &str, width: usize) -> String {
     }
     let joined = parts.join(".");
     let keep = width.saturating_sub(1);
-    let tail: String = joined.chars().skip(len(&joined).saturating_sub(keep)).collect();
+    let tail: String = joined
+        .chars()
+        .skip(len(&joined).saturating_sub(keep))
+        .collect();
     format!("…{tail}")
 }
 
@@ -93,7 +96,11 @@ pub fn render(r: &Report, source: &str, opts: &TextOptions) -> String {
 }
 
 fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> std::fmt::Result {
-    writeln!(o, "{}", fit(&format!("# idleflow report of {source}"), WIDTH))?;
+    writeln!(
+        o,
+        "{}",
+        fit(&format!("# idleflow report of {source}"), WIDTH)
+    )?;
     let what = if r.command.is_empty() {
         if r.target_pids.is_empty() {
             "system-wide".to_string()
@@ -123,6 +130,20 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             WIDTH
         )
     )?;
+    if r.windowed {
+        let s = |ns: u64| ns.saturating_sub(r.recording_start_ns) as f64 / 1e9;
+        writeln!(
+            o,
+            "# reported: {:.3} s to {:.3} s of the recording (--from/--to){}",
+            s(r.start_ns),
+            s(r.stop_ns),
+            if r.arcflow.is_some() {
+                "; call-tree counts are the whole run's"
+            } else {
+                ""
+            }
+        )?;
+    }
     writeln!(
         o,
         "# {} dispatches, {} wakeups ({} unseen), {} lost events, {} stream breaks{}",
@@ -462,12 +483,18 @@ mod tests {
         use super::fit_method;
         let n = "org.apache.tomcat.util.buf.StringCache.toString";
         assert_eq!(fit_method(n, 80), n);
-        assert_eq!(fit_method(n, 40), "o.a.tomcat.util.buf.StringCache.toString");
+        assert_eq!(
+            fit_method(n, 40),
+            "o.a.tomcat.util.buf.StringCache.toString"
+        );
         assert_eq!(fit_method(n, 33), "o.a.t.u.buf.StringCache.toString");
         assert_eq!(fit_method(n, 30), "o.a.t.u.b.StringCache.toString");
         let cut = fit_method(n, 20);
         assert_eq!(cut.chars().count(), 20);
-        assert!(cut.starts_with('…') && cut.ends_with("Cache.toString"), "{cut}");
+        assert!(
+            cut.starts_with('…') && cut.ends_with("Cache.toString"),
+            "{cut}"
+        );
     }
 
     #[test]

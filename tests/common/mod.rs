@@ -60,7 +60,11 @@ pub fn stdout(o: &Output) -> String {
 /// Every line of a text report fits 120 columns (characters, not bytes).
 pub fn assert_fits_120_columns(text: &str) {
     for l in text.lines() {
-        assert!(l.chars().count() <= 120, "{} columns: {l}", l.chars().count());
+        assert!(
+            l.chars().count() <= 120,
+            "{} columns: {l}",
+            l.chars().count()
+        );
     }
 }
 
