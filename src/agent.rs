@@ -1,9 +1,21 @@
 //! Injecting the JVM agent: find the agent library, create the thread work
 //! area and the tree-dump directory, and build the `JAVA_TOOL_OPTIONS` that
 //! load the agent into every JVM the recorded command starts.
+//!
+//! A JVM that runs as another user (`runuser`, `sudo -u`, a service that
+//! drops privileges) cannot open the owner-only work area: it asks for it
+//! over the hand-off socket ([`idleflow_format::handoff`]), served here by
+//! one thread that answers only processes of the recorded command's tree,
+//! and gets a tree-dump directory owned by its user. The directory of it all
+//! is traversable (0711) but not listable by others; nothing in it is
+//! world-writable.
 
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context};
 use idleflow_format::twa::WorkArea;
@@ -25,8 +37,74 @@ pub struct Agent {
     pub tree_dir: PathBuf,
     /// The value for the command's `JAVA_TOOL_OPTIONS`.
     pub java_tool_options: String,
+    /// The recorded command's pid, once started: only its process tree is
+    /// handed the work area.
+    root: Arc<AtomicU32>,
+    /// What agents said about running without call trees.
+    notes: Arc<Mutex<Vec<String>>>,
     /// Removed on drop.
     _dir: tempfile::TempDir,
+}
+
+impl Agent {
+    /// Names the recorded command's process, whose tree may ask for the work area.
+    pub fn set_root(&self, pid: u32) {
+        self.root.store(pid, Ordering::Relaxed);
+    }
+
+    /// The agents' notes so far (why a JVM runs without call trees).
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.lock().map(|n| n.clone()).unwrap_or_default()
+    }
+}
+
+/// Serves the hand-off socket: see the module documentation.
+fn serve_handoff(
+    listener: UnixListener,
+    twa: std::fs::File,
+    tree_dir: PathBuf,
+    root: Arc<AtomicU32>,
+    notes: Arc<Mutex<Vec<String>>>,
+) {
+    use idleflow_format::handoff::{self, Request};
+    for stream in listener.incoming().flatten() {
+        let Ok(peer) = handoff::peer(&stream) else {
+            continue;
+        };
+        match handoff::read_request(&stream) {
+            Ok(Request::Note(text)) => {
+                if let Ok(mut n) = notes.lock() {
+                    if n.len() < 100 {
+                        n.push(format!("JVM {}: {text}", peer.pid));
+                    }
+                }
+            }
+            Ok(Request::WorkArea) => {
+                let root = root.load(Ordering::Relaxed);
+                if root == 0 || !idleflow_tracer::procfs::descends_from(peer.pid, root) {
+                    let _ = handoff::refuse(&stream, "not a process of the recorded command");
+                    continue;
+                }
+                let dir = tree_dir.join(peer.pid.to_string());
+                let made = std::fs::create_dir(&dir)
+                    .or_else(|e| match e.kind() {
+                        std::io::ErrorKind::AlreadyExists => Ok(()),
+                        _ => Err(e),
+                    })
+                    .and_then(|()| std::os::unix::fs::chown(&dir, Some(peer.uid), Some(peer.gid)))
+                    .and_then(|()| {
+                        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                    });
+                let _ = match made {
+                    Ok(()) => handoff::grant(&stream, twa.as_fd(), &dir),
+                    Err(e) => {
+                        handoff::refuse(&stream, &format!("cannot make {}: {e}", dir.display()))
+                    }
+                };
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// The agent library beside the idleflow executable.
@@ -70,11 +148,37 @@ pub fn prepare(args: &RecordArgs) -> anyhow::Result<Option<Agent>> {
         .with_context(|| format!("cannot create {}", tree_dir.display()))?;
     let work_area = WorkArea::create(&twa_path, args.max_threads, RING_LEN, args.delta)
         .context("cannot create the JVM work area")?;
+    // JVMs of other users reach the socket (and their own tree directory)
+    // by path; they cannot list the directories or open the work area.
+    for d in [dir.path(), tree_dir.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o711))
+            .with_context(|| format!("cannot set the permissions of {}", d.display()))?;
+    }
+    let socket = dir.path().join("handoff.sock");
+    let listener = UnixListener::bind(&socket)
+        .with_context(|| format!("cannot create the socket {}", socket.display()))?;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
+        .with_context(|| format!("cannot set the permissions of {}", socket.display()))?;
+    let twa_file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(&twa_path)
+        .with_context(|| format!("cannot open {}", twa_path.display()))?;
+    let root = Arc::new(AtomicU32::new(0));
+    let notes = Arc::new(Mutex::new(Vec::new()));
+    {
+        let (tree_dir, root, notes) = (tree_dir.clone(), root.clone(), notes.clone());
+        std::thread::Builder::new()
+            .name("idleflow-handoff".into())
+            .spawn(move || serve_handoff(listener, twa_file, tree_dir, root, notes))
+            .context("cannot start the work-area hand-off thread")?;
+    }
     let options = format!(
-        "-agentpath:{}=twa={},trees={},interval_ms={}",
+        "-agentpath:{}=twa={},trees={},handoff={},interval_ms={}",
         lib.display(),
         twa_path.display(),
         tree_dir.display(),
+        socket.display(),
         args.snapshot_interval
     );
     let java_tool_options = match std::env::var("JAVA_TOOL_OPTIONS") {
@@ -85,6 +189,8 @@ pub fn prepare(args: &RecordArgs) -> anyhow::Result<Option<Agent>> {
         work_area: Arc::new(work_area),
         tree_dir,
         java_tool_options,
+        root,
+        notes,
         _dir: dir,
     }))
 }

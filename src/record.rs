@@ -82,6 +82,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             .spawn()
             .with_context(|| format!("cannot run `{}`", args.command[0]))?;
         let pid = child.id();
+        if let Some(a) = &agent {
+            a.set_root(pid);
+        }
         (Target::Command(child), vec![pid])
     } else if let Some(pid) = args.pid {
         (Target::Pid(pid), vec![pid])
@@ -173,6 +176,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         }
     };
     status.finish_and_clear();
+    if let Some(a) = &agent {
+        recorder.set_agent_notes(a.notes());
+    }
     let kept = kept_so_far(recorder.partial_path());
     let (path, summary) = recorder.finish(reason, exit).with_context(|| {
         format!(

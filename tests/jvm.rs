@@ -238,3 +238,77 @@ fn a_recording_without_a_jvm_has_no_call_trees_and_says_so() {
         "no empty file left behind"
     );
 }
+
+/// A JVM running as another user (`runuser -u nobody`) cannot open the
+/// owner-only work area: it is handed a descriptor over the recorder's
+/// socket and gets its call trees all the same.
+#[test]
+fn a_jvm_running_as_another_user_gets_its_call_tree() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    // nobody must read the classes (a tempdir is root's only).
+    let status = std::process::Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(classes.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--agent"])
+        .arg(agent_library())
+        .arg("-o")
+        .arg(&rec)
+        .args(["--", "runuser", "-u", "nobody", "--"])
+        .arg(std::path::Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["OneBlocker", "2", "2"]));
+    let err = stderr(&out);
+    assert!(out.status.success(), "record: {err}");
+    assert!(!err.contains("agent disabled"), "{err}");
+    check_one_blocker(&rec, "OneBlocker as nobody");
+    // The JVM's process really ran as nobody: its tree came through its own directory.
+    let r = report_json(&rec);
+    assert!(
+        r["no_tree"].as_array().unwrap().is_empty(),
+        "{}",
+        r["no_tree"]
+    );
+}
+
+/// A JVM watched with `--pid` has no agent; the report says so in one line.
+#[test]
+fn a_jvm_attached_with_pid_is_told_why_it_has_no_call_tree() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let mut jvm = std::process::Command::new(std::path::Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["OneBlocker", "2", "4"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--duration", "1", "--pid"])
+        .arg(jvm.id().to_string())
+        .arg("-o")
+        .arg(&rec));
+    let _ = jvm.kill();
+    let _ = jvm.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report_json(&rec);
+    let why = r["no_tree"].as_array().unwrap();
+    assert_eq!(why.len(), 1, "{why:?}");
+    let line = why[0].as_str().unwrap();
+    assert!(
+        line.contains(&jvm.id().to_string()) && line.contains("--pid"),
+        "{line}"
+    );
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert!(text.contains("## No call tree"), "{text}");
+}

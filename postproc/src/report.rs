@@ -3,6 +3,7 @@
 //! field names documented in `docs/format.md`. Text and JSON carry the same
 //! numbers because both come from this one structure.
 
+use rustc_hash::FxHashSet;
 use serde::Serialize;
 
 use crate::analysis::{Analysis, IdleCause};
@@ -210,6 +211,9 @@ pub struct Report {
     /// Set when the recording ends without its end record: it was read up
     /// to its last complete record, which ends the window.
     pub cut_short: Option<CutShortRow>,
+    /// Why a JVM of the recording has no call tree, one line each: what
+    /// its agent said, or that it was attached with `--pid`.
+    pub no_tree: Vec<String>,
     /// The arcflow call-tree section (recordings of JVMs run with the agent).
     pub arcflow: Option<Arcflow>,
 }
@@ -480,12 +484,41 @@ impl Report {
             total,
             threads,
             tool,
+            no_tree: no_tree_reasons(a),
             cut_short: a.cut_short.as_ref().map(|c| CutShortRow {
                 offset: c.offset,
                 reason: c.reason.clone(),
             }),
         }
     }
+}
+
+/// Why JVMs of the recording have no call tree: their agents' notes, and a
+/// JVM watched with `--pid` (HotSpot names a thread `VM Thread`), which no
+/// agent was loaded into.
+fn no_tree_reasons(a: &Analysis) -> Vec<String> {
+    let mut v = a.summary.agent_notes.clone();
+    let attached = a.info.command.is_empty() && !a.info.target_pids.is_empty();
+    if attached {
+        let with_tree: FxHashSet<u32> = a.trees.iter().map(|t| t.pid).collect();
+        let mut jvms: Vec<u32> = a
+            .names
+            .values()
+            .filter(|(pid, comm)| {
+                comm == "VM Thread" && a.shown_pids.contains(pid) && !with_tree.contains(pid)
+            })
+            .map(|(pid, _)| *pid)
+            .collect();
+        jvms.sort_unstable();
+        jvms.dedup();
+        for pid in jvms {
+            v.push(format!(
+                "JVM {pid}: attached with --pid: no agent (it loads at a JVM's start); \
+                 record `-- java …` for a call tree"
+            ));
+        }
+    }
+    v
 }
 
 fn interval_stats(h: &hdrhistogram::Histogram<u64>) -> IntervalStats {
@@ -616,5 +649,26 @@ mod tests {
         assert!(kernel_check(1_000_000_000, 0, 10, Some(1_030_000_000), tick).1);
         assert!(!kernel_check(1_000_000_000, 50_000_000, 10, Some(1_030_000_000), tick).1);
         assert!(!kernel_check(1_000_000_000, 0, 10, None, tick).1);
+    }
+
+    #[test]
+    fn agents_notes_say_why_a_jvm_has_no_call_tree() {
+        let w = Writer::new(Vec::new(), &RunInfo::minimal(vec![0], 1_000)).unwrap();
+        let note = "JVM 42: agent disabled: thread work area /x: Permission denied".to_string();
+        let bytes = w
+            .finish(&RunSummary {
+                stop_ns: 2_000,
+                agent_notes: vec![note.clone()],
+                ..Default::default()
+            })
+            .unwrap();
+        let a = Analysis::run(&bytes[..]).unwrap();
+        let r = Report::new(&a, 10, &ArcflowOptions::default());
+        assert_eq!(r.no_tree, vec![note]);
+        let text = crate::text::render(&r, "x", &Default::default());
+        assert!(
+            text.contains("## No call tree\n# JVM 42: agent disabled"),
+            "{text}"
+        );
     }
 }

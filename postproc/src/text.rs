@@ -317,6 +317,13 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     if let Some(af) = &r.arcflow {
         render_arcflow(o, af)?;
     }
+    if !r.no_tree.is_empty() {
+        writeln!(o)?;
+        writeln!(o, "## No call tree")?;
+        for why in &r.no_tree {
+            writeln!(o, "{}", fit(&format!("# {why}"), WIDTH))?;
+        }
+    }
     writeln!(o)?;
     let scope = if r.target_pids.is_empty() {
         "all threads".to_string()

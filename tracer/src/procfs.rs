@@ -86,14 +86,7 @@ pub fn threads() -> Vec<ProcThread> {
         let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        let ppid = fs::read_to_string(p.path().join("stat"))
-            .ok()
-            .and_then(|s| {
-                // pid (comm) state ppid ...; comm may contain spaces and ')'.
-                let rest = &s[s.rfind(')')? + 1..];
-                rest.split_ascii_whitespace().nth(1)?.parse().ok()
-            })
-            .unwrap_or(0);
+        let ppid = parent(pid).unwrap_or(0);
         let Ok(tasks) = fs::read_dir(p.path().join("task")) else {
             continue;
         };
@@ -112,6 +105,30 @@ pub fn threads() -> Vec<ProcThread> {
         }
     }
     out
+}
+
+/// The parent of process `pid`, from `/proc/PID/stat`.
+pub fn parent(pid: u32) -> Option<u32> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state ppid ...; comm may contain spaces and ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether process `pid` is `ancestor` or one of its descendants.
+pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut p = pid;
+    // A process tree is shallow; the bound guards against a /proc race.
+    for _ in 0..256 {
+        if p == ancestor {
+            return true;
+        }
+        match parent(p) {
+            Some(q) if q != 0 && q != p => p = q,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Whether process `pid` still exists.
@@ -159,5 +176,15 @@ mod tests {
         assert!(process_exists(me));
         assert!(threads().iter().any(|t| t.tid == me && t.pid == me));
         assert!(!online_cpus().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_process_descends_from_itself_and_its_ancestors_only() {
+        let me = std::process::id();
+        assert!(super::descends_from(me, me));
+        let parent = super::parent(me).unwrap();
+        assert!(super::descends_from(me, parent));
+        assert!(!super::descends_from(parent, me));
+        assert!(!super::descends_from(me, u32::MAX));
     }
 }

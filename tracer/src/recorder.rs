@@ -389,18 +389,26 @@ impl Recorder {
         let (Some(dir), Some(out)) = (self.tree_dir.as_ref(), self.output.as_mut()) else {
             return Ok(());
         };
+        // `tree-PID.json` in the directory, or in a JVM's own subdirectory
+        // (one made for a JVM of another user).
+        let is_dump = |p: &PathBuf| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("tree-") && n.ends_with(".json"))
+        };
         let Ok(entries) = std::fs::read_dir(dir) else {
             return Ok(());
         };
-        let mut files: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("tree-") && n.ends_with(".json"))
-            })
-            .collect();
+        let mut files: Vec<PathBuf> = Vec::new();
+        for p in entries.flatten().map(|e| e.path()) {
+            if p.is_dir() {
+                if let Ok(sub) = std::fs::read_dir(&p) {
+                    files.extend(sub.flatten().map(|e| e.path()).filter(is_dump));
+                }
+            } else if is_dump(&p) {
+                files.push(p);
+            }
+        }
         files.sort();
         for f in files {
             match std::fs::read(&f)
@@ -558,6 +566,12 @@ impl Recorder {
     /// The file being written (`<path>.partial` until [`Recorder::finish`]).
     pub fn partial_path(&self) -> Option<&Path> {
         self.output.as_ref().map(|o| o.partial.as_path())
+    }
+
+    /// Records why JVMs ran without call trees (their agents' notes) in
+    /// the end record.
+    pub fn set_agent_notes(&mut self, notes: Vec<String>) {
+        self.summary.agent_notes = notes;
     }
 
     /// Dispatches written so far.

@@ -32,13 +32,16 @@ use crate::clock::{monotonic_ns, Clock, ClockKind, ThreadClock};
 use crate::env::{java_class_name, Jvmti, MethodId, ThreadRef};
 use crate::tree::CallTree;
 
-/// Agent options: `twa=PATH,trees=DIR,interval_ms=N,clock=tsc|monotonic`.
+/// Agent options: `twa=PATH,trees=DIR,handoff=SOCKET,interval_ms=N,clock=tsc|monotonic`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// The thread work area to publish to.
     pub twa: Option<PathBuf>,
     /// Where to dump call trees.
     pub trees: Option<PathBuf>,
+    /// The recorder's hand-off socket: where a JVM that may not open the
+    /// work area by path (another user's) asks for it.
+    pub handoff: Option<PathBuf>,
     /// Snapshot and dump period.
     pub interval_ms: u64,
     /// `noop=1`: callbacks return at once (the floor of the entry/exit
@@ -53,6 +56,7 @@ pub fn parse_options(s: &str) -> Result<Options, String> {
     let mut o = Options {
         twa: None,
         trees: None,
+        handoff: None,
         interval_ms: 1000,
         noop: false,
         clock: ClockKind::Tsc,
@@ -64,6 +68,7 @@ pub fn parse_options(s: &str) -> Result<Options, String> {
         match k {
             "twa" => o.twa = Some(PathBuf::from(v)),
             "trees" => o.trees = Some(PathBuf::from(v)),
+            "handoff" => o.handoff = Some(PathBuf::from(v)),
             "noop" => o.noop = v == "1",
             "clock" => {
                 o.clock = match v {
@@ -81,8 +86,8 @@ pub fn parse_options(s: &str) -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown option `{other}` (known: twa, trees, interval_ms, clock, noop)"
-                ))
+                "unknown option `{other}` (known: twa, trees, handoff, interval_ms, clock, noop)"
+            ))
             }
         }
     }
@@ -319,9 +324,9 @@ fn with_thread(
 /// `-agentpath:libidleflow_agent.so=OPTIONS` (empty when there is none).
 /// An `Err` is printed and the agent stays inert.
 pub fn on_load(options: &str) -> Result<(), String> {
-    let opts = parse_options(options)?;
-    let area = match &opts.twa {
-        Some(p) => Some(WorkArea::open(p).map_err(|e| with_causes(&e))?),
+    let mut opts = parse_options(options)?;
+    let area = match opts.twa.clone() {
+        Some(p) => Some(open_work_area(&p, &mut opts)?),
         None => None,
     };
     let agent = Agent {
@@ -342,6 +347,41 @@ pub fn on_load(options: &str) -> Result<(), String> {
     AGENT
         .set(agent)
         .map_err(|_| "the agent was loaded twice".to_string())
+}
+
+/// Opens the work area at `path`; when this JVM's user may not (it runs as
+/// another user than the recorder), asks the recorder for it over the
+/// hand-off socket, which also names the tree directory made for this JVM.
+fn open_work_area(path: &std::path::Path, opts: &mut Options) -> Result<WorkArea, String> {
+    match WorkArea::open(path) {
+        Ok(a) => Ok(a),
+        Err(idleflow_format::twa::TwaError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::PermissionDenied && opts.handoff.is_some() =>
+        {
+            let socket = opts.handoff.as_deref().unwrap_or(path);
+            let (fd, trees) = idleflow_format::handoff::request(socket).map_err(|e| {
+                format!(
+                    "cannot open the work area {} as this user, nor get it from the recorder at {}: {e}",
+                    path.display(),
+                    socket.display()
+                )
+            })?;
+            opts.trees = Some(PathBuf::from(trees));
+            WorkArea::from_file(&std::fs::File::from(fd), path).map_err(|e| with_causes(&e))
+        }
+        Err(e) => Err(with_causes(&e)),
+    }
+}
+
+/// Tells the recorder (when `options` name its hand-off socket) why this
+/// JVM runs without the agent, so that the report can say so; best effort.
+pub fn note_disabled(options: &str, why: &str) {
+    if let Some(socket) = options.split(',').find_map(|p| p.strip_prefix("handoff=")) {
+        let _ = idleflow_format::handoff::note(
+            std::path::Path::new(socket),
+            &format!("agent disabled: {why}"),
+        );
+    }
 }
 
 /// The VM finished initialising: start the periodic dump writer.

@@ -71,10 +71,12 @@ pub unsafe extern "system" fn Agent_OnLoad(
     options: *mut c_char,
     _reserved: *mut c_void,
 ) -> jint {
+    let mut option_text = String::new();
     let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the JVM passes null or a NUL-terminated string that is
         // valid for the duration of `Agent_OnLoad`.
         let options = unsafe { env::agent_options(options) }?;
+        option_text.clone_from(&options);
         hooks::on_load(&options)?;
         // SAFETY: `vm` is the JVM's own `JavaVM*`, valid until it exits, and
         // the environment we get from it lives as long.
@@ -88,7 +90,10 @@ pub unsafe extern "system" fn Agent_OnLoad(
     }));
     match outcome {
         Ok(Ok(())) => {}
-        Ok(Err(message)) => report_once(&format!("{message}; agent disabled")),
+        Ok(Err(message)) => {
+            report_once(&format!("{message}; agent disabled"));
+            hooks::note_disabled(&option_text, &message);
+        }
         Err(payload) => report_once(&format!(
             "panic while loading: {}; agent disabled",
             panic_message(payload.as_ref())

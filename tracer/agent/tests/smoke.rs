@@ -231,6 +231,35 @@ fn bad_options_disable_the_agent_but_not_the_jvm() {
     );
 }
 
+/// An agent that cannot get its work area tells the recorder's hand-off
+/// socket why, so that the report can say why the JVM has no call tree.
+#[test]
+fn a_disabled_agent_tells_the_recorder_why() {
+    let classes = compile_main();
+    let jdk = require_jdk(JDK17);
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("handoff.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let server = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        idleflow_format::handoff::read_request(&s).unwrap()
+    });
+    let options = format!(
+        "twa={},handoff={}",
+        dir.path().join("missing-twa").display(),
+        sock.display()
+    );
+    let out = run_main(&jdk, classes.path(), &options, &[]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "sum=499500");
+    match server.join().unwrap() {
+        idleflow_format::handoff::Request::Note(text) => {
+            assert!(text.starts_with("agent disabled:"), "{text}");
+            assert!(text.contains("missing-twa"), "{text}");
+        }
+        other => panic!("expected a note, got {other:?}"),
+    }
+}
+
 #[test]
 fn call_counts_are_exact_on_jdk25_when_installed() {
     if !Path::new(JDK25).join("bin/java").exists() {

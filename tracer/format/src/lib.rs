@@ -1,6 +1,7 @@
 //! The idleflow recording format (what the tracer writes and postproc reads)
 //! and the thread work area layout (what the tracer and the JVM agent share,
-//! module [`twa`]), with the one clock both stamp time with ([`clock`]).
+//! module [`twa`], handed to JVMs of other users by [`handoff`]), with the
+//! one clock both stamp time with ([`clock`]).
 //!
 //! This crate owns the byte layout of a recording and nothing else (no
 //! analysis, no kernel access beyond reading the clock). A recording is one file:
@@ -24,6 +25,7 @@
 
 pub mod clock;
 mod error;
+pub mod handoff;
 mod reader;
 mod record;
 pub mod twa;

@@ -299,6 +299,9 @@ pub struct RunSummary {
     /// Dispatches of a thread with a work-area slot, from after the agent
     /// released it at the thread's end (left untagged).
     pub after_release: u64,
+    /// Why JVMs ran without call trees, as their agents told the recorder
+    /// (`JVM PID: agent disabled: WHY`).
+    pub agent_notes: Vec<String>,
 }
 
 /// One call-tree node as the JVM agent dumps it.

@@ -195,7 +195,13 @@ impl WorkArea {
                 path: path.display().to_string(),
                 source,
             })?;
-        let map = MmapRaw::map_raw(&file).map_err(|source| TwaError::Io {
+        Self::from_file(&file, path)
+    }
+
+    /// Maps a work area already open for reading and writing (e.g. a
+    /// descriptor handed over by [`crate::handoff`]); `path` names it in errors.
+    pub fn from_file(file: &File, path: &Path) -> Result<Self, TwaError> {
+        let map = MmapRaw::map_raw(file).map_err(|source| TwaError::Io {
             path: path.display().to_string(),
             source,
         })?;
