@@ -40,10 +40,6 @@ use std::sync::Arc;
 /// the kernel, ns: a recorder killed at any instant loses at most this much.
 pub const FLUSH_NS: u64 = 1_000_000_000;
 
-/// Which `sched_switch` samples the kernel writes: those of switches to
-/// idle (whose `prev_state` says why a CPU went idle).
-pub const SWITCH_FILTER: &str = "next_pid == 0";
-
 /// Default ring size per CPU.
 pub const DEFAULT_RING_BYTES: usize = 4 << 20;
 
@@ -217,11 +213,6 @@ impl Recorder {
                 &switch.name,
             )
             .map_err(priv_err)?;
-            // The sample's `prev_state` is needed where a thread leaves a CPU
-            // idle (why it left); elsewhere the switch-out record's preempt
-            // flag says runnable or not, and dropping those samples in the
-            // kernel saves a record per switch (docs/PERFORMANCE.md §3a).
-            main.set_filter(SWITCH_FILTER)?;
             let ring = Ring::map(&main, rb)?;
             for tp in [&wakeup, &wakeup_new] {
                 let ev = PerfEvent::open_cpu_wide(

@@ -104,18 +104,6 @@ impl PerfEvent {
         check(rc, "ioctl(PERF_EVENT_IOC_SET_OUTPUT)")
     }
 
-    /// Keeps only the tracepoint samples that match `filter` (tracefs
-    /// filter syntax, e.g. `next_pid == 0`); the kernel drops the rest
-    /// before writing them.
-    pub fn set_filter(&self, filter: &str) -> Result<(), SysError> {
-        let mut text = filter.as_bytes().to_vec();
-        text.push(0);
-        // SAFETY: SET_FILTER reads a NUL-terminated string during the call;
-        // `text` is one and outlives it; the descriptor is open.
-        let rc = unsafe { sys::ioctls::SET_FILTER(self.fd.as_raw_fd(), text.as_mut_ptr().cast()) };
-        check(rc, "ioctl(PERF_EVENT_IOC_SET_FILTER)")
-    }
-
     /// Starts counting.
     pub fn enable(&self) -> Result<(), SysError> {
         // SAFETY: ENABLE takes no pointer; the descriptor is open.
