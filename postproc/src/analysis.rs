@@ -109,6 +109,9 @@ impl Analysis {
             |s: Option<f64>| s.map(|s| info.start_ns.saturating_add((s.max(0.0) * 1e9) as u64));
         let from = at(window.from_s).unwrap_or(info.start_ns);
         let to = at(window.to_s).unwrap_or(u64::MAX);
+        // Without --from, records stamped a little before the window start
+        // (written between enabling the events and reading the clock) count.
+        let skip_before = if window.from_s.is_some() { from } else { 0 };
         let mut a = Analysis {
             window: (from, to),
             windowed: window.from_s.is_some() || window.to_s.is_some(),
@@ -134,9 +137,9 @@ impl Analysis {
                 progress(reader.offset());
             }
             match rec {
-                Record::Dispatch(d) if d.time < from || d.time >= to => {}
-                Record::Wakeup(w) if w.time < from || w.time >= to => {}
-                Record::Lost(l) if l.time < from || l.time >= to => {}
+                Record::Dispatch(d) if d.time < skip_before || d.time >= to => {}
+                Record::Wakeup(w) if w.time < skip_before || w.time >= to => {}
+                Record::Lost(l) if l.time < skip_before || l.time >= to => {}
                 Record::Dispatch(d) => {
                     a.dispatches += 1;
                     let out = a.accounting.dispatch(&d);
