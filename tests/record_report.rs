@@ -292,29 +292,64 @@ fn perf_switch_ins_from_idle(
     counts.into_iter().collect()
 }
 
-/// Idle time per CPU in `[start_ns, stop_ns)` from perf's switch records
-/// written in the non-idle thread's context (complete on every CPU here): a
-/// CPU is idle from a thread's switch-out to idle until a thread's switch-in
-/// from idle.
+/// Idle time per CPU in `[start_ns, stop_ns)` from perf's switch records,
+/// with idleflow's definition of a dispatch's time: the record written in
+/// the non-idle thread's context (complete on every CPU here). A CPU is
+/// idle from a thread's switch-out to idle until a thread's switch-in from
+/// idle. Where the thread's own record never arrives (the records of pid
+/// 1's threads never do, NOTES.md), the idle task's record of the same
+/// switch stands in where the kernel delivers it (CPU 0 here): its
+/// switch-out ends the idle interval, its switch-in starts one.
 fn perf_idle_ns(switches: &[PerfSwitch], start_ns: u64, stop_ns: u64) -> Vec<(u32, u64)> {
-    let mut idle_since = std::collections::BTreeMap::<u32, Option<u64>>::new();
-    let mut idle = std::collections::BTreeMap::<u32, u64>::new();
+    #[derive(Default)]
+    struct Cpu {
+        since: Option<u64>,
+        /// The idle task left for this thread at this time; its own
+        /// switch-in, if it comes next, gives the time instead.
+        idle_out: Option<(u32, u64)>,
+        idle: u64,
+    }
     let clip = |a: u64, b: u64| b.min(stop_ns).saturating_sub(a.max(start_ns));
-    for s in switches.iter().filter(|s| s.tid != 0 && s.other_tid == 0) {
-        let since = idle_since.entry(s.cpu).or_default();
-        let total = idle.entry(s.cpu).or_default();
-        if s.out {
-            *since = Some(s.time);
-        } else if let Some(t) = since.take() {
-            *total += clip(t, s.time);
+    let mut cpus = std::collections::BTreeMap::<u32, Cpu>::new();
+    for s in switches {
+        let c = cpus.entry(s.cpu).or_default();
+        if let Some((next, t)) = c.idle_out.take() {
+            let confirms = !s.out && s.tid == next && s.other_tid == 0;
+            let end = if confirms { s.time } else { t };
+            if let Some(since) = c.since.take() {
+                c.idle += clip(since, end);
+            }
+            if confirms {
+                continue;
+            }
+        }
+        match (s.tid, s.out, s.other_tid) {
+            // A thread left for idle (its own record).
+            (tid, true, 0) if tid != 0 => c.since = Some(s.time),
+            // A thread came from idle (its own record).
+            (tid, false, 0) if tid != 0 => {
+                if let Some(since) = c.since.take() {
+                    c.idle += clip(since, s.time);
+                }
+            }
+            // The idle task left for a thread: wait for that thread's record.
+            (0, true, next) if next != 0 => c.idle_out = Some((next, s.time)),
+            // The idle task came in: idle starts, unless the leaving thread's
+            // own record already said so.
+            (0, false, prev) if prev != 0 => {
+                c.since.get_or_insert(s.time);
+            }
+            _ => {}
         }
     }
-    for (cpu, since) in idle_since {
-        if let Some(t) = since {
-            *idle.entry(cpu).or_default() += clip(t, stop_ns);
-        }
-    }
-    idle.into_iter().collect()
+    cpus.into_iter()
+        .map(|(cpu, mut c)| {
+            if let Some(since) = c.since {
+                c.idle += clip(since, stop_ns);
+            }
+            (cpu, c.idle)
+        })
+        .collect()
 }
 
 #[test]
@@ -358,9 +393,20 @@ fn idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
             c["kernel_differs"]
         );
         assert_eq!(c["kernel_differs"], false, "{c}");
+        // Where a CPU's stream breaks (records of pid 1's threads never
+        // arrive here, NOTES.md), idleflow says the idle lies in
+        // [idle, idle + unknown]; perf's records must fall in that range,
+        // within 0.2 %. Without breaks, unknown is 0: idle itself.
+        let hi = ours + u(c, "unknown_ns");
+        let outside = if *perf_ns < ours {
+            ours - perf_ns
+        } else {
+            perf_ns.saturating_sub(hi)
+        };
+        let outside_pct = 100.0 * outside as f64 / (*perf_ns).max(1) as f64;
         assert!(
-            diff_pct <= 0.2,
-            "CPU {pcpu}: idleflow {ours} ns idle, perf's switch records {perf_ns} ns ({diff_pct:.3} %)"
+            outside_pct <= 0.2,
+            "CPU {pcpu}: idleflow {ours}..{hi} ns idle, perf's switch records {perf_ns} ns ({outside_pct:.3} % outside)"
         );
     }
 }
