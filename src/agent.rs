@@ -68,6 +68,9 @@ fn serve_handoff(
 ) {
     use idleflow_format::handoff::{self, Request};
     for stream in listener.incoming().flatten() {
+        // Any local user may connect: one who never sends its line must
+        // not hold up the JVMs behind it.
+        let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
         let Ok(peer) = handoff::peer(&stream) else {
             continue;
         };
