@@ -4,7 +4,8 @@ use std::fs::File;
 use std::io::Write;
 
 use anyhow::Context;
-use idleflow_postproc::{text, Analysis, Report, Window};
+use idleflow_postproc::views::{FoldOptions, ViewOptions};
+use idleflow_postproc::{text, Analysis, AnalysisOptions, Report, Window};
 
 use crate::cli::{FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg, WeightArg, WindowArgs};
 use idleflow_postproc::arcflow::{ArcflowOptions, SortBy};
@@ -53,13 +54,19 @@ fn window(w: &WindowArgs) -> anyhow::Result<Window> {
     })
 }
 
-/// Reads and analyses the recording at `path`, with a progress bar on a terminal.
-fn analyse(path: &std::path::Path, w: &WindowArgs) -> anyhow::Result<Analysis> {
-    let window = window(w)?;
+/// Reads and analyses the recording at `path`, building the call-tree
+/// `views`, with a progress bar on a terminal.
+fn analyse(path: &std::path::Path, w: &WindowArgs, views: ViewOptions) -> anyhow::Result<Analysis> {
+    let opts = AnalysisOptions {
+        window: window(w)?,
+        views,
+    };
     let file = open(path)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let bar = crate::progress::bytes_bar(size, "reading");
-    let analysis = Analysis::run_with_progress(file, window, |bytes| bar.set_position(bytes))
+    // Buffered: the call trees are read in passes of small records.
+    let input = std::io::BufReader::with_capacity(1 << 16, file);
+    let analysis = Analysis::run_with_progress(input, &opts, |bytes| bar.set_position(bytes))
         .with_context(|| format!("cannot read {}", path.display()))?;
     bar.finish_and_clear();
     Ok(analysis)
@@ -67,7 +74,6 @@ fn analyse(path: &std::path::Path, w: &WindowArgs) -> anyhow::Result<Analysis> {
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let path = &args.input;
-    let analysis = analyse(path, &args.window)?;
     if !(0.0..=100.0).contains(&args.min_share) {
         anyhow::bail!("--min-share must be a percentage between 0 and 100");
     }
@@ -81,7 +87,15 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         },
         min_share_pct: args.min_share,
     };
-    let report = Report::new(&analysis, args.causes, &arcflow);
+    let analysis = analyse(
+        path,
+        &args.window,
+        ViewOptions {
+            arcflow,
+            fold: None,
+        },
+    )?;
+    let report = Report::new(&analysis, args.causes);
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
         Format::Text => text::render(
@@ -119,23 +133,29 @@ pub fn script(args: ScriptArgs) -> anyhow::Result<()> {
 }
 
 pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
-    let analysis = analyse(&args.input, &args.window)?;
     let weight = match args.weight {
         WeightArg::IdleNs => Weight::IdleNs,
         WeightArg::Dispatches => Weight::Dispatches,
     };
-    let lines = flame::folded(&analysis, weight, !args.per_thread)
-        .with_context(|| format!("{}", args.input.display()))?;
+    let views = ViewOptions {
+        fold: Some(FoldOptions {
+            dispatches: weight == Weight::Dispatches,
+            merge_threads: !args.per_thread,
+        }),
+        ..Default::default()
+    };
+    let analysis = analyse(&args.input, &args.window, views)?;
+    let lines = flame::folded(&analysis).with_context(|| format!("{}", args.input.display()))?;
     let out_path = &args.output;
     let file = std::fs::File::create(out_path)
         .with_context(|| format!("cannot create {}", out_path.display()))?;
     let mut out = std::io::BufWriter::new(file);
     if args.folded {
-        for line in &lines {
+        for line in lines {
             writeln!(out, "{line}")?;
         }
     } else {
-        flame::svg(&lines, weight, &mut out)
+        flame::svg(lines, weight, &mut out)
             .with_context(|| format!("cannot write {}", out_path.display()))?;
     }
     out.flush()?;

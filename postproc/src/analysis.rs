@@ -5,16 +5,17 @@
 //! Invariant: memory depends on the number of CPUs and threads, never on
 //! the number of records: nothing per dispatch is kept.
 
-use std::io::Read;
+use std::io::{Read, Seek};
 
 use hdrhistogram::Histogram;
 use idleflow_accounting::{Accounting, IdleInterval};
 use idleflow_format::{
-    CutShort, FormatError, PrevState, Reader, Record, RunInfo, RunSummary, TreeDump, IDLE_TID,
+    CutShort, FormatError, PrevState, Reader, Record, RunInfo, RunSummary, IDLE_TID,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::nodes::NodeAttribution;
+use crate::views::{BuiltViews, ViewOptions, Views};
 
 /// Why a thread made a CPU idle, counted per (CPU, thread).
 #[derive(Debug, Clone, Default)]
@@ -51,8 +52,10 @@ pub struct Analysis {
     pub wakeups: u64,
     /// Record kinds this version does not know, skipped.
     pub unknown_records: u64,
-    /// The JVM agents' call trees.
-    pub trees: Vec<TreeDump>,
+    /// The JVM agents' call trees, as the views asked for.
+    pub views: BuiltViews,
+    /// What the views were built with.
+    pub view_options: ViewOptions,
     /// What the dispatch stream adds to each call-tree node.
     pub node_idle: NodeAttribution,
     /// idleflow's own threads (the recorder's, the JVM agents'): never
@@ -83,26 +86,40 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 2).expect("constant bounds are valid")
 }
 
+/// What to analyse and which views to build.
+#[derive(Debug, Clone, Default)]
+pub struct AnalysisOptions {
+    /// The part of the recording.
+    pub window: Window,
+    /// The call-tree views.
+    pub views: ViewOptions,
+}
+
 impl Analysis {
-    /// Reads the whole recording from `input`.
-    pub fn run(input: impl Read) -> Result<Self, FormatError> {
-        Self::run_with_progress(input, Window::default(), |_| {})
+    /// Reads the whole recording from `input`, with the default views.
+    pub fn run(input: impl Read + Seek) -> Result<Self, FormatError> {
+        Self::run_with_progress(input, &AnalysisOptions::default(), |_| {})
     }
 
-    /// Like [`Analysis::run`], for the part of the recording `window`
-    /// chooses, calling `progress` with the bytes read so far every few
-    /// hundred thousand records.
+    /// Like [`Analysis::run`], for the part of the recording and the views
+    /// `opts` choose, calling `progress` with the bytes read so far every
+    /// few hundred thousand records.
     ///
     /// A window is accounted like a recording that started and stopped at
     /// its edges: dispatches, wake-ups and losses outside it are skipped, a
     /// CPU's first dispatch inside it says who had the CPU since the edge.
     /// Thread names and call trees come from the whole recording; the
     /// trees' own counts (CALLS, BASE, …) are the agent's, for the whole run.
+    ///
+    /// The call trees (after the dispatches in a recording) are read twice
+    /// more once the dispatches are accounted, one thread at a time
+    /// ([`crate::views`]): memory never holds a whole dump.
     pub fn run_with_progress(
-        input: impl Read,
-        window: Window,
+        input: impl Read + Seek,
+        opts: &AnalysisOptions,
         mut progress: impl FnMut(u64),
     ) -> Result<Self, FormatError> {
+        let window = opts.window;
         let mut reader = Reader::new(input)?;
         let info = reader.info().clone();
         let at =
@@ -123,7 +140,8 @@ impl Analysis {
             dispatches: 0,
             wakeups: 0,
             unknown_records: 0,
-            trees: Vec::new(),
+            views: BuiltViews::default(),
+            view_options: opts.views.clone(),
             node_idle: NodeAttribution::default(),
             tool_tids: FxHashSet::default(),
             cut_short: None,
@@ -131,7 +149,13 @@ impl Analysis {
             info,
         };
         let mut n = 0u32;
-        while let Some(rec) = reader.next_complete_record()? {
+        let mut trees_at = None;
+        let mut named: FxHashSet<u32> = FxHashSet::default();
+        loop {
+            let before = reader.position();
+            let Some(rec) = reader.next_complete_record()? else {
+                break;
+            };
             n = n.wrapping_add(1);
             if n % (1 << 18) == 0 {
                 progress(reader.offset());
@@ -167,23 +191,23 @@ impl Analysis {
                     a.names.insert(t.tid, (t.pid, t.comm));
                 }
                 Record::Exit(_) => {}
-                Record::Tree(t) => {
+                Record::TreeHead(h) => {
+                    trees_at.get_or_insert(before);
+                    a.tool_tids.extend(h.agent_tids.iter().copied());
+                    // A tid's first Java thread in a dump names it: the JVM
+                    // renames `main` to `DestroyJavaVM` when `main` returns.
+                    named.clear();
+                }
+                Record::TreeThread(th) => {
                     // The JVM knows its threads' full names (the kernel's are
                     // cut to 15 characters, and a JVM's main thread is `java`).
                     // (`tid-N` is the agent's stand-in for a name it could not read.)
-                    let named = |th: &&idleflow_format::ThreadTree| {
-                        !th.name.is_empty() && th.name != format!("tid-{}", th.tid)
-                    };
-                    // A tid's first Java thread names it: the JVM renames
-                    // `main` to `DestroyJavaVM` when `main` returns.
-                    let mut seen = FxHashSet::default();
-                    for th in t.threads.iter().filter(named) {
-                        if seen.insert(th.tid) {
-                            a.names.insert(th.tid, (t.pid, th.name.clone()));
-                        }
+                    if !th.name.is_empty()
+                        && th.name != format!("tid-{}", th.tid)
+                        && named.insert(th.tid)
+                    {
+                        a.names.insert(th.tid, (th.pid, th.name));
                     }
-                    a.tool_tids.extend(t.agent_tids.iter().copied());
-                    a.trees.push(*t)
                 }
             }
         }
@@ -219,7 +243,33 @@ impl Analysis {
             let ci = a.accounting.cpu_slot(iv.cpu);
             a.node_idle.idle_ended(ci, iv.end.saturating_sub(iv.start));
         }
+        if let Some(at) = trees_at {
+            a.views = a.build_views(&mut reader, at)?;
+        }
         Ok(a)
+    }
+
+    /// The two passes of [`Views`] over the tree records from `at` on.
+    fn build_views<R: Read + Seek>(
+        &self,
+        reader: &mut Reader<R>,
+        at: idleflow_format::Position,
+    ) -> Result<BuiltViews, FormatError> {
+        let mut views = Views::new(self.view_options.clone());
+        for pass in 0..2 {
+            reader.seek(at)?;
+            while let Some(rec) = reader.next_complete_record()? {
+                match rec {
+                    Record::TreeHead(h) => views.head(&h),
+                    Record::TreeThread(t) => views.thread(&t, &self.node_idle),
+                    _ => {}
+                }
+            }
+            if pass == 0 {
+                views.end_first_pass();
+            }
+        }
+        Ok(views.build())
     }
 
     fn interval(&mut self, iv: &IdleInterval) {

@@ -5,16 +5,18 @@
 //! Two views: per thread (each thread's own tree, as the agent built it) or
 //! merged (the threads of one JVM folded together by call path). Rows come
 //! in depth-first order, children sorted by the chosen measure of their
-//! whole subtree, and subtrees below a share of the total are cut.
+//! whole subtree, and subtrees below a share of the total are cut (a
+//! subtree whose measure is zero is never shown). The rows themselves are
+//! built while the recording streams by ([`crate::views`]).
 //!
 //! Invariant: every number is a sum of node values from the recording;
 //! merging adds them along identical method paths and never creates calls.
 
-use idleflow_format::{RunSummary, TreeDump, TreeNode};
-use rustc_hash::FxHashMap;
+use idleflow_format::{RunSummary, TreeNode};
 use serde::Serialize;
 
 use crate::nodes::{NodeAttribution, NodeIdle, TagCounts};
+use crate::views::BuiltViews;
 
 /// The measure rows are sorted and cut by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +84,7 @@ pub struct Measures {
 }
 
 impl Measures {
-    fn add_node(&mut self, n: &TreeNode, idle: Option<&NodeIdle>) {
+    pub(crate) fn add_node(&mut self, n: &TreeNode, idle: Option<&NodeIdle>) {
         self.calls = self.calls.saturating_add(n.calls);
         self.callees = self.callees.saturating_add(n.callees);
         self.base_ns = self.base_ns.saturating_add(n.base_ns);
@@ -97,15 +99,6 @@ impl Measures {
             self.trace_records = self.trace_records.saturating_add(i.trace_records);
             self.cpu_delta = self.cpu_delta.saturating_add(i.cpu_delta);
             self.total_delta = self.total_delta.saturating_add(i.total_delta);
-        }
-    }
-
-    fn key(&self, by: SortBy) -> u64 {
-        match by {
-            SortBy::IdleNs => self.idle_ns,
-            SortBy::IdleDispatches => self.idle_dispatches,
-            SortBy::Base => self.base_ns,
-            SortBy::Calls => self.calls,
         }
     }
 }
@@ -201,14 +194,6 @@ pub struct Arcflow {
     pub sort: String,
 }
 
-/// A tree of one view: nodes with children, measures, subtree keys.
-struct ViewTree {
-    pid: u32,
-    thread: String,
-    /// (method index, level, children, own measures)
-    nodes: Vec<(u32, u32, Vec<usize>, Measures)>,
-}
-
 fn tag_share(cpu: Option<u32>, t: &TagCounts) -> TagShares {
     let all = t.total();
     TagShares {
@@ -224,85 +209,17 @@ fn tag_share(cpu: Option<u32>, t: &TagCounts) -> TagShares {
     }
 }
 
-/// Builds the view trees of `dump`: one per thread, or one merged.
-fn view_trees(dump: &TreeDump, idle: &NodeAttribution, per_thread: bool) -> Vec<ViewTree> {
-    let mut out: Vec<ViewTree> = Vec::new();
-    let mut merged = ViewTree {
-        pid: dump.pid,
-        thread: "all threads".into(),
-        nodes: vec![(u32::MAX, 0, Vec::new(), Measures::default())],
-    };
-    let mut merged_child: FxHashMap<(usize, u32), usize> = FxHashMap::default();
-    for th in &dump.threads {
-        let mut tree = ViewTree {
-            pid: dump.pid,
-            thread: th.name.clone(),
-            nodes: Vec::with_capacity(th.nodes.len()),
-        };
-        // Node id → index in this view tree (per thread) or the merged tree.
-        let mut at: FxHashMap<u64, usize> = FxHashMap::default();
-        for n in &th.nodes {
-            let node_idle = idle.nodes.get(&n.id);
-            if per_thread {
-                let i = tree.nodes.len();
-                let mut m = Measures::default();
-                m.add_node(n, node_idle);
-                tree.nodes.push((n.method, n.level, Vec::new(), m));
-                if let Some(&p) = at.get(&n.parent_id) {
-                    tree.nodes[p].2.push(i);
-                }
-                at.insert(n.id, i);
-            } else {
-                let i = if n.level == 0 {
-                    0
-                } else {
-                    let Some(&p) = at.get(&n.parent_id) else {
-                        continue;
-                    };
-                    *merged_child.entry((p, n.method)).or_insert_with(|| {
-                        let i = merged.nodes.len();
-                        merged
-                            .nodes
-                            .push((n.method, n.level, Vec::new(), Measures::default()));
-                        merged.nodes[p].2.push(i);
-                        i
-                    })
-                };
-                merged.nodes[i].3.add_node(n, node_idle);
-                at.insert(n.id, i);
-            }
-        }
-        if per_thread && !tree.nodes.is_empty() {
-            out.push(tree);
-        }
-    }
-    if !per_thread {
-        out.push(merged);
-    }
-    out
-}
-
-/// Subtree sums of the sort key, indexed like `tree.nodes`.
-fn subtree_keys(tree: &ViewTree, by: SortBy) -> Vec<u64> {
-    let mut keys: Vec<u64> = tree.nodes.iter().map(|n| n.3.key(by)).collect();
-    // Children always come after their parent: sum backwards.
-    for i in (0..tree.nodes.len()).rev() {
-        let s: u64 = tree.nodes[i].2.iter().map(|&c| keys[c]).sum();
-        keys[i] = keys[i].saturating_add(s);
-    }
-    keys
-}
-
 impl Arcflow {
-    /// Builds the section; `None` when the recording has no call trees.
+    /// Builds the section from the views built while reading; `None` when
+    /// the recording has no call trees.
     pub fn new(
-        trees: &[TreeDump],
+        views: &BuiltViews,
         summary: &RunSummary,
         idle: &NodeAttribution,
         cpu_ids: &[u32],
         opts: &ArcflowOptions,
     ) -> Option<Self> {
-        if trees.is_empty() {
+        if views.jvms.is_empty() {
             return None;
         }
         let mut tags: Vec<TagShares> = idle
@@ -318,76 +235,9 @@ impl Arcflow {
             a
         });
         tags.push(tag_share(None, &total));
-        let jvms = trees
-            .iter()
-            .map(|d| JvmSummary {
-                pid: d.pid,
-                final_dump: d.final_dump,
-                threads: d.threads.len(),
-                nodes: d.threads.iter().map(|t| t.nodes.len()).sum(),
-                methods: d.methods.len(),
-                unmatched_exits: d.unmatched_exits,
-                tree_idle_ns: d
-                    .threads
-                    .iter()
-                    .flat_map(|t| &t.nodes)
-                    .filter_map(|n| idle.nodes.get(&n.id))
-                    .fold(0, |s, i| s.saturating_add(i.idle_ns)),
-                process_idle_ns: 0,
-            })
-            .collect();
-        let views: Vec<(ViewTree, Vec<u64>, &TreeDump)> = trees
-            .iter()
-            .flat_map(|d| {
-                view_trees(d, idle, opts.per_thread)
-                    .into_iter()
-                    .map(move |v| (v, d))
-            })
-            .map(|(v, d)| {
-                let k = subtree_keys(&v, opts.sort);
-                (v, k, d)
-            })
-            .collect();
-        let total_key: u64 = views
-            .iter()
-            .map(|(_, k, _)| k.first().copied().unwrap_or(0))
-            .sum();
-        let cut = (opts.min_share_pct / 100.0 * total_key as f64).ceil() as u64;
-        let mut rows = Vec::new();
-        for (tree, keys, dump) in &views {
-            // Depth-first, children by descending subtree key.
-            let mut stack = vec![0usize];
-            while let Some(i) = stack.pop() {
-                let (method, level, children, own) = &tree.nodes[i];
-                if total_key > 0 && keys[i] < cut.max(1) {
-                    continue;
-                }
-                let name = if i != 0 || *method != u32::MAX {
-                    dump.methods
-                        .get(*method as usize)
-                        .cloned()
-                        .unwrap_or_else(|| "<unknown method>".into())
-                } else {
-                    format!("[{}]", tree.thread) // the thread (or JVM) itself
-                };
-                rows.push(ArcRow {
-                    pid: tree.pid,
-                    thread: tree.thread.clone(),
-                    level: *level,
-                    method: name,
-                    own: own.clone(),
-                    subtree_key: keys[i],
-                    subtree_pct: if total_key == 0 {
-                        0.0
-                    } else {
-                        (keys[i] as f64 * 10000.0 / total_key as f64).round() / 100.0
-                    },
-                });
-                let mut ch = children.clone();
-                ch.sort_by_key(|&c| std::cmp::Reverse(keys[c]));
-                stack.extend(ch.into_iter().rev());
-            }
-        }
+        let jvms = views.jvms.clone();
+        let rows = views.rows.clone();
+        let total_key = views.total_key;
         Some(Arcflow {
             jvms,
             tags,
@@ -420,89 +270,6 @@ pub fn thread_pattern(name: &str) -> String {
     } else {
         format!("{stem}*")
     }
-}
-
-/// Folded stacks (`frame;frame;frame weight`) of the idle-causing paths:
-/// root → `java <pid>` → thread name (or, with `merge_threads`, its
-/// [`thread_pattern`]) → Java frames, weighted by the idle time (or the
-/// dispatches to idle) that followed a thread leaving in that exact node.
-/// Lines with zero weight are left out; identical stacks are summed.
-///
-/// Memory is bounded by the nodes of one thread (an index of parents) and
-/// the weighted paths: a path is spelled out only for a node that carries
-/// weight, by walking up its parents.
-pub fn folded_stacks(
-    trees: &[TreeDump],
-    idle: &NodeAttribution,
-    dispatches: bool,
-    merge_threads: bool,
-) -> Vec<String> {
-    let mut weights: std::collections::BTreeMap<String, u64> = Default::default();
-    let mut frames: Vec<&str> = Vec::new();
-    for d in trees {
-        let root = format!("java {}", d.pid);
-        for th in &d.threads {
-            let thread = if merge_threads {
-                thread_pattern(&th.name)
-            } else {
-                th.name.clone()
-            };
-            let index: FxHashMap<u64, usize> = th
-                .nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.id, i))
-                .collect();
-            for n in &th.nodes {
-                let Some(i) = idle.nodes.get(&n.id) else {
-                    continue;
-                };
-                let w = if dispatches {
-                    i.idle_dispatches
-                } else {
-                    i.idle_ns
-                };
-                if w == 0 {
-                    continue;
-                }
-                // Walk up to the thread's root; a node whose chain breaks
-                // (a parent missing from the dump) is left out.
-                frames.clear();
-                let mut cur = n;
-                let whole = loop {
-                    if cur.level == 0 {
-                        break true;
-                    }
-                    frames.push(
-                        d.methods
-                            .get(cur.method as usize)
-                            .map_or("<unknown method>", |s| s),
-                    );
-                    match index.get(&cur.parent_id) {
-                        // Parents come before children: a cycle cannot form.
-                        Some(&p) if p < th.nodes.len() && frames.len() <= th.nodes.len() => {
-                            cur = &th.nodes[p]
-                        }
-                        _ => break false,
-                    }
-                };
-                if !whole {
-                    continue;
-                }
-                let mut line = format!("{root};{}", thread.replace(';', ":"));
-                for f in frames.iter().rev() {
-                    line.push(';');
-                    line.push_str(&f.replace(';', ":"));
-                }
-                let e = weights.entry(line).or_default();
-                *e = e.saturating_add(w);
-            }
-        }
-    }
-    weights
-        .into_iter()
-        .map(|(stack, w)| format!("{stack} {w}"))
-        .collect()
 }
 
 #[cfg(test)]

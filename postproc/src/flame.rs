@@ -1,10 +1,9 @@
 //! Flame graphs of idle-causing paths, drawn by `inferno` from the folded
-//! stacks of [`crate::arcflow::folded_stacks`].
+//! stacks built by [`crate::views`].
 
 use std::io::Write;
 
 use crate::analysis::Analysis;
-use crate::arcflow::folded_stacks;
 
 /// What a frame's width stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,26 +28,17 @@ pub enum FlameError {
     Io(#[from] std::io::Error),
 }
 
-/// The folded stacks of `a`, weighted by `weight`; with `merge_threads`,
-/// pool threads are merged by name pattern ([`crate::arcflow::thread_pattern`]).
-pub fn folded(
-    a: &Analysis,
-    weight: Weight,
-    merge_threads: bool,
-) -> Result<Vec<String>, FlameError> {
-    if a.trees.is_empty() {
+/// The folded stacks of `a`, built while it was read as its
+/// [`crate::views::FoldOptions`] asked (weight, pool threads merged by name
+/// pattern: [`crate::arcflow::thread_pattern`]).
+pub fn folded(a: &Analysis) -> Result<&[String], FlameError> {
+    if a.views.jvms.is_empty() {
         return Err(FlameError::NoTrees);
     }
-    let lines = folded_stacks(
-        &a.trees,
-        &a.node_idle,
-        weight == Weight::Dispatches,
-        merge_threads,
-    );
-    if lines.is_empty() {
+    if a.views.folded.is_empty() {
         return Err(FlameError::Empty);
     }
-    Ok(lines)
+    Ok(&a.views.folded)
 }
 
 /// Writes the SVG flame graph of the folded stacks `lines` to `out`.

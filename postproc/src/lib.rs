@@ -12,6 +12,7 @@ pub mod nodes;
 pub mod report;
 pub mod script;
 pub mod text;
+pub mod views;
 
-pub use analysis::{Analysis, Window};
+pub use analysis::{Analysis, AnalysisOptions, Window};
 pub use report::Report;

@@ -7,7 +7,7 @@ use rustc_hash::FxHashSet;
 use serde::Serialize;
 
 use crate::analysis::{Analysis, IdleCause};
-use crate::arcflow::{Arcflow, ArcflowOptions};
+use crate::arcflow::Arcflow;
 use idleflow_format::PrevState;
 
 /// Distribution of complete idle intervals (both ends seen), ns.
@@ -260,7 +260,7 @@ fn states(c: &IdleCause) -> std::collections::BTreeMap<&'static str, u64> {
 
 impl Report {
     /// Builds the report; `max_causes` limits idle causes per CPU.
-    pub fn new(a: &Analysis, max_causes: usize, arcflow_options: &ArcflowOptions) -> Self {
+    pub fn new(a: &Analysis, max_causes: usize) -> Self {
         let duration = a.duration_ns();
         let name = |tid: u32| -> (u32, String) {
             match tid {
@@ -382,7 +382,7 @@ impl Report {
             e.1 = e.1.saturating_add(c.idle_ns);
         }
         let mut arcflow = Arcflow::new(
-            &a.trees,
+            &a.views,
             &a.summary,
             &a.node_idle,
             // Every CPU the accounting saw, hot-plugged ones included,
@@ -392,7 +392,7 @@ impl Report {
                 .iter()
                 .map(|c| c.cpu)
                 .collect::<Vec<_>>(),
-            arcflow_options,
+            &a.view_options.arcflow,
         );
         if let Some(af) = arcflow.as_mut() {
             for j in &mut af.jvms {
@@ -500,7 +500,7 @@ fn no_tree_reasons(a: &Analysis) -> Vec<String> {
     let mut v = a.summary.agent_notes.clone();
     let attached = a.info.command.is_empty() && !a.info.target_pids.is_empty();
     if attached {
-        let with_tree: FxHashSet<u32> = a.trees.iter().map(|t| t.pid).collect();
+        let with_tree: FxHashSet<u32> = a.views.jvms.iter().map(|j| j.pid).collect();
         let mut jvms: Vec<u32> = a
             .names
             .values()
@@ -577,6 +577,7 @@ mod tests {
             time_ns: 10_000,
             methods: vec!["Main.run".into()],
             threads: vec![ThreadTree {
+                pid: 77,
                 tid: 78,
                 name: "main".into(),
                 nodes: vec![TreeNode {
@@ -620,15 +621,15 @@ mod tests {
                 .unwrap();
             }
         }
-        w.write(&Record::Tree(Box::new(tree))).unwrap();
+        w.write_tree_dump(&tree).unwrap();
         let bytes = w
             .finish(&RunSummary {
                 stop_ns: 10_000,
                 ..Default::default()
             })
             .unwrap();
-        let a = Analysis::run(&bytes[..]).unwrap();
-        let r = Report::new(&a, 10, &ArcflowOptions::default());
+        let a = Analysis::run(std::io::Cursor::new(&bytes[..])).unwrap();
+        let r = Report::new(&a, 10);
         let tags = &r.arcflow.as_ref().expect("an arcflow section").tags;
         let rows: Vec<(Option<u32>, u64)> = tags.iter().map(|t| (t.cpu, t.current)).collect();
         assert!(rows.contains(&(Some(5), 2)), "{rows:?}");
@@ -662,8 +663,8 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
-        let a = Analysis::run(&bytes[..]).unwrap();
-        let r = Report::new(&a, 10, &ArcflowOptions::default());
+        let a = Analysis::run(std::io::Cursor::new(&bytes[..])).unwrap();
+        let r = Report::new(&a, 10);
         assert_eq!(r.no_tree, vec![note]);
         let text = crate::text::render(&r, "x", &Default::default());
         assert!(

@@ -66,15 +66,22 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
                 e.tid,
                 e.pid
             )?,
-            Record::Tree(t) => writeln!(
+            Record::TreeHead(t) => writeln!(
                 out,
-                "{:14.9}         tree     pid {} ({} snapshot): {} threads, {} nodes, {} methods",
+                "{:14.9}         tree     pid {} ({} snapshot): {} threads, {} methods",
                 rel(t.time_ns),
                 t.pid,
                 if t.final_dump { "final" } else { "periodic" },
-                t.threads.len(),
-                t.threads.iter().map(|th| th.nodes.len()).sum::<usize>(),
+                t.threads,
                 t.methods.len()
+            )?,
+            Record::TreeThread(t) => writeln!(
+                out,
+                "                         tree     pid {} tid {:>7} {}: {} nodes",
+                t.pid,
+                t.tid,
+                t.name,
+                t.nodes.len()
             )?,
             Record::Lost(l) => writeln!(
                 out,

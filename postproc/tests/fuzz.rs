@@ -60,12 +60,13 @@ fn seed() -> Vec<u8> {
             .unwrap();
         }
     }
-    w.write(&Record::Tree(Box::new(TreeDump {
+    w.write_tree_dump(&TreeDump {
         pid: 7,
         final_dump: true,
         time_ns: t,
         methods: vec!["Main.run".into()],
         threads: vec![ThreadTree {
+            pid: 7,
             tid: 7,
             name: "main".into(),
             nodes: vec![TreeNode {
@@ -85,7 +86,7 @@ fn seed() -> Vec<u8> {
         }],
         unmatched_exits: 0,
         agent_tids: vec![8],
-    })))
+    })
     .unwrap();
     w.finish(&RunSummary {
         stop_ns: t + 1_000,

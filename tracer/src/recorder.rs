@@ -30,9 +30,10 @@ use crate::sys::{self, EventSpec, PerfEvent, SysError};
 use crate::tracefs::{self, TracefsError, Tracepoint};
 use crate::workarea::LiveWorkArea;
 use idleflow_format::twa::WorkArea;
+use idleflow_format::{kind, tree};
 use idleflow_format::{
-    FormatError, Lost, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, TreeDump,
-    Wakeup, Writer,
+    FormatError, Lost, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, Wakeup,
+    Writer,
 };
 use std::sync::Arc;
 
@@ -378,7 +379,7 @@ impl Recorder {
     /// Tags dispatches from the thread work area at `area` from now on, and
     /// keeps its threads' idle counts current. Call after [`Recorder::enable`].
     /// `tree_dir` is where the agents write their call-tree dumps
-    /// (`tree-<pid>.json`); [`Recorder::finish`] embeds them.
+    /// (`tree-<pid>.bin`); [`Recorder::finish`] embeds them.
     pub fn attach_work_area(&mut self, area: Arc<WorkArea>, tree_dir: PathBuf) {
         self.work_area = Some(LiveWorkArea::new(area, &self.cpus, self.start_ns));
         self.tree_dir = Some(tree_dir);
@@ -394,7 +395,7 @@ impl Recorder {
         let is_dump = |p: &PathBuf| {
             p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("tree-") && n.ends_with(".json"))
+                .is_some_and(|n| n.starts_with("tree-") && n.ends_with(".bin"))
         };
         let Ok(entries) = std::fs::read_dir(dir) else {
             return Ok(());
@@ -411,15 +412,17 @@ impl Recorder {
         }
         files.sort();
         for f in files {
-            match std::fs::read(&f)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<TreeDump>(&b).ok())
-            {
-                Some(dump) => {
+            // Checked whole before the first record is copied: a dump the
+            // JVM died writing is counted, not half embedded.
+            let bytes = std::fs::read(&f).unwrap_or_default();
+            match tree::dump_frames(&bytes) {
+                Ok(frames) if frames.first().is_some_and(|f| f.kind == kind::TREE_HEAD) => {
                     self.summary.tree_dumps += 1;
-                    out.writer.write(&Record::Tree(Box::new(dump)))?;
+                    for frame in frames {
+                        out.writer.write_tree_frame(frame)?;
+                    }
                 }
-                None => self.summary.tree_dumps_unreadable += 1,
+                _ => self.summary.tree_dumps_unreadable += 1,
             }
         }
         Ok(())

@@ -5,15 +5,31 @@
 #![no_main]
 
 use idleflow_postproc::arcflow::ArcflowOptions;
-use idleflow_postproc::flame::{self, Weight};
-use idleflow_postproc::{script, text, Analysis, Report};
+use idleflow_postproc::views::{FoldOptions, ViewOptions};
+use idleflow_postproc::{flame, script, text, Analysis, AnalysisOptions, Report};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(a) = Analysis::run(data) {
-        let r = Report::new(&a, 5, &ArcflowOptions::default());
-        let _ = text::render(&r, "fuzz", &text::TextOptions::default());
-        let _ = flame::folded(&a, Weight::IdleNs, true);
+    // Both views: merged (and the folded stacks), and per thread.
+    for per_thread in [false, true] {
+        let opts = AnalysisOptions {
+            views: ViewOptions {
+                arcflow: ArcflowOptions {
+                    per_thread,
+                    ..Default::default()
+                },
+                fold: Some(FoldOptions {
+                    dispatches: per_thread,
+                    merge_threads: !per_thread,
+                }),
+            },
+            ..Default::default()
+        };
+        if let Ok(a) = Analysis::run_with_progress(std::io::Cursor::new(data), &opts, |_| {}) {
+            let r = Report::new(&a, 5);
+            let _ = text::render(&r, "fuzz", &text::TextOptions::default());
+            let _ = flame::folded(&a);
+        }
     }
     let _ = script::print(data, &mut std::io::sink());
 });

@@ -7,8 +7,10 @@
 //! thread work area (claimed on its first event), and credits the idle
 //! counts the tracer writes there to the node it is leaving. Method names
 //! are resolved once, when a node for a new path is created. Each thread
-//! snapshots its tree every `interval_ms` (and at its end); a writer thread
-//! dumps the snapshots to `<trees>/tree-<pid>.json` just as often, and VM
+//! snapshots its tree every `interval_ms` (and at its end), encoded at once
+//! as a binary `TREE_THREAD` record (so a thread whose tree did not change
+//! costs nothing more); a writer thread writes the latest records after a
+//! `TREE_HEAD` to `<trees>/tree-<pid>.bin` just as often, and VM
 //! death writes the final dump, so a JVM killed mid-run still leaves its
 //! last snapshot.
 //!
@@ -24,8 +26,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use idleflow_format::tree::{encode_head, encode_thread, frame};
 use idleflow_format::twa::{SlotRef, WorkArea};
-use idleflow_format::{ThreadTree, TreeDump};
+use idleflow_format::{kind, ThreadTree, TreeHead};
 use rustc_hash::FxHashMap;
 
 use crate::clock::{monotonic_ns, Clock, ClockKind, ThreadClock};
@@ -108,7 +111,8 @@ struct Agent {
     methods: Mutex<Methods>,
     /// Latest tree of each thread, keyed by its root node id (a tid can
     /// come back as a new Java thread, e.g. `main` then `DestroyJavaVM`).
-    snapshots: Mutex<BTreeMap<u64, ThreadTree>>,
+    /// Each is a framed `TREE_THREAD` record.
+    snapshots: Mutex<BTreeMap<u64, std::sync::Arc<[u8]>>>,
     unmatched_exits: AtomicU64,
     finished: AtomicBool,
     /// The dump writer's tid (0 before it starts): named in every dump so
@@ -174,28 +178,41 @@ impl Agent {
             Ok(m) => m.names.clone(),
             Err(_) => return,
         };
-        let threads: Vec<ThreadTree> = match self.snapshots.lock() {
+        // The records are shared, not copied, under the lock: a thread's
+        // next snapshot never waits for the file.
+        let snapshots: Vec<std::sync::Arc<[u8]>> = match self.snapshots.lock() {
             Ok(s) => s.values().cloned().collect(),
             Err(_) => return,
         };
-        let dump = TreeDump {
+        let head = TreeHead {
             pid: self.pid,
             final_dump,
             time_ns: monotonic_ns(),
             methods,
-            threads,
+            threads: snapshots.len() as u64,
             unmatched_exits: self.unmatched_exits.load(Ordering::Relaxed),
             agent_tids: match self.dump_tid.load(Ordering::Relaxed) {
                 0 => vec![],
                 tid => vec![tid],
             },
         };
-        let path = dir.join(format!("tree-{}.json", self.pid));
-        let tmp = dir.join(format!(".tree-{}.json.tmp", self.pid));
-        let result = serde_json::to_vec(&dump)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| std::fs::write(&tmp, bytes))
-            .and_then(|()| std::fs::rename(&tmp, &path));
+        let mut payload = Vec::new();
+        encode_head(&head, &mut payload);
+        let mut head_record = Vec::with_capacity(payload.len() + 11);
+        frame(kind::TREE_HEAD, &payload, &mut head_record);
+        let path = dir.join(format!("tree-{}.bin", self.pid));
+        let tmp = dir.join(format!(".tree-{}.bin.tmp", self.pid));
+        let result = (|| {
+            use std::io::Write;
+            let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+            out.write_all(&head_record)?;
+            for t in &snapshots {
+                out.write_all(t)?;
+            }
+            out.into_inner().map_err(|e| e.into_error())?;
+            std::fs::rename(&tmp, &path)
+        })();
+        drop(snapshots);
         if let Err(e) = result {
             report_once(
                 &WARNED_DUMP,
@@ -296,6 +313,7 @@ impl ThreadState {
     fn snapshot(&mut self, agent: &Agent, now: u64) {
         let started = monotonic_ns();
         let tree = ThreadTree {
+            pid: agent.pid,
             tid: self.tid,
             name: self
                 .name
@@ -303,8 +321,12 @@ impl ThreadState {
                 .unwrap_or_else(|| format!("tid-{}", self.tid)),
             nodes: self.tree.snapshot(now),
         };
+        let mut payload = Vec::with_capacity(24 * tree.nodes.len() + 64);
+        encode_thread(&tree, &mut payload);
+        let mut record = Vec::with_capacity(payload.len() + 11);
+        frame(kind::TREE_THREAD, &payload, &mut record);
         if let Ok(mut s) = agent.snapshots.lock() {
-            s.insert(self.tree.nodes()[0].id, tree);
+            s.insert(self.tree.nodes()[0].id, record.into());
         }
         let cost = monotonic_ns().saturating_sub(started);
         self.snapshot_every = spaced(agent.opts.interval_ms * 1_000_000, cost);

@@ -149,8 +149,8 @@ fn dump_of_run(jdk_home: &Path, classes: &Path, n: u32) -> TreeDump {
         .map(|e| e.path())
         .collect();
     assert_eq!(files.len(), 1, "one dump per JVM: {files:?}");
-    let dump: TreeDump =
-        serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).expect("the dump parses");
+    let dump: TreeDump = idleflow_format::tree::decode_dump(&std::fs::read(&files[0]).unwrap())
+        .expect("the dump decodes");
     assert!(dump.final_dump, "written at VM death");
     dump
 }

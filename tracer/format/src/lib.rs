@@ -28,15 +28,17 @@ mod error;
 pub mod handoff;
 mod reader;
 mod record;
+pub mod tree;
 pub mod twa;
 mod writer;
 
 pub use error::FormatError;
-pub use reader::{CutShort, Reader};
+pub use reader::{CutShort, Position, Reader};
 pub use record::{
     Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
     ThreadInfo, ThreadTree, TreeDump, TreeNode, Wakeup, IDLE_TID,
 };
+pub use tree::TreeHead;
 pub use writer::Writer;
 
 /// The eight bytes every recording starts with.
@@ -63,8 +65,8 @@ pub mod kind {
     /// [`crate::Dispatch`] whose `prev_node` is not `Untraced`: the DISPATCH
     /// fields, then a tag byte (1 current, 2 ring, 3 unknown) and the node.
     pub const DISPATCH_TAGGED: u8 = 8;
-    /// [`crate::TreeDump`], JSON payload: one JVM's call trees (written when
-    /// the recording ends, not part of the time-delta chain).
+    /// [`crate::TreeDump`], JSON payload: one JVM's call trees, whole (the
+    /// first form of the trees; still read, no longer written).
     pub const TREE: u8 = 9;
     /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (10–127) are reserved for
     /// timed records of later versions: their payload starts with the time
@@ -73,4 +75,10 @@ pub mod kind {
     /// Kinds 128–255 are reserved for untimed records of later versions: a
     /// reader that does not know them skips them whole.
     pub const FIRST_UNTIMED: u8 = 128;
+    /// [`crate::TreeHead`], binary: the head of one JVM's call-tree dump
+    /// (written when the recording ends, not part of the time-delta chain).
+    pub const TREE_HEAD: u8 = 128;
+    /// [`crate::ThreadTree`], binary: one thread's call tree, after its
+    /// JVM's `TREE_HEAD`.
+    pub const TREE_THREAD: u8 = 129;
 }

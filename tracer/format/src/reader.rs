@@ -1,6 +1,6 @@
 //! Streaming reader of recordings.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 
 use crate::record::{
     Dispatch, Lost, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, Wakeup,
@@ -54,6 +54,8 @@ pub struct Reader<R: Read> {
     summary: Option<RunSummary>,
     unknown_records: u64,
     cut_short: Option<CutShort>,
+    /// Thread trees of a version-1 JSON dump still to hand out, last first.
+    pending: Vec<crate::ThreadTree>,
 }
 
 impl<R: Read> Reader<R> {
@@ -85,6 +87,7 @@ impl<R: Read> Reader<R> {
             summary: None,
             unknown_records: 0,
             cut_short: None,
+            pending: Vec::new(),
         };
         if !r.fill(12)? || r.buf[..8] != MAGIC[..] {
             return Err(FormatError::NotARecording);
@@ -183,6 +186,9 @@ impl<R: Read> Reader<R> {
     /// before the end record is [`FormatError::Truncated`].
     #[inline]
     pub fn next_record(&mut self) -> Result<Option<Record>, FormatError> {
+        if let Some(t) = self.pending.pop() {
+            return Ok(Some(Record::TreeThread(Box::new(t))));
+        }
         loop {
             if self.summary.is_some() {
                 return Ok(None);
@@ -261,13 +267,21 @@ impl<R: Read> Reader<R> {
                     cpu: p.cpu()?,
                     count: p.uint()?,
                 }),
+                kind::TREE_HEAD => Record::TreeHead(Box::new(crate::tree::decode_head(&mut p)?)),
+                kind::TREE_THREAD => {
+                    Record::TreeThread(Box::new(crate::tree::decode_thread(&mut p)?))
+                }
                 kind::TREE => {
-                    Record::Tree(Box::new(serde_json::from_slice(p.data).map_err(|e| {
-                        FormatError::Corrupt {
+                    // Version 1's whole JSON dump: handed out as its head,
+                    // then its threads one by one.
+                    let dump: crate::TreeDump =
+                        serde_json::from_slice(p.data).map_err(|e| FormatError::Corrupt {
                             offset,
                             what: format!("call-tree record: {e}"),
-                        }
-                    })?))
+                        })?;
+                    let (head, threads) = dump.split();
+                    self.pending = threads.into_iter().rev().collect();
+                    Record::TreeHead(Box::new(head))
                 }
                 kind::END => {
                     let summary =
@@ -409,14 +423,54 @@ impl<R: Read> Reader<R> {
     }
 }
 
-/// Decoding cursor over one record's payload.
-struct Payload<'a> {
-    data: &'a [u8],
+/// A place between two records, to read from again ([`Reader::seek`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
     offset: u64,
+    last_time: u64,
+}
+
+impl Position {
+    /// Byte offset in the file.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+impl<R: Read + Seek> Reader<R> {
+    /// Where the next record starts (between records only: call it before
+    /// or after a whole record, never with a version-1 dump half handed out).
+    pub fn position(&self) -> Position {
+        Position {
+            offset: self.offset(),
+            last_time: self.last_time,
+        }
+    }
+
+    /// Reads on from `at`, a [`Reader::position`] of this recording: a
+    /// second pass over part of it (the call trees, after the dispatches).
+    /// The end record and a cut found before are forgotten, and met again.
+    pub fn seek(&mut self, at: Position) -> Result<(), FormatError> {
+        self.input.seek(SeekFrom::Start(at.offset))?;
+        self.base = at.offset;
+        self.pos = 0;
+        self.end = 0;
+        self.last_time = at.last_time;
+        self.summary = None;
+        self.cut_short = None;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// Decoding cursor over one record's payload.
+pub(crate) struct Payload<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) offset: u64,
 }
 
 impl Payload<'_> {
-    fn corrupt(&self, what: String) -> FormatError {
+    pub(crate) fn corrupt(&self, what: String) -> FormatError {
         FormatError::Corrupt {
             offset: self.offset,
             what,
@@ -424,7 +478,7 @@ impl Payload<'_> {
     }
 
     #[inline(always)]
-    fn uint(&mut self) -> Result<u64, FormatError> {
+    pub(crate) fn uint(&mut self) -> Result<u64, FormatError> {
         // LEB128 straight from the slice: the hot path of every report.
         let mut value = 0u64;
         for (i, &byte) in self.data.iter().enumerate().take(10) {
@@ -443,7 +497,7 @@ impl Payload<'_> {
     #[inline(always)]
     /// A CPU number: readers index tables by it, so one beyond any
     /// machine's is corruption, not a reason to allocate.
-    fn cpu(&mut self) -> Result<u32, FormatError> {
+    pub(crate) fn cpu(&mut self) -> Result<u32, FormatError> {
         let v = self.u32()?;
         if v > MAX_CPU {
             return Err(self.corrupt(format!("CPU number {v} is beyond any machine's")));
@@ -451,13 +505,13 @@ impl Payload<'_> {
         Ok(v)
     }
 
-    fn u32(&mut self) -> Result<u32, FormatError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, FormatError> {
         let v = self.uint()?;
         u32::try_from(v).map_err(|_| self.corrupt(format!("field value {v} out of range")))
     }
 
     #[inline]
-    fn byte(&mut self) -> Result<u8, FormatError> {
+    pub(crate) fn byte(&mut self) -> Result<u8, FormatError> {
         let (&b, rest) = self
             .data
             .split_first()
@@ -466,7 +520,7 @@ impl Payload<'_> {
         Ok(b)
     }
 
-    fn bytes(&mut self, n: usize) -> Result<&[u8], FormatError> {
+    pub(crate) fn bytes(&mut self, n: usize) -> Result<&[u8], FormatError> {
         if self.data.len() < n {
             return Err(self.corrupt("record too short".into()));
         }
@@ -476,7 +530,7 @@ impl Payload<'_> {
     }
 
     #[inline]
-    fn time(&mut self, last: &mut u64) -> Result<u64, FormatError> {
+    pub(crate) fn time(&mut self, last: &mut u64) -> Result<u64, FormatError> {
         let delta = unzigzag(self.uint()?);
         *last = last.wrapping_add(delta as u64);
         Ok(*last)

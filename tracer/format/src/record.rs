@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::tree::TreeHead;
+
 /// The thread id of a CPU's idle task (`swapper/N`): the same on every CPU.
 pub const IDLE_TID: u32 = 0;
 
@@ -336,6 +338,9 @@ pub struct TreeNode {
 /// One thread's call tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadTree {
+    /// The JVM's process id (absent from version-1 JSON dumps: 0 there).
+    #[serde(default)]
+    pub pid: u32,
     /// Thread id (kernel tid).
     pub tid: u32,
     /// Java thread name.
@@ -344,7 +349,10 @@ pub struct ThreadTree {
     pub nodes: Vec<TreeNode>,
 }
 
-/// The call trees of one JVM, as its agent last dumped them.
+/// The call trees of one JVM, as its agent last dumped them, whole: the
+/// JSON payload of the version-1 kind `TREE` (9), still read. Recordings
+/// now hold a dump as a [`TreeHead`] and one [`ThreadTree`] per thread
+/// ([`TreeDump::split`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TreeDump {
     /// The JVM's process id.
@@ -379,8 +387,37 @@ pub enum Record {
     Exit(ThreadExit),
     /// See [`Lost`].
     Lost(Lost),
-    /// See [`TreeDump`].
-    Tree(Box<TreeDump>),
+    /// The head of one JVM's call-tree dump; its threads follow.
+    TreeHead(Box<TreeHead>),
+    /// One thread's call tree, after its JVM's [`Record::TreeHead`].
+    TreeThread(Box<ThreadTree>),
+}
+
+impl TreeDump {
+    /// The head and the thread trees of this dump, as a recording holds them.
+    pub fn split(self) -> (TreeHead, Vec<ThreadTree>) {
+        let pid = self.pid;
+        let threads: Vec<ThreadTree> = self
+            .threads
+            .into_iter()
+            .map(|mut t| {
+                t.pid = pid;
+                t
+            })
+            .collect();
+        (
+            TreeHead {
+                pid,
+                final_dump: self.final_dump,
+                time_ns: self.time_ns,
+                unmatched_exits: self.unmatched_exits,
+                agent_tids: self.agent_tids,
+                threads: threads.len() as u64,
+                methods: self.methods,
+            },
+            threads,
+        )
+    }
 }
 
 impl Record {
@@ -392,7 +429,8 @@ impl Record {
             Record::Thread(t) => t.time,
             Record::Exit(e) => e.time,
             Record::Lost(l) => l.time,
-            Record::Tree(t) => t.time_ns,
+            Record::TreeHead(t) => t.time_ns,
+            Record::TreeThread(_) => 0,
         }
     }
 }

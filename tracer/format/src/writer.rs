@@ -91,12 +91,13 @@ impl<W: Write> Writer<W> {
                 put(&mut self.payload, e.pid.into());
                 kind::EXIT
             }
-            Record::Tree(t) => {
-                self.payload = serde_json::to_vec(t).map_err(|e| FormatError::Corrupt {
-                    offset: self.bytes,
-                    what: e.to_string(),
-                })?;
-                kind::TREE
+            Record::TreeHead(h) => {
+                crate::tree::encode_head(h, &mut self.payload);
+                kind::TREE_HEAD
+            }
+            Record::TreeThread(t) => {
+                crate::tree::encode_thread(t, &mut self.payload);
+                kind::TREE_THREAD
             }
             Record::Lost(l) => {
                 self.put_time(l.time);
@@ -106,6 +107,24 @@ impl<W: Write> Writer<W> {
             }
         };
         self.emit(k)
+    }
+
+    /// Writes a JVM's whole call-tree dump: its head, then one record per thread.
+    pub fn write_tree_dump(&mut self, dump: &crate::TreeDump) -> Result<(), FormatError> {
+        let (head, threads) = dump.clone().split();
+        self.write(&Record::TreeHead(Box::new(head)))?;
+        for t in threads {
+            self.write(&Record::TreeThread(Box::new(t)))?;
+        }
+        Ok(())
+    }
+
+    /// Copies a call-tree record of an agent's dump file, checked by
+    /// [`crate::tree::dump_frames`], as it is.
+    pub fn write_tree_frame(&mut self, frame: crate::tree::Frame<'_>) -> Result<(), FormatError> {
+        self.payload.clear();
+        self.payload.extend_from_slice(frame.payload);
+        self.emit(frame.kind)
     }
 
     /// Hands everything written so far to the output's own writer (for a
@@ -142,7 +161,7 @@ impl<W: Write> Writer<W> {
 }
 
 /// Appends `v` as unsigned LEB128.
-fn put(buf: &mut Vec<u8>, v: u64) {
+pub(crate) fn put(buf: &mut Vec<u8>, v: u64) {
     // Writing to a Vec cannot fail.
     let _ = leb128::write::unsigned(buf, v);
 }

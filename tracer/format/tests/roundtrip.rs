@@ -59,31 +59,33 @@ fn records() -> Vec<Record> {
             tid: 42,
             pid: 42,
         }),
-        Record::Tree(Box::new(TreeDump {
+        Record::TreeHead(Box::new(TreeHead {
             pid: 42,
             final_dump: false,
             time_ns: 1_000_003_500,
             methods: vec!["com.example.Pool.take".into()],
-            threads: vec![ThreadTree {
-                tid: 43,
-                name: "worker-1".into(),
-                nodes: vec![TreeNode {
-                    id: 42 << 32 | 1,
-                    parent_id: 0,
-                    method: 0,
-                    level: 1,
-                    calls: 3,
-                    callees: 0,
-                    base_ns: 10,
-                    mmax_ns: 5,
-                    ao: 0,
-                    ab: 0,
-                    dip: 1,
-                    idle: 2,
-                }],
-            }],
+            threads: 1,
             unmatched_exits: 0,
-            agent_tids: vec![],
+            agent_tids: vec![44],
+        })),
+        Record::TreeThread(Box::new(ThreadTree {
+            pid: 42,
+            tid: 43,
+            name: "worker-1".into(),
+            nodes: vec![TreeNode {
+                id: 42 << 32 | 1,
+                parent_id: 0,
+                method: 0,
+                level: 1,
+                calls: 3,
+                callees: 0,
+                base_ns: 10,
+                mmax_ns: 5,
+                ao: 0,
+                ab: 0,
+                dip: 1,
+                idle: 2,
+            }],
         })),
     ];
     for (i, s) in PrevState::ALL.into_iter().enumerate() {
@@ -367,15 +369,12 @@ fn garbage_after_the_header_is_corrupt_not_a_panic() {
     }
 }
 
-/// A JVM with a big call tree: its TREE record (here ≈ 80 MiB of JSON) reads
-/// back whole.
-#[test]
-fn a_tree_record_larger_than_64_mib_reads_back() {
+fn big_dump() -> TreeDump {
     let nodes: Vec<TreeNode> = (0..600_000u64)
         .map(|i| TreeNode {
             id: (4242 << 32) | (i + 1),
             parent_id: if i == 0 { 0 } else { (4242 << 32) | i },
-            method: (i % 5000) as u32,
+            method: if i == 0 { u32::MAX } else { (i % 5000) as u32 },
             level: (i % 200) as u32,
             calls: 1_000_000 + i,
             callees: 2_000_000 + i,
@@ -387,27 +386,92 @@ fn a_tree_record_larger_than_64_mib_reads_back() {
             idle: i % 11,
         })
         .collect();
-    let dump = TreeDump {
+    TreeDump {
         pid: 4242,
         final_dump: true,
         time_ns: 77,
         methods: (0..5000).map(|i| format!("com.example.C{i}.m")).collect(),
         threads: vec![ThreadTree {
+            pid: 4242,
             tid: 4243,
             name: "main".into(),
             nodes,
         }],
         unmatched_exits: 0,
-        agent_tids: vec![],
-    };
-    let json_len = serde_json::to_vec(&dump).unwrap().len();
-    assert!(json_len > 64 << 20, "{json_len} bytes: not large enough");
-    let bytes = write_all(&[Record::Tree(Box::new(dump.clone()))]);
-    let mut r = Reader::new(&bytes[..]).unwrap();
-    match r.next_record().unwrap() {
-        Some(Record::Tree(back)) => assert_eq!(*back, dump),
-        other => panic!("expected the TREE record, got {other:?}"),
+        agent_tids: vec![4250],
     }
+}
+
+/// A JVM with a big call tree reads back whole, in the compact binary form
+/// (under 30 bytes a node, against about 140 in version 1's JSON).
+#[test]
+fn a_big_call_tree_reads_back_in_its_binary_records() {
+    let dump = big_dump();
+    let mut w = Writer::new(Vec::new(), &info()).unwrap();
+    w.write_tree_dump(&dump).unwrap();
+    let bytes = w.finish(&RunSummary::default()).unwrap();
+    let json_len = serde_json::to_vec(&dump).unwrap().len();
+    assert!(
+        bytes.len() * 4 < json_len,
+        "binary {} bytes, JSON {json_len}",
+        bytes.len()
+    );
+    assert!(
+        bytes.len() < 30 * 600_000 + 200_000,
+        "{} bytes",
+        bytes.len()
+    );
+    let (head, threads) = dump.split();
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    assert_eq!(
+        r.next_record().unwrap(),
+        Some(Record::TreeHead(Box::new(head)))
+    );
+    assert_eq!(
+        r.next_record().unwrap(),
+        Some(Record::TreeThread(Box::new(threads[0].clone())))
+    );
+    assert_eq!(r.next_record().unwrap(), None);
+    assert!(r.summary().is_some());
+}
+
+/// Version 1's whole JSON dump (kind 9, larger than 64 MiB here) is still
+/// read: handed out as its head, then its threads.
+#[test]
+fn a_version_1_json_tree_record_reads_back_as_head_and_threads() {
+    let dump = big_dump();
+    let json = serde_json::to_vec(&dump).unwrap();
+    assert!(
+        json.len() > 64 << 20,
+        "{} bytes: not large enough",
+        json.len()
+    );
+    let end = write_all(&[]);
+    // Splice a kind-9 record in before the END record.
+    let mut bytes = write_all(&[]);
+    let mut rest = &end[13..];
+    let meta_len = leb_len(&mut rest);
+    let meta_end = end.len() - rest.len() + meta_len;
+    bytes.truncate(meta_end);
+    bytes.push(kind::TREE);
+    let mut n = json.len() as u64;
+    while n >= 0x80 {
+        bytes.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    bytes.push(n as u8);
+    bytes.extend_from_slice(&json);
+    bytes.extend_from_slice(&end[meta_end..]);
+    let (head, threads) = dump.split();
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    assert_eq!(
+        r.next_record().unwrap(),
+        Some(Record::TreeHead(Box::new(head)))
+    );
+    assert_eq!(
+        r.next_record().unwrap(),
+        Some(Record::TreeThread(Box::new(threads[0].clone())))
+    );
     assert_eq!(r.next_record().unwrap(), None);
     assert!(r.summary().is_some());
 }
