@@ -121,6 +121,8 @@ impl Analysis {
     ) -> Result<Self, FormatError> {
         let window = opts.window;
         let mut reader = Reader::new(input)?;
+        // Call trees are walked node by node, never held decoded.
+        reader.keep_trees_encoded(true);
         let info = reader.info().clone();
         let at =
             |s: Option<f64>| s.map(|s| info.start_ns.saturating_add((s.max(0.0) * 1e9) as u64));
@@ -198,7 +200,8 @@ impl Analysis {
                     // renames `main` to `DestroyJavaVM` when `main` returns.
                     named.clear();
                 }
-                Record::TreeThread(th) => {
+                Record::TreeThread(_) => {} // kept encoded (below)
+                Record::TreeThreadEncoded(th) => {
                     // The JVM knows its threads' full names (the kernel's are
                     // cut to 15 characters, and a JVM's main thread is `java`).
                     // (`tid-N` is the agent's stand-in for a name it could not read.)
@@ -261,7 +264,7 @@ impl Analysis {
             while let Some(rec) = reader.next_complete_record()? {
                 match rec {
                     Record::TreeHead(h) => views.head(&h),
-                    Record::TreeThread(t) => views.thread(&t, &self.node_idle),
+                    Record::TreeThreadEncoded(t) => views.thread(&t, &self.node_idle),
                     _ => {}
                 }
             }

@@ -21,6 +21,7 @@ pub enum ScriptError {
 /// record, and where it was cut is returned.
 pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>, ScriptError> {
     let mut r = Reader::new(input)?;
+    r.keep_trees_encoded(true);
     let start = r.info().start_ns;
     let rel = |t: u64| (t as i128 - start as i128) as f64 / 1e9;
     while let Some(rec) = r.next_complete_record()? {
@@ -82,6 +83,11 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
                 t.tid,
                 t.name,
                 t.nodes.len()
+            )?,
+            Record::TreeThreadEncoded(t) => writeln!(
+                out,
+                "                         tree     pid {} tid {:>7} {}: {} nodes",
+                t.pid, t.tid, t.name, t.node_count
             )?,
             Record::Lost(l) => writeln!(
                 out,

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use idleflow_format::{ThreadTree, TreeHead, TreeNode};
+use idleflow_format::{EncodedThread, TreeHead, TreeNode};
 use rustc_hash::FxHashMap;
 
 use crate::arcflow::{thread_pattern, ArcRow, ArcflowOptions, JvmSummary, Measures, SortBy};
@@ -120,36 +120,84 @@ pub struct BuiltViews {
     pub folded: Vec<String>,
 }
 
-/// A thread's nodes by index: each node's parent index (`None` for the root
-/// and for a node whose chain to the root is broken) and whether it hangs
-/// from the root.
-struct Linked {
-    parent: Vec<Option<u32>>,
-    attached: Vec<bool>,
+const NONE: u32 = u32::MAX;
+
+/// Node id → index in a thread's node list: a binary search while the ids
+/// rise (the agent numbers nodes in creation order), a map otherwise.
+#[derive(Default)]
+struct IdIndex {
+    ids: Vec<u64>,
+    map: Option<FxHashMap<u64, u32>>,
 }
 
-fn link(nodes: &[TreeNode]) -> Linked {
-    let index: FxHashMap<u64, u32> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.id, i as u32))
-        .collect();
-    let mut parent = Vec::with_capacity(nodes.len());
-    let mut attached = Vec::with_capacity(nodes.len());
-    for (i, n) in nodes.iter().enumerate() {
-        // Parents come before children: a later index is no parent (no cycles).
-        let p = match index.get(&n.parent_id) {
-            Some(&p) if n.level > 0 && (p as usize) < i => Some(p),
-            _ => None,
-        };
-        let a = match p {
-            Some(p) => attached[p as usize],
-            None => i == 0 && n.level == 0,
-        };
-        parent.push(p);
-        attached.push(a);
+impl IdIndex {
+    fn get(&self, id: u64) -> Option<u32> {
+        match &self.map {
+            Some(m) => m.get(&id).copied(),
+            None => self.ids.binary_search(&id).ok().map(|i| i as u32),
+        }
     }
-    Linked { parent, attached }
+
+    fn push(&mut self, id: u64) {
+        let i = self.ids.len() as u32;
+        if self.map.is_none() && self.ids.last().is_some_and(|&last| last >= id) {
+            self.map = Some(
+                self.ids
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &id)| (id, i as u32))
+                    .collect(),
+            );
+        }
+        if let Some(m) = &mut self.map {
+            m.entry(id).or_insert(i);
+        }
+        self.ids.push(id);
+    }
+}
+
+/// A thread's nodes by index, in compact arrays (about 30 bytes a node
+/// with the ids, against a decoded node's 96): each node's parent (`NONE`
+/// for the root and for a node whose chain to the root is broken), whether
+/// it hangs from the root, and its method. (A node's level is its depth:
+/// the parent's plus one.)
+#[derive(Default)]
+struct Linked {
+    parent: Vec<u32>,
+    attached: Vec<bool>,
+    method: Vec<u32>,
+}
+
+impl Linked {
+    /// Links the nodes of `t`, calling `each` with every node and its index.
+    /// A damaged record ends the thread at the last node that decoded.
+    fn new(t: &EncodedThread, mut each: impl FnMut(usize, &TreeNode)) -> Self {
+        let mut l = Linked::default();
+        let mut index = IdIndex::default();
+        for (i, n) in t.nodes().map_while(Result::ok).enumerate() {
+            // Looked up before this node is added: a parent comes before
+            // its children, so no cycle can form.
+            let p = match index.get(n.parent_id) {
+                Some(p) if n.level > 0 => p,
+                _ => NONE,
+            };
+            let a = if p == NONE {
+                i == 0 && n.level == 0
+            } else {
+                l.attached[p as usize]
+            };
+            index.push(n.id);
+            l.parent.push(p);
+            l.attached.push(a);
+            l.method.push(n.method);
+            each(i, &n);
+        }
+        l
+    }
+
+    fn len(&self) -> usize {
+        self.parent.len()
+    }
 }
 
 fn own_key(n: &TreeNode, idle: Option<&NodeIdle>, by: SortBy) -> u64 {
@@ -230,76 +278,87 @@ impl Views {
 
     /// One thread's tree (either pass); `idle` is the dispatch stream's
     /// final attribution.
-    pub fn thread(&mut self, t: &ThreadTree, idle: &NodeAttribution) {
+    pub fn thread(&mut self, t: &EncodedThread, idle: &NodeAttribution) {
         let Some(&jvm) = self.current.get(&t.pid) else {
             return; // a thread record without its head
         };
-        let l = link(&t.nodes);
         if self.second_pass {
-            self.add_measures(jvm, t, &l, idle);
+            self.add_measures(jvm, t, idle);
         } else {
-            self.first_pass_thread(jvm, t, &l, idle);
+            self.first_pass_thread(jvm, t, idle);
         }
     }
 
-    fn first_pass_thread(
-        &mut self,
-        jvm: usize,
-        t: &ThreadTree,
-        l: &Linked,
-        idle: &NodeAttribution,
-    ) {
+    fn first_pass_thread(&mut self, jvm: usize, t: &EncodedThread, idle: &NodeAttribution) {
         let by = self.opts.arcflow.sort;
-        let node_idle: Vec<Option<&NodeIdle>> =
-            t.nodes.iter().map(|n| idle.nodes.get(&n.id)).collect();
+        let fold = self.opts.fold;
+        let mut keys: Vec<u64> = Vec::new();
+        let mut weighted: Vec<(u32, u64)> = Vec::new();
+        let mut tree_idle = 0u64;
+        let mut root_id = 0;
+        let l = Linked::new(t, |i, n| {
+            let ni = idle.nodes.get(&n.id);
+            if i == 0 {
+                root_id = n.id;
+            }
+            keys.push(own_key(n, ni, by));
+            if let Some(ni) = ni {
+                tree_idle = tree_idle.saturating_add(ni.idle_ns);
+                if let Some(f) = fold {
+                    let w = if f.dispatches {
+                        ni.idle_dispatches
+                    } else {
+                        ni.idle_ns
+                    };
+                    if w > 0 {
+                        weighted.push((i as u32, w));
+                    }
+                }
+            }
+        });
         let s = &mut self.jvms[jvm].summary;
         s.threads += 1;
-        s.nodes += t.nodes.len();
-        s.tree_idle_ns = node_idle
-            .iter()
-            .flatten()
-            .fold(s.tree_idle_ns, |a, i| a.saturating_add(i.idle_ns));
+        s.nodes += l.len();
+        s.tree_idle_ns = s.tree_idle_ns.saturating_add(tree_idle);
         // Subtree keys: children come after their parent, sum backwards.
-        let mut keys: Vec<u64> = t
-            .nodes
-            .iter()
-            .zip(&node_idle)
-            .zip(&l.attached)
-            .map(|((n, i), &a)| if a { own_key(n, *i, by) } else { 0 })
-            .collect();
         for i in (0..keys.len()).rev() {
-            if let Some(p) = l.parent[i] {
-                keys[p as usize] = keys[p as usize].saturating_add(keys[i]);
+            if !l.attached[i] {
+                keys[i] = 0;
+            } else if l.parent[i] != NONE {
+                let p = l.parent[i] as usize;
+                keys[p] = keys[p].saturating_add(keys[i]);
             }
         }
         let thread_total = keys.first().copied().unwrap_or(0);
         self.total_key = self.total_key.saturating_add(thread_total);
-        if let Some(fold) = self.opts.fold {
-            self.fold(jvm, t, l, &node_idle, fold);
+        if let Some(fold) = fold {
+            self.fold(jvm, t, &l, &weighted, fold);
         }
-        if t.nodes.is_empty() || !l.attached[0] {
+        if l.len() == 0 || !l.attached[0] {
             return;
         }
         match self.jvms[jvm].merged {
             Some(m) => {
                 // Only paths with a non-zero key can reach the cut.
                 let sk = &mut self.skeletons[m];
-                let mut at: Vec<u32> = vec![NOT_SHOWN; t.nodes.len()];
-                for (i, n) in t.nodes.iter().enumerate() {
+                let mut at: Vec<u32> = vec![NOT_SHOWN; l.len()];
+                for i in 0..l.len() {
                     if keys[i] == 0 {
                         continue;
                     }
                     let s = match l.parent[i] {
-                        None if i == 0 => 0,
-                        Some(p) if at[p as usize] != NOT_SHOWN => {
+                        NONE if i == 0 => 0,
+                        NONE => continue,
+                        p if at[p as usize] != NOT_SHOWN => {
                             let p = at[p as usize];
                             let len = sk.nodes.len() as u32;
-                            let s = *sk.child.entry((p, n.method)).or_insert(len);
+                            let s = *sk.child.entry((p, l.method[i])).or_insert(len);
                             if s == len {
+                                let level = sk.nodes[p as usize].level + 1;
                                 sk.nodes.push(SkelNode {
                                     parent: p,
-                                    method: n.method,
-                                    level: n.level,
+                                    method: l.method[i],
+                                    level,
                                     key: 0,
                                     shown: NOT_SHOWN,
                                 });
@@ -321,23 +380,29 @@ impl Views {
                     return;
                 }
                 let mut sk = Skeleton::new(jvm, t.name.clone());
-                sk.root_id = t.nodes[0].id;
-                let mut at: Vec<u32> = vec![NOT_SHOWN; t.nodes.len()];
-                for (i, n) in t.nodes.iter().enumerate() {
-                    if keys[i] < cut || !l.attached[i] {
+                sk.root_id = root_id;
+                let mut at: Vec<u32> = vec![NOT_SHOWN; l.len()];
+                let mut ids = t.nodes().map_while(Result::ok).map(|n| n.id);
+                for (i, &key) in keys.iter().enumerate() {
+                    let id = ids.next().unwrap_or(0);
+                    if key < cut || !l.attached[i] {
                         continue;
                     }
                     let parent = match l.parent[i] {
-                        Some(p) => at[p as usize],
-                        None => 0,
+                        NONE => 0,
+                        p => at[p as usize],
+                    };
+                    let level = match l.parent[i] {
+                        NONE => 0,
+                        _ => sk.nodes[parent as usize].level + 1,
                     };
                     at[i] = sk.nodes.len() as u32;
-                    sk.ids.insert(n.id, at[i]);
+                    sk.ids.insert(id, at[i]);
                     sk.nodes.push(SkelNode {
                         parent,
-                        method: n.method,
-                        level: n.level,
-                        key: keys[i],
+                        method: l.method[i],
+                        level,
+                        key,
                         shown: NOT_SHOWN,
                     });
                 }
@@ -346,14 +411,14 @@ impl Views {
         }
     }
 
-    /// Folded stacks of the thread's weighted nodes: a path is spelled out
-    /// only for a node that carries weight, by walking up its parents.
+    /// Folded stacks of the thread's `weighted` nodes: a path is spelled
+    /// out only for a node that carries weight, by walking up its parents.
     fn fold(
         &mut self,
         jvm: usize,
-        t: &ThreadTree,
+        t: &EncodedThread,
         l: &Linked,
-        node_idle: &[Option<&NodeIdle>],
+        weighted: &[(u32, u64)],
         fold: FoldOptions,
     ) {
         let methods = &self.jvms[jvm].methods;
@@ -368,22 +433,16 @@ impl Views {
             thread.replace(';', ":")
         );
         let mut frames: Vec<&str> = Vec::new();
-        for (i, ni) in node_idle.iter().enumerate() {
-            let Some(ni) = ni else { continue };
-            let w = if fold.dispatches {
-                ni.idle_dispatches
-            } else {
-                ni.idle_ns
-            };
-            if w == 0 || !l.attached[i] {
+        for &(i, w) in weighted {
+            if !l.attached[i as usize] {
                 continue;
             }
             frames.clear();
-            let mut cur = i;
-            while let Some(p) = l.parent[cur] {
-                let m = t.nodes[cur].method;
+            let mut cur = i as usize;
+            while l.parent[cur] != NONE {
+                let m = l.method[cur];
                 frames.push(methods.get(m as usize).map_or("<unknown method>", |s| s));
-                cur = p as usize;
+                cur = l.parent[cur] as usize;
             }
             let mut line = head.clone();
             for f in frames.iter().rev() {
@@ -413,32 +472,37 @@ impl Views {
         self.current.clear();
     }
 
-    fn add_measures(&mut self, jvm: usize, t: &ThreadTree, l: &Linked, idle: &NodeAttribution) {
+    fn add_measures(&mut self, jvm: usize, t: &EncodedThread, idle: &NodeAttribution) {
         match self.jvms[jvm].merged {
             Some(m) => {
                 let sk = &self.skeletons[m];
-                let mut at: Vec<u32> = vec![NOT_SHOWN; t.nodes.len()];
-                for (i, n) in t.nodes.iter().enumerate() {
-                    let s = match l.parent[i] {
-                        None if i == 0 && l.attached[0] => 0,
+                let measures = &mut self.measures;
+                let mut index = IdIndex::default();
+                let mut at: Vec<u32> = Vec::new();
+                for (i, n) in t.nodes().map_while(Result::ok).enumerate() {
+                    let parent = index.get(n.parent_id).filter(|_| n.level > 0);
+                    index.push(n.id);
+                    let s = match parent {
+                        None if i == 0 && n.level == 0 => Some(0),
                         Some(p) if at[p as usize] != NOT_SHOWN => {
-                            match sk.child.get(&(at[p as usize], n.method)) {
-                                Some(&s) => s,
-                                None => continue,
-                            }
+                            sk.child.get(&(at[p as usize], n.method)).copied()
                         }
-                        _ => continue,
+                        _ => None,
                     };
-                    let shown = sk.nodes[s as usize].shown;
+                    // Shown, or nothing below it is either.
+                    let shown = s.map_or(NOT_SHOWN, |s| sk.nodes[s as usize].shown);
                     if shown == NOT_SHOWN {
-                        continue; // nor is anything below it
+                        at.push(NOT_SHOWN);
+                        continue;
                     }
-                    at[i] = s;
-                    self.measures[shown as usize].add_node(n, idle.nodes.get(&n.id));
+                    at.push(s.unwrap_or(NOT_SHOWN));
+                    measures[shown as usize].add_node(&n, idle.nodes.get(&n.id));
                 }
             }
             None => {
-                let Some(first) = t.nodes.first() else { return };
+                let Some(first) = t.nodes().next().and_then(Result::ok) else {
+                    return;
+                };
                 let Some(sk) = self
                     .skeletons
                     .iter()
@@ -446,11 +510,11 @@ impl Views {
                 else {
                     return;
                 };
-                for n in &t.nodes {
+                for n in t.nodes().map_while(Result::ok) {
                     if let Some(&s) = sk.ids.get(&n.id) {
                         let shown = sk.nodes[s as usize].shown;
                         if shown != NOT_SHOWN {
-                            self.measures[shown as usize].add_node(n, idle.nodes.get(&n.id));
+                            self.measures[shown as usize].add_node(&n, idle.nodes.get(&n.id));
                         }
                     }
                 }

@@ -38,7 +38,7 @@ pub use record::{
     Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
     ThreadInfo, ThreadTree, TreeDump, TreeNode, Wakeup, IDLE_TID,
 };
-pub use tree::TreeHead;
+pub use tree::{EncodedThread, TreeHead};
 pub use writer::Writer;
 
 /// The eight bytes every recording starts with.

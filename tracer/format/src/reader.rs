@@ -56,6 +56,8 @@ pub struct Reader<R: Read> {
     cut_short: Option<CutShort>,
     /// Thread trees of a version-1 JSON dump still to hand out, last first.
     pending: Vec<crate::ThreadTree>,
+    /// Hand out thread trees as [`Record::TreeThreadEncoded`].
+    trees_encoded: bool,
 }
 
 impl<R: Read> Reader<R> {
@@ -88,6 +90,7 @@ impl<R: Read> Reader<R> {
             unknown_records: 0,
             cut_short: None,
             pending: Vec::new(),
+            trees_encoded: false,
         };
         if !r.fill(12)? || r.buf[..8] != MAGIC[..] {
             return Err(FormatError::NotARecording);
@@ -125,6 +128,13 @@ impl<R: Read> Reader<R> {
         }
         r.last_time = r.info.start_ns;
         Ok(r)
+    }
+
+    /// From now on, hand out call-tree threads as
+    /// [`Record::TreeThreadEncoded`] (nodes decoded as they are walked)
+    /// instead of [`Record::TreeThread`]: for big trees read in passes.
+    pub fn keep_trees_encoded(&mut self, on: bool) {
+        self.trees_encoded = on;
     }
 
     /// What the recording is of.
@@ -187,7 +197,11 @@ impl<R: Read> Reader<R> {
     #[inline]
     pub fn next_record(&mut self) -> Result<Option<Record>, FormatError> {
         if let Some(t) = self.pending.pop() {
-            return Ok(Some(Record::TreeThread(Box::new(t))));
+            return Ok(Some(if self.trees_encoded {
+                Record::TreeThreadEncoded(Box::new(crate::tree::EncodedThread::encode(&t)))
+            } else {
+                Record::TreeThread(Box::new(t))
+            }));
         }
         loop {
             if self.summary.is_some() {
@@ -268,6 +282,12 @@ impl<R: Read> Reader<R> {
                     count: p.uint()?,
                 }),
                 kind::TREE_HEAD => Record::TreeHead(Box::new(crate::tree::decode_head(&mut p)?)),
+                kind::TREE_THREAD if self.trees_encoded => {
+                    let mut t = crate::tree::decode_thread_header(&mut p)?;
+                    let nodes_at = end - p.data.len();
+                    t.set_node_bytes(self.take_payload(nodes_at, end));
+                    Record::TreeThreadEncoded(Box::new(t))
+                }
                 kind::TREE_THREAD => {
                     Record::TreeThread(Box::new(crate::tree::decode_thread(&mut p)?))
                 }
@@ -358,6 +378,25 @@ impl<R: Read> Reader<R> {
             }
         }
         Ok(true)
+    }
+
+    /// `buf[start..end]` of the record just read, as an owned vector. A
+    /// large one (a big thread's call tree) is not copied: the grown buffer
+    /// itself is handed over and reading goes on in a fresh one.
+    fn take_payload(&mut self, start: usize, end: usize) -> Vec<u8> {
+        if end - start <= BUF_LEN {
+            return self.buf[start..end].to_vec();
+        }
+        let keep = self.end - self.pos;
+        let mut fresh = vec![0; BUF_LEN.max(keep)];
+        fresh[..keep].copy_from_slice(&self.buf[self.pos..self.end]);
+        let mut big = std::mem::replace(&mut self.buf, fresh);
+        self.base += self.pos as u64;
+        self.pos = 0;
+        self.end = keep;
+        big.truncate(end);
+        big.drain(..start);
+        big
     }
 
     /// Reads one record's kind and payload; the payload is `buf[start..end]`.
@@ -464,6 +503,7 @@ impl<R: Read + Seek> Reader<R> {
 }
 
 /// Decoding cursor over one record's payload.
+#[derive(Debug)]
 pub(crate) struct Payload<'a> {
     pub(crate) data: &'a [u8],
     pub(crate) offset: u64,

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::tree::TreeHead;
+use crate::tree::{EncodedThread, TreeHead};
 
 /// The thread id of a CPU's idle task (`swapper/N`): the same on every CPU.
 pub const IDLE_TID: u32 = 0;
@@ -391,6 +391,8 @@ pub enum Record {
     TreeHead(Box<TreeHead>),
     /// One thread's call tree, after its JVM's [`Record::TreeHead`].
     TreeThread(Box<ThreadTree>),
+    /// The same with its nodes still encoded ([`crate::Reader::keep_trees_encoded`]).
+    TreeThreadEncoded(Box<EncodedThread>),
 }
 
 impl TreeDump {
@@ -430,7 +432,7 @@ impl Record {
             Record::Exit(e) => e.time,
             Record::Lost(l) => l.time,
             Record::TreeHead(t) => t.time_ns,
-            Record::TreeThread(_) => 0,
+            Record::TreeThread(_) | Record::TreeThreadEncoded(_) => 0,
         }
     }
 }

@@ -120,52 +120,163 @@ pub(crate) fn decode_head(p: &mut Payload<'_>) -> Result<TreeHead, FormatError> 
     })
 }
 
-/// Decodes a `TREE_THREAD` payload.
-pub(crate) fn decode_thread(p: &mut Payload<'_>) -> Result<ThreadTree, FormatError> {
+/// A `TREE_THREAD` record whose nodes stay encoded until they are walked
+/// ([`EncodedThread::nodes`]): about 16 bytes a node in memory instead of
+/// a [`TreeNode`]'s 96, for readers that go through a big tree in passes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedThread {
+    /// The JVM's process id.
+    pub pid: u32,
+    /// Thread id (kernel tid).
+    pub tid: u32,
+    /// Java thread name.
+    pub name: String,
+    /// How many nodes the record says it holds.
+    pub node_count: u64,
+    bytes: Vec<u8>,
+    offset: u64,
+}
+
+impl EncodedThread {
+    /// The nodes, root first, decoded one by one. A damaged record yields
+    /// an error (and nothing after it).
+    pub fn nodes(&self) -> Nodes<'_> {
+        Nodes {
+            p: Payload {
+                data: &self.bytes,
+                offset: self.offset,
+            },
+            left: self.node_count,
+            prev: u64::from(self.pid) << 32,
+            failed: false,
+        }
+    }
+
+    /// All of it as a [`ThreadTree`].
+    pub fn decode(&self) -> Result<ThreadTree, FormatError> {
+        let mut nodes =
+            Vec::with_capacity((self.node_count as usize).min(self.bytes.len() / MIN_NODE_BYTES));
+        for n in self.nodes() {
+            nodes.push(n?);
+        }
+        Ok(ThreadTree {
+            pid: self.pid,
+            tid: self.tid,
+            name: self.name.clone(),
+            nodes,
+        })
+    }
+
+    /// The encoded nodes (what follows the header in the payload).
+    pub(crate) fn set_node_bytes(&mut self, bytes: Vec<u8>) {
+        self.bytes = bytes;
+    }
+
+    /// Appends the `TREE_THREAD` payload.
+    pub(crate) fn encode_payload(&self, out: &mut Vec<u8>) {
+        put(out, self.pid.into());
+        put(out, self.tid.into());
+        put(out, self.name.len() as u64);
+        out.extend_from_slice(self.name.as_bytes());
+        put(out, self.node_count);
+        out.extend_from_slice(&self.bytes);
+    }
+
+    /// The same thread, encoded.
+    pub fn encode(t: &ThreadTree) -> Self {
+        let mut payload = Vec::new();
+        encode_thread(t, &mut payload);
+        let mut p = Payload {
+            data: &payload,
+            offset: 0,
+        };
+        decode_thread_encoded(&mut p).expect("a tree just encoded decodes")
+    }
+}
+
+/// Iterator over an [`EncodedThread`]'s nodes.
+#[derive(Debug)]
+pub struct Nodes<'a> {
+    p: Payload<'a>,
+    left: u64,
+    prev: u64,
+    failed: bool,
+}
+
+impl Iterator for Nodes<'_> {
+    type Item = Result<TreeNode, FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 || self.failed {
+            return None;
+        }
+        self.left -= 1;
+        let r = decode_node(&mut self.p, &mut self.prev);
+        self.failed = r.is_err();
+        Some(r)
+    }
+}
+
+fn decode_node(p: &mut Payload<'_>, prev: &mut u64) -> Result<TreeNode, FormatError> {
+    let id = prev.wrapping_add(unzigzag(p.uint()?) as u64);
+    *prev = id;
+    let parent = p.uint()?;
+    let parent_id = if parent == 0 {
+        0
+    } else {
+        id.wrapping_add(unzigzag(parent) as u64)
+    };
+    let method = p.u32()?.wrapping_sub(1);
+    let level = p.u32()?;
+    let mut v = [0u64; 8];
+    for x in &mut v {
+        *x = p.uint()?;
+    }
+    let [calls, callees, base_ns, mmax_ns, ao, ab, dip, idle] = v;
+    Ok(TreeNode {
+        id,
+        parent_id,
+        method,
+        level,
+        calls,
+        callees,
+        base_ns,
+        mmax_ns,
+        ao,
+        ab,
+        dip,
+        idle,
+    })
+}
+
+/// Reads a `TREE_THREAD` payload's header; `p` is left at the nodes, which
+/// the caller puts into [`EncodedThread::set_node_bytes`].
+pub(crate) fn decode_thread_header(p: &mut Payload<'_>) -> Result<EncodedThread, FormatError> {
     let pid = p.u32()?;
     let tid = p.u32()?;
     let len = usize::try_from(p.uint()?).unwrap_or(usize::MAX);
     let name = String::from_utf8_lossy(p.bytes(len)?).into_owned();
-    let n = p.uint()?;
-    let mut nodes = Vec::with_capacity((n as usize).min(p.data.len() / MIN_NODE_BYTES));
-    let mut prev = u64::from(pid) << 32;
-    for _ in 0..n {
-        let id = prev.wrapping_add(unzigzag(p.uint()?) as u64);
-        prev = id;
-        let parent = p.uint()?;
-        let parent_id = if parent == 0 {
-            0
-        } else {
-            id.wrapping_add(unzigzag(parent) as u64)
-        };
-        let method = p.u32()?.wrapping_sub(1);
-        let level = p.u32()?;
-        let mut v = [0u64; 8];
-        for x in &mut v {
-            *x = p.uint()?;
-        }
-        let [calls, callees, base_ns, mmax_ns, ao, ab, dip, idle] = v;
-        nodes.push(TreeNode {
-            id,
-            parent_id,
-            method,
-            level,
-            calls,
-            callees,
-            base_ns,
-            mmax_ns,
-            ao,
-            ab,
-            dip,
-            idle,
-        });
-    }
-    Ok(ThreadTree {
+    let node_count = p.uint()?;
+    Ok(EncodedThread {
         pid,
         tid,
         name,
-        nodes,
+        node_count,
+        bytes: Vec::new(),
+        offset: p.offset,
     })
+}
+
+/// Reads a `TREE_THREAD` payload and keeps its nodes encoded.
+pub(crate) fn decode_thread_encoded(p: &mut Payload<'_>) -> Result<EncodedThread, FormatError> {
+    let mut t = decode_thread_header(p)?;
+    t.bytes = std::mem::take(&mut p.data).to_vec();
+    Ok(t)
+}
+
+/// Decodes a `TREE_THREAD` payload.
+pub(crate) fn decode_thread(p: &mut Payload<'_>) -> Result<ThreadTree, FormatError> {
+    decode_thread_encoded(p)?.decode()
 }
 
 /// Appends one framed record (kind, LEB128 payload length, payload), as

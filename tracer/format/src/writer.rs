@@ -99,6 +99,10 @@ impl<W: Write> Writer<W> {
                 crate::tree::encode_thread(t, &mut self.payload);
                 kind::TREE_THREAD
             }
+            Record::TreeThreadEncoded(t) => {
+                t.encode_payload(&mut self.payload);
+                kind::TREE_THREAD
+            }
             Record::Lost(l) => {
                 self.put_time(l.time);
                 put(&mut self.payload, l.cpu.into());

@@ -435,6 +435,52 @@ fn a_big_call_tree_reads_back_in_its_binary_records() {
     assert!(r.summary().is_some());
 }
 
+/// Read with its nodes kept encoded (the reports' way): the same nodes,
+/// walked one by one, for a big record (handed over without a copy) and a
+/// small one, and the records after them still read.
+#[test]
+fn encoded_threads_walk_to_the_same_nodes() {
+    let dump = big_dump();
+    let small = ThreadTree {
+        pid: 4242,
+        tid: 4244,
+        name: "small".into(),
+        nodes: dump.threads[0].nodes[..3].to_vec(),
+    };
+    let mut w = Writer::new(Vec::new(), &info()).unwrap();
+    w.write_tree_dump(&dump).unwrap();
+    w.write(&Record::TreeThread(Box::new(small.clone())))
+        .unwrap();
+    w.write(&Record::Exit(ThreadExit {
+        time: 1_000_000_001,
+        tid: 1,
+        pid: 1,
+    }))
+    .unwrap();
+    let bytes = w.finish(&RunSummary::default()).unwrap();
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    r.keep_trees_encoded(true);
+    assert!(matches!(
+        r.next_record().unwrap(),
+        Some(Record::TreeHead(_))
+    ));
+    for want in [&dump.threads[0], &small] {
+        match r.next_record().unwrap() {
+            Some(Record::TreeThreadEncoded(t)) => {
+                assert_eq!((t.pid, t.tid, &t.name), (want.pid, want.tid, &want.name));
+                assert_eq!(t.node_count, want.nodes.len() as u64);
+                let nodes: Vec<TreeNode> = t.nodes().map(Result::unwrap).collect();
+                assert_eq!(&nodes, &want.nodes);
+                assert_eq!(&t.decode().unwrap(), want);
+            }
+            other => panic!("expected an encoded thread, got {other:?}"),
+        }
+    }
+    assert!(matches!(r.next_record().unwrap(), Some(Record::Exit(_))));
+    assert_eq!(r.next_record().unwrap(), None);
+    assert!(r.summary().is_some());
+}
+
 /// Version 1's whole JSON dump (kind 9, larger than 64 MiB here) is still
 /// read: handed out as its head, then its threads.
 #[test]
