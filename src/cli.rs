@@ -199,6 +199,14 @@ pub struct WindowArgs {
     /// Report up to this many seconds after the recording's start.
     #[arg(long, value_name = "SECONDS")]
     pub to: Option<f64>,
+
+    /// Leave out the recorded program's start-up: report from where its
+    /// longest stretch without starting a thread or process begins (at
+    /// least a second: servers start their pools, then serve with them until
+    /// they shut down). Needs a recorded command or --pid; the header says
+    /// where the report starts.
+    #[arg(long, conflicts_with = "from")]
+    pub skip_startup: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -4,6 +4,7 @@ use std::fs::File;
 use std::io::Write;
 
 use anyhow::Context;
+use idleflow_postproc::startup::{startup_end, StartupEnd};
 use idleflow_postproc::views::{FoldOptions, ViewOptions};
 use idleflow_postproc::{text, Analysis, AnalysisOptions, Report, Window};
 
@@ -51,14 +52,56 @@ fn window(w: &WindowArgs) -> anyhow::Result<Window> {
     Ok(Window {
         from_s: w.from,
         to_s: w.to,
+        after_startup: false,
     })
+}
+
+/// How long the program must go without a new thread for its start-up to
+/// be over (`--skip-startup`).
+const STARTUP_QUIET_NS: u64 = 1_000_000_000;
+
+/// The window of `--skip-startup`: from the end of the program's start-up.
+fn after_startup(path: &std::path::Path, w: &WindowArgs) -> anyhow::Result<Window> {
+    let mut window = window(w)?;
+    let file = std::io::BufReader::new(open(path)?);
+    let start = idleflow_format::Reader::new(open(path)?)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .info()
+        .start_ns;
+    let end = startup_end(file, STARTUP_QUIET_NS)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let from = match end {
+        StartupEnd::At(ns) => ns.saturating_sub(start) as f64 / 1e9,
+        StartupEnd::NoProgram => anyhow::bail!(
+            "--skip-startup needs a recorded program ({} was recorded system-wide, without a \
+             command or --pid); give --from SECONDS instead",
+            path.display()
+        ),
+        StartupEnd::NeverQuiet { last_new_ns } => anyhow::bail!(
+            "--skip-startup: the program never went a second without starting a thread or \
+             process (the last started {:.3} s into the recording); give --from SECONDS instead",
+            last_new_ns.saturating_sub(start) as f64 / 1e9
+        ),
+    };
+    if let Some(to) = window.to_s {
+        if from >= to {
+            anyhow::bail!("--skip-startup: the start-up ends at {from:.3} s, after --to {to}");
+        }
+    }
+    window.from_s = Some(from);
+    window.after_startup = true;
+    Ok(window)
 }
 
 /// Reads and analyses the recording at `path`, building the call-tree
 /// `views`, with a progress bar on a terminal.
 fn analyse(path: &std::path::Path, w: &WindowArgs, views: ViewOptions) -> anyhow::Result<Analysis> {
     let opts = AnalysisOptions {
-        window: window(w)?,
+        window: if w.skip_startup {
+            after_startup(path, w)?
+        } else {
+            window(w)?
+        },
         views,
     };
     let file = open(path)?;

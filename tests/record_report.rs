@@ -513,3 +513,64 @@ fn report_windows_partition_the_recording() {
         stderr(&bad)
     );
 }
+
+/// `--skip-startup` starts the report where the program's longest stretch
+/// without a new thread or process begins: here a shell that starts two
+/// short children, a third 0.2 s in, then `exec`s a long `sleep` (no new
+/// process).
+#[test]
+fn skip_startup_reports_from_the_programs_steady_state() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("s.idleflow");
+    let out = run(idleflow().args(["record", "-q", "-o"]).arg(&rec).args([
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.2 & sleep 0.2 & wait; sleep 0.2; exec sleep 1.6",
+    ]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let json = run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--skip-startup", "--format", "json"]));
+    assert!(json.status.success(), "{}", stderr(&json));
+    let r: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(r["after_startup"], true);
+    assert_eq!(r["windowed"], true);
+    let from_s = (u(&r, "start_ns") - u(&r, "recording_start_ns")) as f64 / 1e9;
+    // The last new process is the shell's fork for the third `sleep`, at
+    // about 0.2 s (the `exec` starts no process); the 1.8 s after it are
+    // the longest quiet stretch.
+    assert!(
+        (0.15..0.6).contains(&from_s),
+        "start-up ended at {from_s:.3} s"
+    );
+    let text = stdout(&run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .arg("--skip-startup")));
+    assert!(text.contains("(--skip-startup:"), "{text}");
+    // A system-wide recording has no program to start up.
+    let sw = dir.path().join("sw.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "-d", "0.3", "-o"])
+        .arg(&sw));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let bad = run(idleflow().arg("report").arg(&sw).arg("--skip-startup"));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("--skip-startup needs a recorded program"),
+        "{}",
+        stderr(&bad)
+    );
+    let both = run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--skip-startup", "--from", "1"]));
+    assert_eq!(
+        both.status.code(),
+        Some(2),
+        "--from and --skip-startup conflict"
+    );
+}

@@ -71,6 +71,8 @@ pub struct Analysis {
     /// Whether `window` is narrower than the recording (the kernel's
     /// `/proc/stat` readings then do not cover it).
     pub windowed: bool,
+    /// The window starts where the program's start-up ended (`--skip-startup`).
+    pub after_startup: bool,
 }
 
 /// Which part of a recording to analyse, in seconds from its start.
@@ -80,6 +82,8 @@ pub struct Window {
     pub from_s: Option<f64>,
     /// End, s (`None`: the recording's end).
     pub to_s: Option<f64>,
+    /// `from_s` is where the program's start-up ended ([`crate::startup`]).
+    pub after_startup: bool,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -134,6 +138,7 @@ impl Analysis {
         let mut a = Analysis {
             window: (from, to),
             windowed: window.from_s.is_some() || window.to_s.is_some(),
+            after_startup: window.after_startup,
             accounting: Accounting::new(&info.cpus, from),
             intervals: info.cpus.iter().map(|_| histogram()).collect(),
             causes: FxHashMap::default(),

@@ -11,6 +11,7 @@ pub mod flame;
 pub mod nodes;
 pub mod report;
 pub mod script;
+pub mod startup;
 pub mod text;
 pub mod views;
 

@@ -166,6 +166,8 @@ pub struct Report {
     pub recording_start_ns: u64,
     /// Whether the report covers only a part of the recording.
     pub windowed: bool,
+    /// The part starts where the program's start-up ended (`--skip-startup`).
+    pub after_startup: bool,
     /// Window end, ns on the recording's clock.
     pub stop_ns: u64,
     /// Window start, wall clock, ns since the epoch.
@@ -457,6 +459,7 @@ impl Report {
             start_ns: a.window.0,
             recording_start_ns: a.info.start_ns,
             windowed: a.windowed,
+            after_startup: a.after_startup,
             stop_ns: a.window.1,
             start_unix_ns: a.info.start_unix_ns,
             cpus: per_cpu.len(),

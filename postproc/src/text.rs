@@ -134,9 +134,14 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
         let s = |ns: u64| ns.saturating_sub(r.recording_start_ns) as f64 / 1e9;
         writeln!(
             o,
-            "# reported: {:.3} s to {:.3} s of the recording (--from/--to){}",
+            "# reported: {:.3} s to {:.3} s of the recording ({}){}",
             s(r.start_ns),
             s(r.stop_ns),
+            if r.after_startup {
+                "--skip-startup: from where the program's longest stretch without a new thread begins"
+            } else {
+                "--from/--to"
+            },
             if r.arcflow.is_some() {
                 "; call-tree counts are the whole run's"
             } else {
