@@ -141,6 +141,9 @@ pub struct ToolUse {
     pub idle_dispatches_caused: u64,
     /// Idle time that followed, ns.
     pub idle_ns_caused: u64,
+    /// How the recorder's ring-draining thread ran (`SCHED_FIFO 10`, or
+    /// ordinary and why; empty in older recordings).
+    pub drain_priority: String,
 }
 
 /// Where a recording cut short ends (see [`idleflow_format::CutShort`]).
@@ -420,6 +423,7 @@ impl Report {
         tool.tids.sort_unstable();
         tool.cpu_pct_of_one = pct(tool.runtime_ns, duration);
         tool.wakeups_pct = pct(tool.wakeups, all_wakeups);
+        tool.drain_priority = a.summary.drain_priority.clone();
         let mut threads: Vec<ThreadRow> = a
             .accounting
             .threads()

@@ -204,6 +204,19 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
                 count(t.idle_dispatches_caused)
             )?;
         }
+        if t.drain_priority.starts_with("ordinary") {
+            writeln!(
+                o,
+                "{}",
+                fit(
+                    &format!(
+                        "#   its rings were drained at {}: a saturated machine can starve it (run as root)",
+                        t.drain_priority
+                    ),
+                    WIDTH
+                )
+            )?;
+        }
     }
     // Gaps are always counted in the table; the warning is for gaps that
     // matter: records lost, or unknown time over 0.5 % of the CPUs' time.

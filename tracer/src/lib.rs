@@ -10,6 +10,7 @@
 //! [`procfs`] (`/proc` and `/sys`), and [`recorder`] (the whole, driven by
 //! the CLI).
 
+pub mod drain;
 pub mod join;
 pub mod merge;
 pub mod names;

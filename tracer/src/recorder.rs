@@ -17,15 +17,16 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
+use crate::drain::{Drain, Round};
 use crate::join::Joiner;
 use crate::merge::Merge;
 use crate::names::{TaskEvent, ThreadNames};
 use crate::parse::{parse, Layout, PerfRecord};
 use crate::procfs;
-use crate::ring::{page_size, Ring};
+use crate::ring::{page_size, read_records, Ring};
 use crate::sys::{self, EventSpec, PerfEvent, SysError};
 use crate::tracefs::{self, TracefsError, Tracepoint};
 use crate::workarea::LiveWorkArea;
@@ -44,16 +45,12 @@ pub const FLUSH_NS: u64 = 1_000_000_000;
 /// Default ring size per CPU.
 pub const DEFAULT_RING_BYTES: usize = 4 << 20;
 
-/// The recorder wakes when a ring is half full, and otherwise after a period
-/// that adapts to the traffic: halved (down to [`MIN_PERIOD_MS`]) after a
-/// round that found a ring more than 1/8 full, doubled (up to
-/// [`MAX_PERIOD_MS`]) after one that found every ring under 1/64 full, so a
-/// quiet machine sees the recorder a few times a second.
-const MIN_PERIOD_MS: i32 = 10;
-/// See [`MIN_PERIOD_MS`].
-const MAX_PERIOD_MS: i32 = 250;
-/// The period while a JVM agent has threads in the work area: dispatches are
-/// tagged when read, and a thread's node history lasts tens of ms.
+/// The drain thread ([`crate::drain`]) wakes when a ring is half full, and
+/// otherwise after a period that adapts to the traffic (10–250 ms), so a
+/// quiet machine sees the recorder a few times a second; the recorder
+/// wakes for each round it drained. While a JVM agent has threads in the
+/// work area the period is this, ms: dispatches are tagged when read, and
+/// a thread's node history lasts tens of ms.
 const WORK_AREA_PERIOD_MS: i32 = 5;
 
 /// Why recording failed.
@@ -119,7 +116,6 @@ fn privilege_or(e: TracefsError) -> RecorderError {
 
 struct CpuRing {
     cpu: u32,
-    ring: Ring,
     joiner: Joiner,
     lost: u64,
 }
@@ -148,6 +144,9 @@ pub struct Recorder {
     events: Vec<PerfEvent>,
     ring_owner: Vec<usize>,
     rings: Vec<CpuRing>,
+    /// The mapped rings, until [`Recorder::enable`] hands them to the drain.
+    mapped: Vec<Ring>,
+    drain: Option<Drain>,
     merge: Merge<Merged>,
     names: ThreadNames,
     start_ns: u64,
@@ -159,7 +158,6 @@ pub struct Recorder {
     scratch: Vec<(u64, Merged)>,
     work_area: Option<LiveWorkArea>,
     tree_dir: Option<PathBuf>,
-    period_ms: i32,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -202,6 +200,7 @@ impl Recorder {
         let mut events = Vec::new();
         let mut ring_owner = Vec::new();
         let mut rings = Vec::new();
+        let mut mapped = Vec::new();
         for &cpu in &cpus {
             let main = PerfEvent::open_cpu_wide(
                 &EventSpec {
@@ -232,9 +231,9 @@ impl Recorder {
             }
             ring_owner.push(events.len());
             events.push(main);
+            mapped.push(ring);
             rings.push(CpuRing {
                 cpu,
-                ring,
                 joiner: Joiner::new(cpu),
                 lost: 0,
             });
@@ -246,6 +245,8 @@ impl Recorder {
             events,
             ring_owner,
             rings,
+            mapped,
+            drain: None,
             merge: Merge::default(),
             names: ThreadNames::default(),
             start_ns: 0,
@@ -257,7 +258,6 @@ impl Recorder {
             scratch: Vec::new(),
             work_area: None,
             tree_dir: None,
-            period_ms: 25,
         })
     }
 
@@ -278,6 +278,13 @@ impl Recorder {
             .unwrap_or(0);
         self.last_round_start = self.start_ns;
         self.proc_stat_start = procfs::proc_stat().unwrap_or_default();
+        let fds = self
+            .ring_owner
+            .iter()
+            .map(|&i| self.events[i].fd().as_raw_fd())
+            .collect();
+        let drain = Drain::start(std::mem::take(&mut self.mapped), fds, self.ring_bytes)?;
+        self.drain = Some(drain);
         Ok(())
     }
 
@@ -347,32 +354,41 @@ impl Recorder {
         self.output.as_ref().map_or(0, |o| o.writer.bytes_written())
     }
 
-    /// Waits for work (a ring half full, `wake` readable, a signal, or the
-    /// recorder's adaptive period, at most `max_wait_ms`), then reads every
-    /// ring once and writes what the merge can release.
+    /// Waits for work (a round drained, `wake` readable, a signal, or
+    /// `max_wait_ms`), then processes every round drained so far and writes
+    /// what the merge can release.
     pub fn poll(
         &mut self,
         wake: Option<BorrowedFd<'_>>,
         max_wait_ms: i32,
     ) -> Result<(), RecorderError> {
-        let owners: Vec<&PerfEvent> = self.ring_owner.iter().map(|&i| &self.events[i]).collect();
-        let period = if self.work_area.as_ref().is_some_and(|w| w.active()) {
-            WORK_AREA_PERIOD_MS
-        } else {
-            self.period_ms
+        let Some(drain) = self.drain.as_ref() else {
+            return Ok(());
         };
-        sys::poll_events(&owners, wake, period.min(max_wait_ms.max(0)))?;
-        let round_start = sys::monotonic_ns();
-        let fullest = self.read_rings();
-        self.period_ms = if fullest > self.ring_bytes / 8 {
-            (self.period_ms / 2).max(MIN_PERIOD_MS)
-        } else if fullest < self.ring_bytes / 64 {
-            (self.period_ms * 2).min(MAX_PERIOD_MS)
-        } else {
-            self.period_ms
-        };
+        drain.set_period(
+            self.work_area
+                .as_ref()
+                .is_some_and(|w| w.active())
+                .then_some(WORK_AREA_PERIOD_MS),
+        );
+        let fds: Vec<i32> = std::iter::once(drain.ready_fd())
+            .chain(wake.map(|w| w.as_raw_fd()))
+            .collect();
+        sys::poll_fds(&fds, max_wait_ms.max(0))?;
+        for round in drain.take_rounds() {
+            self.process(&round)?;
+            if let Some(d) = self.drain.as_ref() {
+                d.processed(round);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one drained round and writes what it lets the merge release.
+    fn process(&mut self, round: &Round) -> Result<(), RecorderError> {
+        self.read_rounds_chunks(round);
         let watermark = self.last_round_start;
-        self.last_round_start = round_start;
+        self.last_round_start = round.start_ns;
         self.release(watermark)
     }
 
@@ -428,8 +444,8 @@ impl Recorder {
         Ok(())
     }
 
-    /// Reads every ring once; returns the most bytes one ring held.
-    fn read_rings(&mut self) -> usize {
+    /// Reads the records of one drained round.
+    fn read_rounds_chunks(&mut self, round: &Round) {
         if let Some(wa) = self.work_area.as_mut() {
             wa.refresh(sys::monotonic_ns());
         }
@@ -437,16 +453,14 @@ impl Recorder {
         let layout = &self.layout;
         let merge = &mut self.merge;
         let summary = &mut self.summary;
-        let mut fullest = 0;
-        for r in &mut self.rings {
-            let CpuRing {
-                cpu,
-                ring,
-                joiner,
-                lost,
-            } = r;
+        let mut scratch = Vec::new();
+        for (slot, bytes) in &round.chunks {
+            let Some(r) = self.rings.get_mut(*slot) else {
+                continue;
+            };
+            let CpuRing { cpu, joiner, lost } = r;
             let cpu = *cpu;
-            let bytes = ring.drain(|bytes| {
+            read_records(bytes, 0, bytes.len() as u64, &mut scratch, |bytes| {
                 let Some(rec) = parse(bytes, layout) else {
                     summary.undecodable += 1;
                     return;
@@ -521,9 +535,7 @@ impl Recorder {
                     _ => {}
                 }
             });
-            fullest = fullest.max(bytes);
         }
-        fullest
     }
 
     fn release(&mut self, watermark: u64) -> Result<(), RecorderError> {
@@ -599,7 +611,12 @@ impl Recorder {
         }
         let stop_ns = sys::monotonic_ns();
         let proc_stat_stop = procfs::proc_stat().unwrap_or_default();
-        self.read_rings();
+        if let Some(mut drain) = self.drain.take() {
+            self.summary.drain_priority = drain.priority();
+            for round in drain.stop() {
+                self.process(&round)?;
+            }
+        }
         self.release(u64::MAX)?;
         self.embed_trees()?;
         self.summary.stop_ns = stop_ns;
@@ -650,6 +667,8 @@ impl Drop for Recorder {
     /// Dropped before [`Recorder::finish`] (an error mid-run): what was
     /// written stays in the partial file, flushed as far as the disk takes it.
     fn drop(&mut self) {
+        // The drain thread polls the events' descriptors: stop it first.
+        drop(self.drain.take());
         if let Some(mut out) = self.output.take() {
             let _ = out.writer.flush();
         }

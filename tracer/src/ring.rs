@@ -99,6 +99,36 @@ impl Ring {
     }
 }
 
+impl Ring {
+    /// Appends the bytes of every complete record in the ring to `out`,
+    /// oldest first, then releases them to the kernel. Returns the number
+    /// of bytes moved. (The drain thread's copy: [`read_records`] walks
+    /// them later, as a ring that does not wrap.)
+    pub fn drain_bytes(&mut self, out: &mut Vec<u8>) -> usize {
+        let (head_a, tail_a) = self.control();
+        let head = head_a.load(Ordering::Acquire);
+        let tail = tail_a.load(Ordering::Relaxed);
+        let size = self.data_size as u64;
+        let n = head.saturating_sub(tail).min(size) as usize;
+        if n == 0 {
+            return 0;
+        }
+        // SAFETY: as in `drain`: only bytes before `head` (published by the
+        // acquire load) are read, and the kernel does not write them until
+        // the tail store below releases them.
+        let data = unsafe {
+            std::slice::from_raw_parts(self.map.as_ptr().add(self.data_offset), self.data_size)
+        };
+        let pos = (tail % size) as usize;
+        let first = n.min(data.len() - pos);
+        out.reserve(n);
+        out.extend_from_slice(&data[pos..pos + first]);
+        out.extend_from_slice(&data[..n - first]);
+        tail_a.store(tail + n as u64, Ordering::Release);
+        n
+    }
+}
+
 /// Walks the records of a ring's data area from `tail` to `head` (positions
 /// that grow without bound; the data area is indexed modulo its length),
 /// calls `f` with each, and returns the new tail. A record that wraps around

@@ -179,3 +179,106 @@ pub fn pidfd_open(pid: u32) -> Result<OwnedFd, SysError> {
     // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
+
+/// An `eventfd`: one thread says "look" ([`EventFd::notify`]), another
+/// waits for it in `poll` with other descriptors ([`poll_fds`]).
+#[derive(Debug)]
+pub struct EventFd {
+    fd: OwnedFd,
+}
+
+impl EventFd {
+    /// A non-blocking eventfd.
+    pub fn new() -> Result<Self, SysError> {
+        // SAFETY: eventfd takes no pointers.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(SysError {
+                call: "eventfd".into(),
+                source: io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(EventFd { fd })
+    }
+
+    /// Makes the descriptor readable.
+    pub fn notify(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64; a full counter (EAGAIN)
+        // still leaves the descriptor readable, which is all that matters.
+        let _ = unsafe { libc::write(self.fd.as_raw_fd(), std::ptr::addr_of!(one).cast(), 8) };
+    }
+
+    /// Makes it unreadable again (until the next notify).
+    pub fn clear(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a valid u64; EAGAIN (nothing
+        // to clear) is fine.
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), std::ptr::addr_of_mut!(v).cast(), 8) };
+    }
+
+    /// The descriptor, for [`poll_fds`].
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes (an
+/// interrupting signal also ends the wait). Descriptors that were closed
+/// meanwhile are reported by the kernel, never a fault.
+pub fn poll_fds(fds: &[i32], timeout_ms: i32) -> Result<(), SysError> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `p` is a valid array of `p.len()` pollfd structures.
+    let rc = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(SysError {
+                call: "poll".into(),
+                source: e,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Puts the calling thread in the real-time class `SCHED_FIFO` at
+/// `priority` (as `perf record -r` does for its whole process). Needs root
+/// or CAP_SYS_NICE; the kernel's RT throttling still leaves other tasks
+/// 5 % of every CPU.
+pub fn set_fifo_priority(priority: i32) -> Result<(), SysError> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc != 0 {
+        return Err(SysError {
+            call: format!("sched_setscheduler(SCHED_FIFO, {priority})"),
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
+/// Blocks every signal in the calling thread, so that signals meant for the
+/// process (Ctrl-C, SIGTERM) reach its main thread.
+pub fn block_signals() {
+    // SAFETY: `set` is initialised by sigfillset before use; pthread_sigmask
+    // only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}

@@ -304,6 +304,10 @@ pub struct RunSummary {
     /// Why JVMs ran without call trees, as their agents told the recorder
     /// (`JVM PID: agent disabled: WHY`).
     pub agent_notes: Vec<String>,
+    /// How the thread that drains the rings ran: `SCHED_FIFO 10`, or
+    /// ordinary and why (empty in older files).
+    #[serde(default)]
+    pub drain_priority: String,
 }
 
 /// One call-tree node as the JVM agent dumps it.
