@@ -131,7 +131,7 @@ mod tests {
             let t = match &e {
                 TaskEvent::Comm { time, .. } | TaskEvent::Fork { time, .. } => *time,
             };
-            merge.push(t, e);
+            merge.push(0, t, e);
         }
         let mut out = Vec::new();
         merge.release(u64::MAX, |_, e| {

@@ -455,7 +455,8 @@ impl Recorder {
         let summary = &mut self.summary;
         let mut scratch = Vec::new();
         for (slot, bytes) in &round.chunks {
-            let Some(r) = self.rings.get_mut(*slot) else {
+            let slot = *slot;
+            let Some(r) = self.rings.get_mut(slot) else {
                 continue;
             };
             let CpuRing { cpu, joiner, lost } = r;
@@ -469,7 +470,7 @@ impl Recorder {
                     if let Some(wa) = work_area {
                         wa.tag(&mut d, summary);
                     }
-                    merge.push(d.time, Merged::Record(Record::Dispatch(d)))
+                    merge.push(slot, d.time, Merged::Record(Record::Dispatch(d)))
                 });
                 match rec {
                     PerfRecord::Wakeup {
@@ -478,6 +479,7 @@ impl Recorder {
                         target_cpu,
                         new_thread,
                     } => merge.push(
+                        slot,
                         id.time,
                         Merged::Record(Record::Wakeup(Wakeup {
                             time: id.time,
@@ -489,6 +491,7 @@ impl Recorder {
                         })),
                     ),
                     PerfRecord::Comm { id, pid, tid, comm } => merge.push(
+                        slot,
                         id.time,
                         Merged::Task(TaskEvent::Comm {
                             time: id.time,
@@ -504,6 +507,7 @@ impl Recorder {
                         tid,
                         ptid,
                     } => merge.push(
+                        slot,
                         id.time,
                         Merged::Task(TaskEvent::Fork {
                             time: id.time,
@@ -514,6 +518,7 @@ impl Recorder {
                         }),
                     ),
                     PerfRecord::Exit { id, pid, tid } => merge.push(
+                        slot,
                         id.time,
                         Merged::Record(Record::Exit(ThreadExit {
                             time: id.time,
@@ -524,6 +529,7 @@ impl Recorder {
                     PerfRecord::Lost { id, count } => {
                         *lost += count;
                         merge.push(
+                            slot,
                             id.time,
                             Merged::Record(Record::Lost(Lost {
                                 time: id.time,

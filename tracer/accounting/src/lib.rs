@@ -67,6 +67,10 @@ pub struct CpuAccount {
     /// Index of the current thread in `Accounting::threads` (not for idle).
     #[serde(skip)]
     current_slot: Option<usize>,
+    /// Records were lost since the last dispatch: the next one ends an
+    /// unknown span even if it looks continuous.
+    #[serde(skip)]
+    lost_since: bool,
 }
 
 /// Per-thread work area and blocked-thread statistics.
@@ -294,11 +298,16 @@ impl Accounting {
         i
     }
 
-    /// The kernel dropped `count` records of `cpu`'s stream: the next
-    /// discontinuity there is explained by it (and still counted as a break).
+    /// The kernel dropped `count` records of `cpu`'s stream: the span from
+    /// the last dispatch before them to the next one after them is unknown
+    /// (a break), even if the next dispatch happens to look continuous —
+    /// lost records never become idle or busy time.
     pub fn lost(&mut self, cpu: u32, count: u64) {
         let c = self.cpu_mut(cpu);
         c.lost = c.lost.saturating_add(count);
+        if count > 0 {
+            c.lost_since = true;
+        }
     }
 
     /// A thread was made runnable.
@@ -326,9 +335,10 @@ impl Accounting {
         let c = &mut self.cpus[ci];
         c.dispatches += 1;
         let continuous = match c.current {
-            None => true, // first dispatch: `prev` had the CPU since before the window
-            Some(cur) => cur == d.prev_tid,
+            None => !c.lost_since, // first dispatch: `prev` had the CPU since before the window
+            Some(cur) => cur == d.prev_tid && !c.lost_since,
         };
+        c.lost_since = false;
         let span = t.saturating_sub(c.since);
         let mut prev_slice_known = continuous;
         if !continuous {
@@ -463,6 +473,12 @@ impl Accounting {
         self.finished = true;
         for c in &mut self.cpus {
             let span = stop_ns.saturating_sub(c.since);
+            if c.lost_since {
+                // Records lost after the last dispatch: the rest is unknown.
+                c.breaks += 1;
+                c.unknown_ns = c.unknown_ns.saturating_add(span);
+                continue;
+            }
             match c.current {
                 Some(IDLE_TID) => {
                     c.idle_ns = c.idle_ns.saturating_add(span);

@@ -269,3 +269,31 @@ fn a_break_hands_back_the_cause_of_an_idle_interval_it_hides() {
     let out = a.dispatch(&d(50, 0, IDLE_TID, Unknown, B));
     assert_eq!(out.closed_idle.unwrap().caused_by, Some((A, DiskSleep)));
 }
+
+/// Lost records turn the span around them into unknown time, even when the
+/// next dispatch looks continuous: the loss is never idle or busy time.
+#[test]
+fn a_loss_makes_its_span_unknown_even_when_the_stream_looks_continuous() {
+    use PrevState::*;
+    let mut a = Accounting::new(&[0, 1], 0);
+    a.dispatch(&d(10, 0, IDLE_TID, Unknown, A));
+    a.dispatch(&d(20, 0, A, Sleeping, IDLE_TID));
+    // Records of CPU 0 lost here: whatever ran between 20 and 50 is unknown,
+    // although the next dispatch (idle → B) looks like it follows on.
+    a.lost(0, 7);
+    a.dispatch(&d(50, 0, IDLE_TID, Unknown, B));
+    a.dispatch(&d(60, 0, B, Sleeping, IDLE_TID));
+    // CPU 1 loses records after its last dispatch: the rest is unknown.
+    a.dispatch(&d(5, 1, IDLE_TID, Unknown, A));
+    a.lost(1, 3);
+    a.finish(100);
+    let c0 = &a.cpus()[0];
+    assert_eq!(c0.lost, 7);
+    assert_eq!(c0.unknown_ns, 30, "20..50 is unknown");
+    assert_eq!(c0.idle_ns, 10 + 40, "0..10 and 60..100 idle; 20..50 is not");
+    assert_eq!(c0.busy_ns, 10 + 10);
+    assert_eq!(c0.breaks, 1);
+    let c1 = &a.cpus()[1];
+    assert_eq!(c1.unknown_ns, 95, "5..100 after the loss");
+    assert_eq!(c1.busy_ns, 0);
+}
