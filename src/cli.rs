@@ -168,9 +168,16 @@ pub struct ReportArgs {
     #[arg(long, default_value_t = 25)]
     pub threads: usize,
 
-    /// Threads shown per CPU among those whose leaving made it idle.
+    /// Threads shown among those whose leaving made a CPU idle (for all CPUs
+    /// together, and per CPU with --per-cpu).
     #[arg(long, default_value_t = 5)]
     pub causes: usize,
+
+    /// Every CPU's row in the per-CPU table (above 16 CPUs the text shows
+    /// the 5 most and 5 least idle and a histogram) and each CPU's own idle
+    /// causes; JSON always has every CPU.
+    #[arg(long)]
+    pub per_cpu: bool,
 
     /// Arcflow tree: one tree per thread instead of the threads of a JVM merged.
     #[arg(long)]

@@ -146,6 +146,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
             &path.display().to_string(),
             &text::TextOptions {
                 max_threads: args.threads,
+                per_cpu: args.per_cpu,
             },
         ),
     };

@@ -113,3 +113,105 @@ fn lost_spans_are_reported_as_unknown() {
     assert!(text.contains("WARNING: 1,000 records lost"), "{text}");
     assert!(text.contains("--ring-size"), "says what to do: {text}");
 }
+
+/// A 128-CPU recording (synthetic: this machine has 2 CPUs) reads well:
+/// the per-CPU table shows the 5 most and 5 least idle CPUs, a histogram
+/// and the total; idle causes are merged across CPUs; everything fits 120
+/// columns; `--per-cpu` and JSON have every CPU.
+#[test]
+fn a_128_cpu_report_stays_readable() {
+    use idleflow_format::{
+        Dispatch, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadInfo, Writer, IDLE_TID,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("big.idleflow");
+    let cpus: Vec<u32> = (0..128).collect();
+    let info = RunInfo::minimal(cpus.clone(), 0);
+    let mut w = Writer::new(std::fs::File::create(&rec).unwrap(), &info).unwrap();
+    for &cpu in &cpus {
+        w.write(&Record::Thread(ThreadInfo {
+            time: 0,
+            tid: 1000 + cpu,
+            pid: 1000,
+            ppid: 1,
+            comm: format!("worker-{cpu}"),
+        }))
+        .unwrap();
+    }
+    // CPU c runs its worker for c % 10 + 1 ms of every 10 ms.
+    for step in 0..100u64 {
+        for &cpu in &cpus {
+            let t0 = step * 10_000_000;
+            let busy = (u64::from(cpu) % 10 + 1) * 1_000_000;
+            let tid = 1000 + cpu;
+            for (time, prev, next) in [(t0 + 1, IDLE_TID, tid), (t0 + 1 + busy, tid, IDLE_TID)] {
+                w.write(&Record::Dispatch(Dispatch {
+                    time,
+                    cpu,
+                    prev_tid: prev,
+                    prev_state: if prev == IDLE_TID {
+                        PrevState::Unknown
+                    } else {
+                        PrevState::Sleeping
+                    },
+                    next_tid: next,
+                    prev_node: NodeTag::Untraced,
+                }))
+                .unwrap();
+            }
+        }
+    }
+    w.finish(&RunSummary {
+        stop_ns: 1_000_000_000,
+        ..Default::default()
+    })
+    .unwrap();
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert_fits_120_columns(&text);
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("## Per-CPU idle"))
+        .take_while(|l| !l.starts_with("## Threads"))
+        .collect();
+    let rows = table
+        .iter()
+        .filter(|l| {
+            l.trim_start()
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit())
+        })
+        .count();
+    assert_eq!(
+        rows,
+        10,
+        "5 most and 5 least idle CPUs:\n{}",
+        table.join("\n")
+    );
+    assert!(text.contains("118 CPUs between"), "{text}");
+    assert!(
+        text.contains("CPUs by idle% (from: how many): 0:12 10:12 20:13"),
+        "{text}"
+    );
+    assert!(
+        text.contains("All CPUs (--per-cpu for each CPU):"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("\nCPU 5:"),
+        "no per-CPU cause blocks by default"
+    );
+    assert!(!text.contains("4294967295"));
+    let all = stdout(&run(idleflow().arg("report").arg(&rec).arg("--per-cpu")));
+    assert_fits_120_columns(&all);
+    assert!(
+        all.contains("\nCPU 127:"),
+        "--per-cpu shows each CPU's causes"
+    );
+    let r = report_json(&rec);
+    let per_cpu = r["per_cpu"].as_array().unwrap();
+    assert_eq!(per_cpu.len(), 128);
+    // CPU 0 is busy 1 ms of 10: 90 % idle; CPU 9 busy 10 ms: 0 %.
+    assert!((f(&per_cpu[0], "idle_pct") - 90.0).abs() < 0.5);
+    assert!(f(&per_cpu[9], "idle_pct") < 0.5);
+}

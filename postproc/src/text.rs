@@ -11,11 +11,16 @@ use crate::report::{CpuRow, Report};
 pub struct TextOptions {
     /// Threads shown in the blocked-thread table (JSON has all).
     pub max_threads: usize,
+    /// Every CPU's row and its own idle causes, however many CPUs.
+    pub per_cpu: bool,
 }
 
 impl Default for TextOptions {
     fn default() -> Self {
-        TextOptions { max_threads: 25 }
+        TextOptions {
+            max_threads: 25,
+            per_cpu: false,
+        }
     }
 }
 
@@ -40,6 +45,31 @@ const COMM: usize = 20;
 
 /// `s` fitted into `width` characters: a longer one keeps its start and
 /// its end around `…` (a pool thread's number, a command's last argument).
+/// Above this many CPUs the per-CPU table shows the extremes only.
+const MANY_CPUS: usize = 16;
+/// The most and the least idle CPUs shown then.
+const EXTREME_CPUS: usize = 5;
+
+/// One line: how many CPUs were how idle, by tenths (`0:3 10:5 …`: 3 CPUs
+/// under 10 % idle, 5 from 10 to 20 %, …).
+fn idle_histogram(cpus: &[CpuRow]) -> String {
+    let mut buckets = [0usize; 10];
+    for c in cpus {
+        let b = ((c.idle_pct / 10.0).floor().max(0.0) as usize).min(9);
+        buckets[b] += 1;
+    }
+    let parts: Vec<String> = buckets
+        .iter()
+        .enumerate()
+        .filter(|(_, &n)| n > 0)
+        .map(|(i, n)| format!("{}:{n}", i * 10))
+        .collect();
+    fit(
+        &format!("CPUs by idle% (from: how many): {}", parts.join(" ")),
+        WIDTH,
+    )
+}
+
 fn fit(s: &str, width: usize) -> String {
     let n = s.chars().count();
     if n <= width {
@@ -258,7 +288,33 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
         "p99 ms",
         "max ms"
     )?;
-    for c in r.per_cpu.iter().chain(std::iter::once(&r.total)) {
+    // Many CPUs: the most and the least idle ones, then the total.
+    let rows: Vec<&CpuRow> = if opts.per_cpu || r.per_cpu.len() <= MANY_CPUS {
+        r.per_cpu.iter().collect()
+    } else {
+        let mut by_idle: Vec<&CpuRow> = r.per_cpu.iter().collect();
+        by_idle.sort_by(|a, b| b.idle_pct.total_cmp(&a.idle_pct));
+        let n = by_idle.len();
+        by_idle
+            .into_iter()
+            .enumerate()
+            .filter(|&(i, _)| i < EXTREME_CPUS || i >= n - EXTREME_CPUS)
+            .map(|(_, c)| c)
+            .collect()
+    };
+    for (i, c) in rows
+        .iter()
+        .copied()
+        .chain(std::iter::once(&r.total))
+        .enumerate()
+    {
+        if i == EXTREME_CPUS && rows.len() < r.per_cpu.len() {
+            writeln!(
+                o,
+                "   … {} CPUs between (--per-cpu for every row; --format json has them all)",
+                r.per_cpu.len() - rows.len()
+            )?;
+        }
         let window = if c.cpu.is_some() {
             r.duration_ns
         } else {
@@ -287,6 +343,9 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             ms(iv.max_ns)
         )?;
     }
+    if r.per_cpu.len() > MANY_CPUS {
+        writeln!(o, "{}", idle_histogram(&r.per_cpu))?;
+    }
     writeln!(
         o,
         "(kernel%: /proc/stat idle+iowait; its clock stops while the idle task serves interrupts and wake-ups)"
@@ -308,11 +367,21 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
         o,
         "(state when it left: S sleeping, D disk/uninterruptible, R preempted, I idle kthread, B blocked, ? unknown)"
     )?;
-    for c in r.per_cpu.iter().chain(std::iter::once(&r.total)) {
+    // All CPUs together; each CPU's own with --per-cpu.
+    let blocks: Vec<&CpuRow> = if opts.per_cpu {
+        r.per_cpu.iter().chain(std::iter::once(&r.total)).collect()
+    } else {
+        vec![&r.total]
+    };
+    for c in blocks {
         if c.idle_causes.is_empty() {
             continue;
         }
-        writeln!(o, "CPU {}:", cpu_name(c))?;
+        if opts.per_cpu {
+            writeln!(o, "CPU {}:", cpu_name(c))?;
+        } else {
+            writeln!(o, "All CPUs (--per-cpu for each CPU):")?;
+        }
         writeln!(
             o,
             "  {:>8} {:>8} {:<20} {:>10} {:>12}  states",
