@@ -12,10 +12,9 @@ mod common;
 use std::path::Path;
 use std::process::Stdio;
 
-use common::idleflow;
+use common::{dispatch, idleflow};
 use idleflow_format::{
-    Dispatch, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadTree, TreeHead, TreeNode,
-    Writer, IDLE_TID,
+    NodeTag, Record, RunInfo, RunSummary, ThreadTree, TreeHead, TreeNode, Writer, IDLE_TID,
 };
 
 const PID: u32 = 500;
@@ -54,19 +53,7 @@ fn write_recording(path: &Path, threads: u64) -> u64 {
                 (tid, IDLE_TID, NodeTag::Current(tagged(th, k))),
             ] {
                 t += IDLE_NS;
-                w.write(&Record::Dispatch(Dispatch {
-                    time: t,
-                    cpu: 0,
-                    prev_tid: prev,
-                    prev_state: if prev == IDLE_TID {
-                        PrevState::Unknown
-                    } else {
-                        PrevState::Sleeping
-                    },
-                    next_tid: next,
-                    prev_node: tag,
-                }))
-                .unwrap();
+                w.write(&dispatch(t, 0, prev, next, tag)).unwrap();
             }
             idle += IDLE_NS;
         }

@@ -51,27 +51,12 @@ fn handing_off_among_128_threads_loses_no_record_at_defaults() {
 /// reports the span around it as unknown, and says what to do.
 #[test]
 fn lost_spans_are_reported_as_unknown() {
-    use idleflow_format::{
-        Dispatch, Lost, NodeTag, PrevState, Record, RunInfo, RunSummary, Writer, IDLE_TID,
-    };
+    use idleflow_format::{Lost, NodeTag, Record, RunInfo, RunSummary, Writer, IDLE_TID};
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("lost.idleflow");
     let info = RunInfo::minimal(vec![0, 1], 0);
     let mut w = Writer::new(std::fs::File::create(&rec).unwrap(), &info).unwrap();
-    let d = |time, cpu, prev, next| {
-        Record::Dispatch(Dispatch {
-            time,
-            cpu,
-            prev_tid: prev,
-            prev_state: if prev == IDLE_TID {
-                PrevState::Unknown
-            } else {
-                PrevState::Sleeping
-            },
-            next_tid: next,
-            prev_node: NodeTag::Untraced,
-        })
-    };
+    let d = |time, cpu, prev, next| dispatch(time, cpu, prev, next, NodeTag::Untraced);
     for r in [
         d(1_000_000, 0, IDLE_TID, 7),
         d(2_000_000, 0, 7, IDLE_TID),
@@ -120,9 +105,7 @@ fn lost_spans_are_reported_as_unknown() {
 /// columns; `--per-cpu` and JSON have every CPU.
 #[test]
 fn a_128_cpu_report_stays_readable() {
-    use idleflow_format::{
-        Dispatch, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadInfo, Writer, IDLE_TID,
-    };
+    use idleflow_format::{NodeTag, Record, RunInfo, RunSummary, ThreadInfo, Writer, IDLE_TID};
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("big.idleflow");
     let cpus: Vec<u32> = (0..128).collect();
@@ -145,19 +128,8 @@ fn a_128_cpu_report_stays_readable() {
             let busy = (u64::from(cpu) % 10 + 1) * 1_000_000;
             let tid = 1000 + cpu;
             for (time, prev, next) in [(t0 + 1, IDLE_TID, tid), (t0 + 1 + busy, tid, IDLE_TID)] {
-                w.write(&Record::Dispatch(Dispatch {
-                    time,
-                    cpu,
-                    prev_tid: prev,
-                    prev_state: if prev == IDLE_TID {
-                        PrevState::Unknown
-                    } else {
-                        PrevState::Sleeping
-                    },
-                    next_tid: next,
-                    prev_node: NodeTag::Untraced,
-                }))
-                .unwrap();
+                w.write(&dispatch(time, cpu, prev, next, NodeTag::Untraced))
+                    .unwrap();
             }
         }
     }

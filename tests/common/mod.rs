@@ -196,3 +196,27 @@ pub fn folded_with(rec: &Path, weight: &str, options: &[&str]) -> Vec<(String, u
         })
         .collect()
 }
+
+/// A dispatch record for synthetic recordings: a thread that leaves is
+/// sleeping, the idle task's state is unknown.
+pub fn dispatch(
+    time: u64,
+    cpu: u32,
+    prev: u32,
+    next: u32,
+    tag: idleflow_format::NodeTag,
+) -> idleflow_format::Record {
+    use idleflow_format::{Dispatch, PrevState, Record, IDLE_TID};
+    Record::Dispatch(Dispatch {
+        time,
+        cpu,
+        prev_tid: prev,
+        prev_state: if prev == IDLE_TID {
+            PrevState::Unknown
+        } else {
+            PrevState::Sleeping
+        },
+        next_tid: next,
+        prev_node: tag,
+    })
+}

@@ -4,9 +4,10 @@
 //! Invariant: `data_head` is loaded with acquire ordering before any record
 //! byte is read, and `data_tail` is stored with release ordering after the
 //! last byte of the consumed records was read, so the kernel never
-//! overwrites a record while it is being read. A record that wraps around the
-//! end of the ring is copied into a scratch buffer so that callers always see
-//! one contiguous slice.
+//! overwrites a record while it is being read. The drain thread copies the
+//! bytes out whole ([`Ring::drain_bytes`]); [`read_records`] walks them, and
+//! copies a record that wraps around the end of a ring into a scratch
+//! buffer so that callers always see one contiguous slice.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,7 +22,6 @@ pub struct Ring {
     map: MmapRaw,
     data_offset: usize,
     data_size: usize,
-    scratch: Vec<u8>,
 }
 
 /// The page size.
@@ -60,7 +60,6 @@ impl Ring {
             map,
             data_offset,
             data_size,
-            scratch: Vec::new(),
         })
     }
 
@@ -77,29 +76,6 @@ impl Ring {
         }
     }
 
-    /// Calls `f` with every complete record in the ring, oldest first (each
-    /// slice starts with the 8-byte `perf_event_header`), then releases them
-    /// to the kernel. Returns the number of bytes consumed.
-    pub fn drain(&mut self, f: impl FnMut(&[u8])) -> usize {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let (head_a, tail_a) = self.control();
-        let head = head_a.load(Ordering::Acquire);
-        let start = tail_a.load(Ordering::Relaxed);
-        // SAFETY: the data area is `data_size` bytes at `data_offset` inside
-        // the mapping; only bytes before `head` (published by the acquire
-        // load above) are read, and the kernel does not write them until the
-        // tail store below releases them.
-        let data = unsafe {
-            std::slice::from_raw_parts(self.map.as_ptr().add(self.data_offset), self.data_size)
-        };
-        let tail = read_records(data, start, head, &mut scratch, f);
-        tail_a.store(tail, Ordering::Release);
-        self.scratch = scratch;
-        (tail - start) as usize
-    }
-}
-
-impl Ring {
     /// Appends the bytes of every complete record in the ring to `out`,
     /// oldest first, then releases them to the kernel. Returns the number
     /// of bytes moved. (The drain thread's copy: [`read_records`] walks
@@ -113,9 +89,10 @@ impl Ring {
         if n == 0 {
             return 0;
         }
-        // SAFETY: as in `drain`: only bytes before `head` (published by the
-        // acquire load) are read, and the kernel does not write them until
-        // the tail store below releases them.
+        // SAFETY: the data area is `data_size` bytes at `data_offset` inside
+        // the mapping; only bytes before `head` (published by the acquire
+        // load above) are read, and the kernel does not write them until the
+        // tail store below releases them.
         let data = unsafe {
             std::slice::from_raw_parts(self.map.as_ptr().add(self.data_offset), self.data_size)
         };

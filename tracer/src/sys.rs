@@ -133,38 +133,6 @@ fn check(rc: i32, call: &str) -> Result<(), SysError> {
 /// Now on `CLOCK_MONOTONIC`, the clock every event is stamped with, in ns.
 pub use idleflow_format::clock::monotonic_ns;
 
-/// Waits until one of `events`' rings passes its watermark, `also`
-/// becomes readable (e.g. a pidfd: its process exited), a signal arrives or
-/// `timeout_ms` passes.
-pub fn poll_events(
-    events: &[&PerfEvent],
-    also: Option<BorrowedFd<'_>>,
-    timeout_ms: i32,
-) -> Result<(), SysError> {
-    let mut fds: Vec<libc::pollfd> = events
-        .iter()
-        .map(|e| e.fd.as_raw_fd())
-        .chain(also.map(|fd| fd.as_raw_fd()))
-        .map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures.
-    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(SysError {
-                call: "poll".into(),
-                source: e,
-            });
-        }
-    }
-    Ok(())
-}
-
 /// A process handle that becomes readable when the process exits
 /// (`pidfd_open`), so the recorder wakes for it instead of checking.
 pub fn pidfd_open(pid: u32) -> Result<OwnedFd, SysError> {

@@ -402,6 +402,22 @@ fn big_dump() -> TreeDump {
     }
 }
 
+/// `bytes` hold `dump` (one thread) and then the end record.
+fn assert_reads_back_as_head_and_thread(bytes: &[u8], dump: TreeDump) {
+    let (head, threads) = dump.split();
+    let mut r = Reader::new(bytes).unwrap();
+    assert_eq!(
+        r.next_record().unwrap(),
+        Some(Record::TreeHead(Box::new(head)))
+    );
+    assert_eq!(
+        r.next_record().unwrap(),
+        Some(Record::TreeThread(Box::new(threads[0].clone())))
+    );
+    assert_eq!(r.next_record().unwrap(), None);
+    assert!(r.summary().is_some());
+}
+
 /// A JVM with a big call tree reads back whole, in the compact binary form
 /// (under 30 bytes a node, against about 140 in version 1's JSON).
 #[test]
@@ -421,18 +437,7 @@ fn a_big_call_tree_reads_back_in_its_binary_records() {
         "{} bytes",
         bytes.len()
     );
-    let (head, threads) = dump.split();
-    let mut r = Reader::new(&bytes[..]).unwrap();
-    assert_eq!(
-        r.next_record().unwrap(),
-        Some(Record::TreeHead(Box::new(head)))
-    );
-    assert_eq!(
-        r.next_record().unwrap(),
-        Some(Record::TreeThread(Box::new(threads[0].clone())))
-    );
-    assert_eq!(r.next_record().unwrap(), None);
-    assert!(r.summary().is_some());
+    assert_reads_back_as_head_and_thread(&bytes, dump);
 }
 
 /// Read with its nodes kept encoded (the reports' way): the same nodes,
@@ -508,18 +513,7 @@ fn a_version_1_json_tree_record_reads_back_as_head_and_threads() {
     bytes.push(n as u8);
     bytes.extend_from_slice(&json);
     bytes.extend_from_slice(&end[meta_end..]);
-    let (head, threads) = dump.split();
-    let mut r = Reader::new(&bytes[..]).unwrap();
-    assert_eq!(
-        r.next_record().unwrap(),
-        Some(Record::TreeHead(Box::new(head)))
-    );
-    assert_eq!(
-        r.next_record().unwrap(),
-        Some(Record::TreeThread(Box::new(threads[0].clone())))
-    );
-    assert_eq!(r.next_record().unwrap(), None);
-    assert!(r.summary().is_some());
+    assert_reads_back_as_head_and_thread(&bytes, dump);
 }
 
 /// A damaged length that claims far more than the file holds is a
