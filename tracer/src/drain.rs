@@ -26,6 +26,9 @@ use crate::sys::{self, EventFd, SysError};
 /// rings fill instead of growing further.
 pub const MAX_IN_FLIGHT: usize = 512 << 20;
 
+/// Bytes of buffers the drain thread touches before its first round.
+const PREFAULT: usize = 64 << 20;
+
 /// The drain thread's real-time priority (`perf record -r` uses what the
 /// user gives; 10 is above ordinary work and below the kernel's threads).
 pub const DRAIN_PRIORITY: i32 = 10;
@@ -195,7 +198,16 @@ fn run(
     let mut fds = fds.to_vec();
     fds.push(shared.wake.as_fd().as_raw_fd());
     let mut period = 25;
-    let mut spare: Vec<Vec<u8>> = Vec::new();
+    // Buffers touched now, so that the first rounds take no page faults
+    // either (half a ring each, at most PREFAULT bytes in all).
+    let each = (ring_bytes / 2).min(PREFAULT / rings.len().max(1));
+    let mut spare: Vec<Vec<u8>> = (0..rings.len())
+        .map(|_| {
+            let mut b = vec![0xa5u8; each]; // not zero: calloc would not touch the pages
+            b.clear();
+            b
+        })
+        .collect();
     loop {
         let stopping = shared.stop.load(Ordering::Acquire);
         if !stopping {
