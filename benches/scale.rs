@@ -6,7 +6,7 @@
 //! (issue 18).
 //!
 //! ```text
-//! cargo bench --bench scale [-- --millions M]
+//! cargo bench --bench scale [-- --millions M]     # ROUND_NS=N: drain rounds of N ns (default 5 ms)
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -99,7 +99,10 @@ fn main() {
         let per_cpu = total / ncpu as usize;
         let streams: Vec<Vec<Dispatch>> = (0..ncpu).map(|c| stream(c, per_cpu, 8)).collect();
         // Rounds as the drain makes them: every CPU's records of 5 ms.
-        let round_ns = 5_000_000u64;
+        let round_ns: u64 = std::env::var("ROUND_NS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5_000_000);
         let end = streams
             .iter()
             .filter_map(|s| s.last())
