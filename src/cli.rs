@@ -137,6 +137,14 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 1024, value_name = "N")]
     pub max_threads: u32,
 
+    /// Real-time priority (SCHED_FIFO, 1-99) of the thread that drains the
+    /// rings, so that a saturated machine cannot starve it (it only copies
+    /// bytes; everything else runs at ordinary priority). 0: ordinary
+    /// priority, as perf without -r.
+    #[arg(long, default_value_t = 10, value_name = "PRIO",
+          value_parser = clap::value_parser!(i32).range(0..=99))]
+    pub drain_priority: i32,
+
     /// Print no summary line.
     #[arg(short, long)]
     pub quiet: bool,

@@ -59,6 +59,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
 
     let mut recorder = Recorder::open(&RecordOptions {
         ring_bytes: args.ring_size,
+        drain_priority: args.drain_priority,
     })?;
     recorder.enable()?;
     let started = Instant::now();

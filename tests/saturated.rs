@@ -187,3 +187,24 @@ fn a_128_cpu_report_stays_readable() {
     assert!((f(&per_cpu[0], "idle_pct") - 90.0).abs() < 0.5);
     assert!(f(&per_cpu[9], "idle_pct") < 0.5);
 }
+
+/// `--drain-priority 0` drains at ordinary priority, and the report says
+/// what that risks; out-of-range priorities are refused.
+#[test]
+fn the_drain_priority_can_be_chosen_and_the_report_says_which() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("p.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--drain-priority", "0", "-o"])
+        .arg(&rec)
+        .args(["--", "sleep", "0.1"]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let r = report_json(&rec);
+    assert_eq!(r["tool"]["drain_priority"], "ordinary (--drain-priority 0)");
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert!(text.contains("a saturated machine can starve it"), "{text}");
+    let bad = run(idleflow().args(["record", "--drain-priority", "100", "--", "true"]));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("not in 0..=99"), "{}", stderr(&bad));
+}

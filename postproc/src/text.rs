@@ -240,8 +240,13 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
                 "{}",
                 fit(
                     &format!(
-                        "#   its rings were drained at {}: a saturated machine can starve it (run as root)",
-                        t.drain_priority
+                        "#   its rings were drained at {}: a saturated machine can starve it{}",
+                        t.drain_priority,
+                        if t.drain_priority.contains("--drain-priority 0") {
+                            ""
+                        } else {
+                            " (real-time priority needs root or CAP_SYS_NICE)"
+                        }
                     ),
                     WIDTH
                 )

@@ -29,8 +29,9 @@ pub const MAX_IN_FLIGHT: usize = 512 << 20;
 /// Bytes of buffers the drain thread touches before its first round.
 const PREFAULT: usize = 64 << 20;
 
-/// The drain thread's real-time priority (`perf record -r` uses what the
-/// user gives; 10 is above ordinary work and below the kernel's threads).
+/// The drain thread's default real-time priority (`perf record -r` uses
+/// what the user gives; 10 is above ordinary work and below the kernel's
+/// threads).
 pub const DRAIN_PRIORITY: i32 = 10;
 
 /// The adaptive period's bounds, ms: the drain also wakes when a ring passes
@@ -88,7 +89,13 @@ impl Drain {
     /// readable when a ring passes its watermark. The caller keeps those
     /// descriptors open until [`Drain::stop`] (a closed one only makes
     /// `poll` report it, never a fault).
-    pub fn start(rings: Vec<Ring>, fds: Vec<i32>, ring_bytes: usize) -> Result<Self, SysError> {
+    /// `fifo` is its `SCHED_FIFO` priority (0: ordinary priority).
+    pub fn start(
+        rings: Vec<Ring>,
+        fds: Vec<i32>,
+        ring_bytes: usize,
+        fifo: i32,
+    ) -> Result<Self, SysError> {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
@@ -104,9 +111,13 @@ impl Drain {
             .name("idleflow-drain".into())
             .spawn(move || {
                 sys::block_signals();
-                let how = match sys::set_fifo_priority(DRAIN_PRIORITY) {
-                    Ok(()) => format!("SCHED_FIFO {DRAIN_PRIORITY}"),
-                    Err(e) => format!("ordinary ({e}: {})", e.source),
+                let how = if fifo == 0 {
+                    "ordinary (--drain-priority 0)".to_string()
+                } else {
+                    match sys::set_fifo_priority(fifo) {
+                        Ok(()) => format!("SCHED_FIFO {fifo}"),
+                        Err(e) => format!("ordinary ({e}: {})", e.source),
+                    }
                 };
                 if let Ok(mut g) = p.lock() {
                     *g = how;

@@ -88,12 +88,15 @@ pub enum RecorderError {
 pub struct RecordOptions {
     /// Bytes of ring buffer per CPU (a power-of-two number of pages).
     pub ring_bytes: usize,
+    /// `SCHED_FIFO` priority of the drain thread; 0 for ordinary priority.
+    pub drain_priority: i32,
 }
 
 impl Default for RecordOptions {
     fn default() -> Self {
         RecordOptions {
             ring_bytes: DEFAULT_RING_BYTES,
+            drain_priority: crate::drain::DRAIN_PRIORITY,
         }
     }
 }
@@ -146,6 +149,7 @@ pub struct Recorder {
     rings: Vec<CpuRing>,
     /// The mapped rings, until [`Recorder::enable`] hands them to the drain.
     mapped: Vec<Ring>,
+    drain_priority: i32,
     drain: Option<Drain>,
     merge: Merge<Merged>,
     names: ThreadNames,
@@ -246,6 +250,7 @@ impl Recorder {
             ring_owner,
             rings,
             mapped,
+            drain_priority: options.drain_priority,
             drain: None,
             merge: Merge::default(),
             names: ThreadNames::default(),
@@ -283,7 +288,12 @@ impl Recorder {
             .iter()
             .map(|&i| self.events[i].fd().as_raw_fd())
             .collect();
-        let drain = Drain::start(std::mem::take(&mut self.mapped), fds, self.ring_bytes)?;
+        let drain = Drain::start(
+            std::mem::take(&mut self.mapped),
+            fds,
+            self.ring_bytes,
+            self.drain_priority,
+        )?;
         self.drain = Some(drain);
         Ok(())
     }
