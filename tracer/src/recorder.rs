@@ -396,7 +396,7 @@ impl Recorder {
 
     /// Reads one drained round and writes what it lets the merge release.
     fn process(&mut self, round: &Round) -> Result<(), RecorderError> {
-        self.read_rounds_chunks(round);
+        self.read_round(round);
         let watermark = self.last_round_start;
         self.last_round_start = round.start_ns;
         self.release(watermark)
@@ -455,7 +455,7 @@ impl Recorder {
     }
 
     /// Reads the records of one drained round.
-    fn read_rounds_chunks(&mut self, round: &Round) {
+    fn read_round(&mut self, round: &Round) {
         if let Some(wa) = self.work_area.as_mut() {
             wa.refresh(sys::monotonic_ns());
         }
