@@ -6,7 +6,7 @@
 //! (issue 18).
 //!
 //! ```text
-//! cargo bench --bench scale [-- --millions M]     # ROUND_NS=N: drain rounds of N ns (default 5 ms)
+//! cargo bench --bench scale [-- --millions M]     # ROUND_NS=N: drain rounds of N ns (default: 5 ms or the drain's 1 MiB budget)
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -84,6 +84,16 @@ fn stream(cpu: u32, n: usize, threads_per_cpu: u32) -> Vec<Dispatch> {
         .collect()
 }
 
+/// The last record's time over all streams.
+fn end_of(streams: &[Vec<Dispatch>]) -> u64 {
+    streams
+        .iter()
+        .filter_map(|s| s.last())
+        .map(|d| d.time)
+        .max()
+        .unwrap_or(0)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let millions: f64 = args
@@ -93,22 +103,21 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(4.0);
     let total = (millions * 1e6) as usize;
-    println!("| CPUs | records | merge: records/s | merge: peak memory | accounting: records/s | accounting: peak memory |");
-    println!("|---|---|---|---|---|---|");
+    println!("| CPUs | records | round | merge: records/s | merge: peak memory | accounting: records/s | accounting: peak memory |");
+    println!("|---|---|---|---|---|---|---|");
     for ncpu in [2u32, 16, 64, 128] {
         let per_cpu = total / ncpu as usize;
         let streams: Vec<Vec<Dispatch>> = (0..ncpu).map(|c| stream(c, per_cpu, 8)).collect();
-        // Rounds as the drain makes them: every CPU's records of 5 ms.
+        // Rounds as the drain makes them: every CPU's records of 5 ms, or
+        // less where that would pass its round budget of 1 MiB of ring
+        // bytes (about 25 k records of 40 bytes).
+        let per_round_ns = (end_of(&streams) / per_cpu.max(1) as u64).max(1);
+        let budget_ns = 25_000 / u64::from(ncpu) * per_round_ns;
         let round_ns: u64 = std::env::var("ROUND_NS")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(5_000_000);
-        let end = streams
-            .iter()
-            .filter_map(|s| s.last())
-            .map(|d| d.time)
-            .max()
-            .unwrap_or(0);
+            .unwrap_or(budget_ns.clamp(1, 5_000_000));
+        let end = end_of(&streams);
         let mut merged: Vec<Dispatch> = Vec::with_capacity(total);
         let (merge_s, merge_peak) = measure(|| {
             let mut m: Merge<Dispatch> = Merge::default();
@@ -149,8 +158,9 @@ fn main() {
         });
         let n = merged.len() as f64;
         println!(
-            "| {ncpu} | {:.1} M | {:.1} M/s | {:.1} MB | {:.1} M/s | {:.2} MB |",
+            "| {ncpu} | {:.1} M | {:.2} ms | {:.1} M/s | {:.1} MB | {:.1} M/s | {:.2} MB |",
             n / 1e6,
+            round_ns as f64 / 1e6,
             n / merge_s / 1e6,
             merge_peak as f64 / 1e6,
             n / acc_s / 1e6,

@@ -39,6 +39,14 @@ pub const DRAIN_PRIORITY: i32 = 10;
 const MIN_PERIOD_MS: i32 = 10;
 const MAX_PERIOD_MS: i32 = 250;
 
+/// Ring bytes a round should stay under, whatever the number of CPUs: the
+/// merge holds about two rounds, and kept this small they stay in the
+/// cache, so its cost per record does not grow with the CPUs
+/// (`benches/scale.rs`). Above it the period shortens, down to
+/// `BUSY_PERIOD_MS`.
+const ROUND_BYTES: usize = 1 << 20;
+const BUSY_PERIOD_MS: i32 = 1;
+
 /// What one pass over the rings copied out.
 #[derive(Debug)]
 pub struct Round {
@@ -251,7 +259,9 @@ fn run(
                 spare.push(bytes); // kept, not freed (see `Recycled`)
             }
         }
-        period = if fullest > ring_bytes / 8 {
+        period = if total > ROUND_BYTES {
+            (period / 2).max(BUSY_PERIOD_MS)
+        } else if fullest > ring_bytes / 8 {
             (period / 2).max(MIN_PERIOD_MS)
         } else if fullest < ring_bytes / 64 {
             (period * 2).min(MAX_PERIOD_MS)
