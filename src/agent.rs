@@ -1,6 +1,7 @@
-//! Injecting the JVM agent: find the agent library, create the thread work
-//! area and the tree-dump directory, and build the `JAVA_TOOL_OPTIONS` that
-//! load the agent into every JVM the recorded command starts.
+//! Injecting the JVM agent (`record --java tree`): find the agent library,
+//! create the thread work area and the tree-dump directory, and build the
+//! `JAVA_TOOL_OPTIONS` part that loads the agent into every JVM the
+//! recorded command starts.
 //!
 //! A JVM that runs as another user (`runuser`, `sudo -u`, a service that
 //! drops privileges) cannot open the owner-only work area: it asks for it
@@ -35,8 +36,8 @@ pub struct Agent {
     pub work_area: Arc<WorkArea>,
     /// Where the agents dump their call trees.
     pub tree_dir: PathBuf,
-    /// The value for the command's `JAVA_TOOL_OPTIONS`.
-    pub java_tool_options: String,
+    /// The agent's part of the command's `JAVA_TOOL_OPTIONS`.
+    pub java_options: String,
     /// The recorded command's pid, once started: only its process tree is
     /// handed the work area.
     root: Arc<AtomicU32>,
@@ -176,7 +177,7 @@ pub fn prepare(args: &RecordArgs) -> anyhow::Result<Option<Agent>> {
             .spawn(move || serve_handoff(listener, twa_file, tree_dir, root, notes))
             .context("cannot start the work-area hand-off thread")?;
     }
-    let options = format!(
+    let java_options = format!(
         "-agentpath:{}=twa={},trees={},handoff={},interval_ms={}",
         lib.display(),
         twa_path.display(),
@@ -184,14 +185,10 @@ pub fn prepare(args: &RecordArgs) -> anyhow::Result<Option<Agent>> {
         socket.display(),
         args.snapshot_interval
     );
-    let java_tool_options = match std::env::var("JAVA_TOOL_OPTIONS") {
-        Ok(existing) if !existing.trim().is_empty() => format!("{existing} {options}"),
-        _ => options,
-    };
     Ok(Some(Agent {
         work_area: Arc::new(work_area),
         tree_dir,
-        java_tool_options,
+        java_options,
         root,
         notes,
         _dir: dir,
@@ -200,7 +197,7 @@ pub fn prepare(args: &RecordArgs) -> anyhow::Result<Option<Agent>> {
 
 /// `JAVA_TOOL_OPTIONS` is split at white space and agent options at commas
 /// and `=`: refuse paths that would be cut.
-fn check_plain(p: &Path, what: &str) -> anyhow::Result<()> {
+pub(crate) fn check_plain(p: &Path, what: &str) -> anyhow::Result<()> {
     let s = p.to_string_lossy();
     if s.chars().any(|c| c.is_whitespace() || c == ',' || c == '=') {
         bail!("{what} {s} contains white space, ',' or '=', which JAVA_TOOL_OPTIONS cannot carry");

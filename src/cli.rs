@@ -114,12 +114,34 @@ pub struct RecordArgs {
     #[arg(long, default_value = "4M", value_parser = parse_size)]
     pub ring_size: usize,
 
-    /// The JVM agent to inject into every JVM the command starts (default:
+    /// What to record in the JVMs the command starts, comma-separated:
+    /// `waits` turns on each JVM's flight recorder (JFR) for its waits —
+    /// monitor enter/wait, park, sleep, socket and file I/O — each with its
+    /// exact Java stack and the JVM's reason, joined to the dispatches (no
+    /// instrumentation: safe on a production server); `tree` injects the
+    /// entry/exit agent for the exact arcflow call tree (Java then runs
+    /// interpreted: 25-200x slower). `--java tree,waits` gives both.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "waits",
+        value_name = "MODES"
+    )]
+    pub java: Vec<JavaMode>,
+
+    /// JVM waits shorter than this many ms are not recorded (fractions
+    /// allowed; 0: every wait, which costs at ~100k waits a second).
+    #[arg(long, default_value_t = 1.0, value_name = "MS")]
+    pub wait_threshold: f64,
+
+    /// The JVM agent to inject for `--java tree` (default:
     /// libidleflow_agent.so beside the idleflow executable).
     #[arg(long, value_name = "PATH")]
     pub agent: Option<PathBuf>,
 
-    /// Do not inject the JVM agent (no call trees, dispatches stay untagged).
+    /// Leave the JVMs alone: neither their flight recorder nor the agent
+    /// (no Java paths; dispatches stay untagged).
     #[arg(long, conflicts_with = "agent")]
     pub no_agent: bool,
 
@@ -154,6 +176,15 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
+/// A kind of Java recording (`record --java`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JavaMode {
+    /// The JVMs' flight recorders: Java wait stacks and reasons.
+    Waits,
+    /// The entry/exit agent: the arcflow call tree.
+    Tree,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {
     /// Aligned tables for people.
@@ -180,6 +211,10 @@ pub struct ReportArgs {
     /// together, and per CPU with --per-cpu).
     #[arg(long, default_value_t = 5)]
     pub causes: usize,
+
+    /// Idle-causing Java paths shown (recordings with Java waits; JSON has all).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub paths: usize,
 
     /// Every CPU's row in the per-CPU table (above 16 CPUs the text shows
     /// the 5 most and 5 least idle and a histogram) and each CPU's own idle

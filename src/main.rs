@@ -6,6 +6,7 @@
 
 mod agent;
 mod cli;
+mod jfr;
 mod progress;
 mod record;
 mod report;

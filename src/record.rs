@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use idleflow_tracer::{procfs, RecordOptions, Recorder};
 
-use crate::cli::RecordArgs;
+use crate::cli::{JavaMode, RecordArgs};
 
 /// The longest the loop sleeps while a live status line is shown, ms.
 const STATUS_MS: i32 = 250;
@@ -65,19 +65,39 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     // The JVM agent's work area and tree dumps live in a private directory
     // that disappears with this process.
-    let agent = if args.command.is_empty() || args.no_agent {
-        None
-    } else {
+    let java = |m| !args.command.is_empty() && !args.no_agent && args.java.contains(&m);
+    let agent = if java(JavaMode::Tree) {
         crate::agent::prepare(&args)?
+    } else {
+        None
     };
+    let waits = if java(JavaMode::Waits) {
+        Some(crate::jfr::prepare(args.wait_threshold)?)
+    } else {
+        None
+    };
+    recorder.set_java_waits(waits.is_some());
+    let java_options: Vec<&str> = agent
+        .iter()
+        .map(|a| a.java_options.as_str())
+        .chain(waits.iter().map(|w| w.java_options.as_str()))
+        .collect();
     if let Some(a) = &agent {
         recorder.attach_work_area(a.work_area.clone(), a.tree_dir.clone());
     }
     let (target, target_pids) = if !args.command.is_empty() {
         let mut command = Command::new(&args.command[0]);
         command.args(&args.command[1..]);
-        if let Some(a) = &agent {
-            command.env("JAVA_TOOL_OPTIONS", &a.java_tool_options);
+        if !java_options.is_empty() {
+            // After the user's own options, which the JVM reads first.
+            let mut all = std::env::var("JAVA_TOOL_OPTIONS").unwrap_or_default();
+            for o in &java_options {
+                if !all.trim().is_empty() {
+                    all.push(' ');
+                }
+                all.push_str(o);
+            }
+            command.env("JAVA_TOOL_OPTIONS", all);
         }
         let child = command
             .spawn()
@@ -179,6 +199,26 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     status.finish_and_clear();
     if let Some(a) = &agent {
         recorder.set_agent_notes(a.notes());
+    }
+    if let Some(w) = &waits {
+        // The window closes first: reading the JVMs' files is not recorded.
+        let kept = kept_so_far(recorder.partial_path());
+        recorder
+            .stop()
+            .with_context(|| format!("cannot stop the recording{kept}"))?;
+        let mut notes = Vec::new();
+        if let Target::Command(child) = &mut target {
+            if child.try_wait().ok().flatten().is_none() {
+                notes.push(
+                    "the command still ran when the recording stopped: a JVM writes its \
+                     flight recording when it exits, so JVMs still running have no Java waits"
+                        .into(),
+                );
+            }
+        }
+        let offset = recorder.clock_offset_ns();
+        notes.extend(w.collect(&mut recorder, offset, args.quiet)?);
+        recorder.set_java_notes(notes);
     }
     let kept = kept_so_far(recorder.partial_path());
     let (path, summary) = recorder.finish(reason, exit).with_context(|| {

@@ -147,6 +147,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
             &text::TextOptions {
                 max_threads: args.threads,
                 per_cpu: args.per_cpu,
+                max_paths: args.paths,
             },
         ),
     };

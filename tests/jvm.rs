@@ -197,7 +197,15 @@ fn a_jvm_killed_mid_run_still_reports_from_its_last_snapshot() {
         classes.path().display()
     );
     let out = run(idleflow()
-        .args(["record", "-q", "--snapshot-interval", "500", "--agent"])
+        .args([
+            "record",
+            "-q",
+            "--java",
+            "tree",
+            "--snapshot-interval",
+            "500",
+            "--agent",
+        ])
         .arg(agent_library())
         .arg("-o")
         .arg(&rec)
@@ -256,7 +264,7 @@ fn a_jvm_running_as_another_user_gets_its_call_tree() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.idleflow");
     let out = run(idleflow()
-        .args(["record", "-q", "--agent"])
+        .args(["record", "-q", "--java", "tree", "--agent"])
         .arg(agent_library())
         .arg("-o")
         .arg(&rec)

@@ -1,10 +1,10 @@
 #!/bin/bash
 # Run from the repository root after `cargo build --release --examples`; DIR (default /tmp) holds the files.
-# usage: saturate.sh PAIRS...   handoff 3 s: plain, idleflow (defaults), perf (same events, defaults)
+# usage: [REPS=N] saturate.sh PAIRS...   N times (default 2) handoff 3 s: plain, idleflow (defaults), perf (same events, defaults)
 IF=${IDLEFLOW:-target/release/idleflow}
 H=${HANDOFF:-target/release/examples/handoff}
 for p in "$@"; do
-  for rep in 1 2; do
+  for rep in $(seq ${REPS:-2}); do
     plain=$($H --pairs $p --seconds 3 | awk '{print $4}')
     out=$($IF record -q -o ${DIR:-/tmp}/s.idleflow -- $H --pairs $p --seconds 3 | awk '{print $4}')
     ifs=$($IF report --format json ${DIR:-/tmp}/s.idleflow | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["dispatches"], r["lost_events"], round(r["tool"]["runtime_ns"]/1e6))')

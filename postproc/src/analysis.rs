@@ -16,6 +16,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::nodes::NodeAttribution;
 use crate::views::{BuiltViews, ViewOptions, Views};
+use crate::waits::JavaWaits;
 
 /// Why a thread made a CPU idle, counted per (CPU, thread).
 #[derive(Debug, Clone, Default)]
@@ -73,6 +74,8 @@ pub struct Analysis {
     pub windowed: bool,
     /// The window starts where the program's start-up ended (`--skip-startup`).
     pub after_startup: bool,
+    /// The JVMs' waits (their flight recorders) and what they caused.
+    pub java: JavaWaits,
 }
 
 /// Which part of a recording to analyse, in seconds from its start.
@@ -153,8 +156,17 @@ impl Analysis {
             tool_tids: FxHashSet::default(),
             cut_short: None,
             summary: RunSummary::default(),
+            java: JavaWaits::default(),
             info,
         };
+        if a.info.java_waits {
+            a.java = JavaWaits::load(&mut reader)?;
+            for j in &a.java.jvms {
+                for (tid, name) in &j.threads {
+                    a.names.insert(*tid, (j.pid, name.clone()));
+                }
+            }
+        }
         let mut n = 0u32;
         let mut trees_at = None;
         let mut named: FxHashSet<u32> = FxHashSet::default();
@@ -173,6 +185,7 @@ impl Analysis {
                 Record::Lost(l) if l.time < skip_before || l.time >= to => {}
                 Record::Dispatch(d) => {
                     a.dispatches += 1;
+                    a.java.dispatch(&d);
                     let out = a.accounting.dispatch(&d);
                     let ci = a.accounting.cpu_slot(d.cpu);
                     a.node_idle.dispatch(ci, &d, &out);
@@ -182,7 +195,7 @@ impl Analysis {
                         a.interval(&iv);
                     }
                     if let Some((tid, state)) = out.abandoned_cause {
-                        a.cause(ci, tid, state, 0);
+                        a.cause(ci, tid, state, d.time, 0);
                     }
                 }
                 Record::Wakeup(w) => {
@@ -195,9 +208,15 @@ impl Analysis {
                     {
                         a.shown_pids.insert(t.pid);
                     }
-                    a.names.insert(t.tid, (t.pid, t.comm));
+                    if !a.java.has_name(t.tid) {
+                        a.names.insert(t.tid, (t.pid, t.comm));
+                    }
                 }
-                Record::Exit(_) => {}
+                Record::Exit(_)
+                | Record::JvmWaits(_)
+                | Record::JavaSymbol(_)
+                | Record::JavaStack(_)
+                | Record::JavaWait(_) => {}
                 Record::TreeHead(h) => {
                     trees_at.get_or_insert(before);
                     a.tool_tids.extend(h.agent_tids.iter().copied());
@@ -213,6 +232,7 @@ impl Analysis {
                     if !th.name.is_empty()
                         && th.name != format!("tid-{}", th.tid)
                         && named.insert(th.tid)
+                        && !a.java.has_name(th.tid)
                     {
                         a.names.insert(th.tid, (th.pid, th.name));
                     }
@@ -291,16 +311,17 @@ impl Analysis {
             self.intervals[ci].saturating_record(len.max(1));
         }
         if let Some((tid, state)) = iv.caused_by {
-            self.cause(ci, tid, state, len);
+            self.cause(ci, tid, state, iv.start, len);
         }
     }
 
     /// Counts one dispatch to idle on CPU slot `ci` caused by `tid` leaving
-    /// in `state`, followed by `idle_ns` of idle time.
-    fn cause(&mut self, ci: usize, tid: u32, state: PrevState, idle_ns: u64) {
+    /// in `state` at `time`, followed by `idle_ns` of idle time.
+    fn cause(&mut self, ci: usize, tid: u32, state: PrevState, time: u64, idle_ns: u64) {
         if tid == IDLE_TID {
             return;
         }
+        self.java.idle_cause(tid, time, idle_ns);
         let c = self.causes.entry((ci, tid)).or_default();
         c.dispatches += 1;
         c.by_state[state.code() as usize] += 1;

@@ -14,6 +14,7 @@ pub mod script;
 pub mod startup;
 pub mod text;
 pub mod views;
+pub mod waits;
 
 pub use analysis::{Analysis, AnalysisOptions, Window};
 pub use report::Report;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::analysis::{Analysis, IdleCause};
 use crate::arcflow::Arcflow;
+use crate::waits::JavaWaitsSection;
 use idleflow_format::PrevState;
 
 /// Distribution of complete idle intervals (both ends seen), ns.
@@ -221,6 +222,8 @@ pub struct Report {
     pub no_tree: Vec<String>,
     /// The arcflow call-tree section (recordings of JVMs run with the agent).
     pub arcflow: Option<Arcflow>,
+    /// Idle-causing Java waits, from the JVMs' flight recorders.
+    pub java_waits: Option<JavaWaitsSection>,
 }
 
 /// What one dispatch out of idle can take from the kernel's idle clock
@@ -487,6 +490,7 @@ impl Report {
             unknown_records: a.unknown_records,
             undecodable_records: a.summary.undecodable,
             arcflow,
+            java_waits: JavaWaitsSection::new(&a.java, a.window, &a.summary.java_notes),
             per_cpu,
             total,
             threads,

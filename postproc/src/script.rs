@@ -89,6 +89,51 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
                 "                         tree     pid {} tid {:>7} {}: {} nodes",
                 t.pid, t.tid, t.name, t.node_count
             )?,
+            Record::JavaWait(w) => writeln!(
+                out,
+                "{:14.9}         java     {:>7} pid {} {} for {:.3} ms, stack {}, object {}, other {} ({})",
+                rel(w.start),
+                w.tid,
+                w.pid,
+                w.reason.words(),
+                w.duration as f64 / 1e6,
+                w.stack,
+                w.object,
+                w.other_tid,
+                w.other
+            )?,
+            Record::JavaStack(s) => writeln!(
+                out,
+                "                         stack    pid {} id {}: {}{}",
+                s.pid,
+                s.id,
+                s.frames
+                    .iter()
+                    .map(|f| format!("{}:{}[{}]", f.method, f.line, f.kind.name()))
+                    .collect::<Vec<_>>()
+                    .join(" <- "),
+                if s.truncated { " (truncated)" } else { "" }
+            )?,
+            Record::JavaSymbol(s) => writeln!(
+                out,
+                "                         symbol   pid {} id {}: {}",
+                s.pid, s.id, s.text
+            )?,
+            Record::JvmWaits(j) => writeln!(
+                out,
+                "                         jvm      pid {}: {} waits of {} events from {} ({} bytes, {} chunks), clock offset {} ns{}",
+                j.pid,
+                j.waits,
+                j.events,
+                j.file,
+                j.file_bytes,
+                j.chunks,
+                j.clock_offset_ns,
+                j.notes
+                    .iter()
+                    .map(|n| format!("; {n}"))
+                    .collect::<String>()
+            )?,
             Record::Lost(l) => writeln!(
                 out,
                 "{:14.9} cpu {:>3} LOST     {} records",

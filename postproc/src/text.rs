@@ -13,6 +13,8 @@ pub struct TextOptions {
     pub max_threads: usize,
     /// Every CPU's row and its own idle causes, however many CPUs.
     pub per_cpu: bool,
+    /// Idle-causing Java paths shown (JSON has all).
+    pub max_paths: usize,
 }
 
 impl Default for TextOptions {
@@ -20,6 +22,7 @@ impl Default for TextOptions {
         TextOptions {
             max_threads: 25,
             per_cpu: false,
+            max_paths: 10,
         }
     }
 }
@@ -409,6 +412,9 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     if let Some(af) = &r.arcflow {
         render_arcflow(o, af)?;
     }
+    if let Some(jw) = &r.java_waits {
+        render_java_waits(o, jw, opts.max_paths)?;
+    }
     if !r.no_tree.is_empty() {
         writeln!(o)?;
         writeln!(o, "## No call tree")?;
@@ -472,6 +478,176 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             t.blocked_pct,
             count(t.idle_dispatches_caused),
             ms(t.idle_ns_caused)
+        )?;
+    }
+    Ok(())
+}
+
+/// Frames shown per idle-causing Java path (JSON has all).
+const PATH_FRAMES: usize = 8;
+
+fn render_java_waits(
+    o: &mut String,
+    jw: &crate::waits::JavaWaitsSection,
+    max_paths: usize,
+) -> std::fmt::Result {
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1} %", part as f64 * 100.0 / whole as f64)
+        }
+    };
+    writeln!(o)?;
+    let thresholds: Vec<String> = jw
+        .jvms
+        .iter()
+        .map(|j| {
+            format!(
+                "JVM {}: {} waits ≥ {} ms",
+                j.pid,
+                count(j.waits),
+                ms(j.threshold_ns)
+            )
+        })
+        .collect();
+    writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "## Idle-causing Java waits (the JVMs' flight recorders; {})",
+                thresholds.join(", ")
+            ),
+            WIDTH
+        )
+    )?;
+    let joined = jw.java_idle_ns.saturating_sub(jw.unjoined_idle_ns);
+    writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "# Java threads' leaving made a CPU idle {} times, followed by {} ms idle; {} of that lies in a JVM wait",
+                count(jw.java_idle_dispatches_to),
+                ms(jw.java_idle_ns),
+                share(joined, jw.java_idle_ns),
+            ),
+            WIDTH
+        )
+    )?;
+    if jw.unjoined_idle_dispatches_to > 0 {
+        writeln!(
+            o,
+            "{}",
+            fit(
+                &format!(
+                    "# no JVM wait event: {} dispatches to idle, {} ms (running, native or JVM-internal waits, or under the threshold)",
+                    count(jw.unjoined_idle_dispatches_to),
+                    ms(jw.unjoined_idle_ns)
+                ),
+                WIDTH
+            )
+        )?;
+    }
+    writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "# join check: {} of {} blocking switch-outs of Java threads lie in a wait; {} of {} waits contain one",
+                count(jw.blocking_inside_wait),
+                count(jw.blocking_switch_outs),
+                count(jw.waits_with_switch_out),
+                count(jw.waits_in_window),
+            ),
+            WIDTH
+        )
+    )?;
+    for n in &jw.notes {
+        writeln!(o, "{}", fit(&format!("# NOTE: {n}"), WIDTH))?;
+    }
+    if jw.paths.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        o,
+        "{:>10} {:>6} {:>9}  reason, then the Java stack (top first)",
+        "idle ms", "share", "to-idle"
+    )?;
+    const INDENT: usize = 29;
+    for p in jw.paths.iter().take(max_paths) {
+        let mut reason = p.reason.to_string();
+        if !p.object.is_empty() {
+            reason.push_str(if p.reason.starts_with("monitor") || p.reason == "park" {
+                " on "
+            } else {
+                " "
+            });
+            reason.push_str(&p.object);
+        }
+        writeln!(
+            o,
+            "{:>10} {:>5.1}% {:>9}  {}",
+            ms(p.idle_ns),
+            p.share_pct,
+            count(p.idle_dispatches_to),
+            fit(&reason, WIDTH - INDENT)
+        )?;
+        if !p.others.is_empty() {
+            let who: Vec<String> = p
+                .others
+                .iter()
+                .take(4)
+                .map(|t| format!("{} ×{}", t.name, count(t.dispatches)))
+                .collect();
+            let more = if p.others.len() > 4 {
+                format!(", {} more", p.others.len() - 4)
+            } else {
+                String::new()
+            };
+            let role = if p.reason == "monitor wait" {
+                "notified by"
+            } else {
+                "held by"
+            };
+            writeln!(
+                o,
+                "{:INDENT$}{}",
+                "",
+                fit(&format!("{role} {}{more}", who.join(", ")), WIDTH - INDENT)
+            )?;
+        }
+        for f in p.frames.iter().take(PATH_FRAMES) {
+            let at = if f.line > 0 {
+                format!(":{}", f.line)
+            } else {
+                String::new()
+            };
+            let tail = format!("{at} [{}]", f.kinds.join("|"));
+            let room = (WIDTH - INDENT - 3).saturating_sub(tail.chars().count());
+            writeln!(o, "{:INDENT$}at {}{tail}", "", fit_method(&f.method, room))?;
+        }
+        let hidden = p.frames.len().saturating_sub(PATH_FRAMES);
+        if hidden > 0 || p.truncated {
+            writeln!(
+                o,
+                "{:INDENT$}… {} more frames{}",
+                "",
+                hidden,
+                if p.truncated {
+                    " (the JVM cut the stack)"
+                } else {
+                    ""
+                }
+            )?;
+        }
+    }
+    if jw.paths.len() > max_paths {
+        writeln!(
+            o,
+            "({} more paths in --format json)",
+            jw.paths.len() - max_paths
         )?;
     }
     Ok(())

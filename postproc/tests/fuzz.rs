@@ -19,6 +19,7 @@ fn seed() -> Vec<u8> {
         command: vec!["java".into()],
         target_pids: vec![7],
         tool_pid: 9,
+        java_waits: false,
         ..RunInfo::minimal(vec![0, 1], 1_000)
     };
     let node = (7u64 << 32) | 2;

@@ -149,7 +149,7 @@ pub fn record_sleep(rec: &Path) {
 /// Temurin 25, where the machine has it (not a Debian package).
 pub const JDK25: &str = "/usr/lib/jvm/temurin-25-jdk-amd64";
 
-/// Records `java -cp CLASSES ARGS...` (JDK 17) with the agent into `rec`.
+/// Records `java -cp CLASSES ARGS...` (JDK 17) with the tree agent into `rec`.
 pub fn record_java(rec: &Path, classes: &Path, args: &[&str]) -> Output {
     record_java_on(JDK17, rec, classes, args)
 }
@@ -157,7 +157,7 @@ pub fn record_java(rec: &Path, classes: &Path, args: &[&str]) -> Output {
 /// Records `JDK/bin/java -cp CLASSES ARGS...` with the agent into `rec`.
 pub fn record_java_on(jdk: &str, rec: &Path, classes: &Path, args: &[&str]) -> Output {
     let out = run(idleflow()
-        .args(["record", "-q", "--agent"])
+        .args(["record", "-q", "--java", "tree", "--agent"])
         .arg(agent_library())
         .arg("-o")
         .arg(rec)

@@ -162,6 +162,10 @@ pub struct Recorder {
     scratch: Vec<(u64, Merged)>,
     work_area: Option<LiveWorkArea>,
     tree_dir: Option<PathBuf>,
+    /// JVMs run with their flight recorder: their waits follow the stream.
+    java_waits: bool,
+    /// The window's end, once [`Recorder::stop`] closed it.
+    stop_ns: Option<u64>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -263,6 +267,8 @@ impl Recorder {
             scratch: Vec::new(),
             work_area: None,
             tree_dir: None,
+            java_waits: false,
+            stop_ns: None,
         })
     }
 
@@ -330,6 +336,7 @@ impl Recorder {
             user_hz: procfs::user_hz(),
             ring_bytes: self.ring_bytes as u64,
             tool_pid: std::process::id(),
+            java_waits: self.java_waits,
         };
         let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &info);
         let mut output = Output {
@@ -605,6 +612,12 @@ impl Recorder {
         self.summary.agent_notes = notes;
     }
 
+    /// Records what went wrong reading the JVMs' flight recordings in the
+    /// end record.
+    pub fn set_java_notes(&mut self, notes: Vec<String>) {
+        self.summary.java_notes = notes;
+    }
+
     /// Dispatches written so far.
     pub fn dispatches_written(&self) -> u64 {
         self.summary.dispatches
@@ -615,18 +628,21 @@ impl Recorder {
         self.rings.iter().map(|r| r.lost).collect()
     }
 
-    /// Ends the window: disables the events, drains the rings, writes the
-    /// end record and renames the file to its final path.
-    pub fn finish(
-        mut self,
-        stop_reason: &str,
-        exit_code: Option<i32>,
-    ) -> Result<(PathBuf, RunSummary), RecorderError> {
+    /// Ends the window: disables the events, writes what the rings still
+    /// held and the JVMs' call trees. Records that belong after the stream
+    /// ([`Recorder::write_after`]) can follow; [`Recorder::finish`] then
+    /// ends the file. Calling it again does nothing.
+    pub fn stop(&mut self) -> Result<(), RecorderError> {
+        if self.stop_ns.is_some() {
+            return Ok(());
+        }
         for e in &self.events {
             e.disable()?;
         }
         let stop_ns = sys::monotonic_ns();
-        let proc_stat_stop = procfs::proc_stat().unwrap_or_default();
+        self.stop_ns = Some(stop_ns);
+        self.summary.stop_ns = stop_ns;
+        self.summary.proc_stat_stop = procfs::proc_stat().unwrap_or_default();
         if let Some(mut drain) = self.drain.take() {
             self.summary.drain_priority = drain.priority();
             for round in drain.stop() {
@@ -634,13 +650,47 @@ impl Recorder {
             }
         }
         self.release(u64::MAX)?;
-        self.embed_trees()?;
-        self.summary.stop_ns = stop_ns;
+        self.embed_trees()
+    }
+
+    /// Writes an untimed record after the stream ([`Recorder::stop`] first):
+    /// what JVMs reported of themselves once the window closed.
+    pub fn write_after(&mut self, record: &Record) -> Result<(), RecorderError> {
+        self.stop()?;
+        let out = self.output.as_mut().ok_or_else(|| RecorderError::Io {
+            what: "no output was begun for",
+            path: PathBuf::from("the recording"),
+            source: std::io::Error::other("write_after called before begin"),
+        })?;
+        out.writer.write(record)?;
+        Ok(())
+    }
+
+    /// What to add to a wall-clock time (ns since the epoch) to get the
+    /// recording's clock, as read when the window started.
+    pub fn clock_offset_ns(&self) -> i64 {
+        self.start_ns as i64 - self.start_unix_ns as i64
+    }
+
+    /// Says whether JVMs run with their flight recorder (before
+    /// [`Recorder::begin`]): the recording's readers then look for their
+    /// waits after the stream.
+    pub fn set_java_waits(&mut self, on: bool) {
+        self.java_waits = on;
+    }
+
+    /// Ends the window: disables the events, drains the rings, writes the
+    /// end record and renames the file to its final path.
+    pub fn finish(
+        mut self,
+        stop_reason: &str,
+        exit_code: Option<i32>,
+    ) -> Result<(PathBuf, RunSummary), RecorderError> {
+        self.stop()?;
         self.summary.stop_reason = stop_reason.to_string();
         self.summary.exit_code = exit_code;
         self.summary.lost_per_cpu = self.lost_per_cpu();
         self.summary.late_events = self.merge.late();
-        self.summary.proc_stat_stop = proc_stat_stop;
         let out = self.output.take().ok_or_else(|| RecorderError::Io {
             what: "no output was begun for",
             path: PathBuf::from("the recording"),

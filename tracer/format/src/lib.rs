@@ -30,6 +30,7 @@ mod reader;
 mod record;
 pub mod tree;
 pub mod twa;
+pub mod waits;
 mod writer;
 
 pub use error::FormatError;
@@ -39,6 +40,7 @@ pub use record::{
     ThreadInfo, ThreadTree, TreeDump, TreeNode, Wakeup, IDLE_TID,
 };
 pub use tree::{EncodedThread, TreeHead};
+pub use waits::{FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, WaitReason};
 pub use writer::Writer;
 
 /// The eight bytes every recording starts with.
@@ -81,4 +83,13 @@ pub mod kind {
     /// [`crate::ThreadTree`], binary: one thread's call tree, after its
     /// JVM's `TREE_HEAD`.
     pub const TREE_THREAD: u8 = 129;
+    /// [`crate::JvmWaits`], JSON: what was read of one JVM's waits, after
+    /// its other wait records ([`crate::waits`]).
+    pub const JVM_WAITS: u8 = 130;
+    /// [`crate::JavaSymbol`], binary: an interned text of one JVM.
+    pub const JAVA_SYMBOL: u8 = 131;
+    /// [`crate::JavaStack`], binary: an interned Java stack.
+    pub const JAVA_STACK: u8 = 132;
+    /// [`crate::JavaWait`], binary: one wait of one Java thread.
+    pub const JAVA_WAIT: u8 = 133;
 }

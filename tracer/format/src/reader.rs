@@ -58,6 +58,8 @@ pub struct Reader<R: Read> {
     pending: Vec<crate::ThreadTree>,
     /// Hand out thread trees as [`Record::TreeThreadEncoded`].
     trees_encoded: bool,
+    /// Skip every record but the JVM waits ([`Reader::only_java_waits`]).
+    only_waits: bool,
 }
 
 impl<R: Read> Reader<R> {
@@ -85,12 +87,14 @@ impl<R: Read> Reader<R> {
                 user_hz: 0,
                 ring_bytes: 0,
                 tool_pid: 0,
+                java_waits: false,
             },
             summary: None,
             unknown_records: 0,
             cut_short: None,
             pending: Vec::new(),
             trees_encoded: false,
+            only_waits: false,
         };
         if !r.fill(12)? || r.buf[..8] != MAGIC[..] {
             return Err(FormatError::NotARecording);
@@ -128,6 +132,15 @@ impl<R: Read> Reader<R> {
         }
         r.last_time = r.info.start_ns;
         Ok(r)
+    }
+
+    /// From now on, skip every record but the JVM waits
+    /// ([`crate::waits`]) and the end record, without decoding them: the
+    /// pass that finds the waits, which a recording holds after its
+    /// dispatches. Times of timed records read afterwards are wrong until a
+    /// [`Reader::seek`] back to a [`Reader::position`] taken before.
+    pub fn only_java_waits(&mut self, on: bool) {
+        self.only_waits = on;
     }
 
     /// From now on, hand out call-tree threads as
@@ -214,6 +227,18 @@ impl<R: Read> Reader<R> {
                     what: "no end record",
                 });
             };
+            if self.only_waits
+                && !matches!(
+                    k,
+                    kind::END
+                        | kind::JVM_WAITS
+                        | kind::JAVA_SYMBOL
+                        | kind::JAVA_STACK
+                        | kind::JAVA_WAIT
+                )
+            {
+                continue;
+            }
             let mut p = Payload {
                 data: &self.buf[start..end],
                 offset,
@@ -291,6 +316,21 @@ impl<R: Read> Reader<R> {
                 kind::TREE_THREAD => {
                     Record::TreeThread(Box::new(crate::tree::decode_thread(&mut p)?))
                 }
+                kind::JVM_WAITS => {
+                    Record::JvmWaits(Box::new(serde_json::from_slice(p.data).map_err(|e| {
+                        FormatError::Corrupt {
+                            offset,
+                            what: format!("JVM waits record: {e}"),
+                        }
+                    })?))
+                }
+                kind::JAVA_SYMBOL => {
+                    Record::JavaSymbol(Box::new(crate::waits::decode_symbol(&mut p)?))
+                }
+                kind::JAVA_STACK => {
+                    Record::JavaStack(Box::new(crate::waits::decode_stack(&mut p)?))
+                }
+                kind::JAVA_WAIT => Record::JavaWait(crate::waits::decode_wait(&mut p)?),
                 kind::TREE => {
                     // Version 1's whole JSON dump: handed out as its head,
                     // then its threads one by one.

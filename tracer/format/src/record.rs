@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::tree::{EncodedThread, TreeHead};
+use crate::waits::{JavaStack, JavaSymbol, JavaWait, JvmWaits};
 
 /// The thread id of a CPU's idle task (`swapper/N`): the same on every CPU.
 pub const IDLE_TID: u32 = 0;
@@ -237,6 +238,10 @@ pub struct RunInfo {
     /// program measured (0 in recordings that do not say).
     #[serde(default)]
     pub tool_pid: u32,
+    /// JVMs ran with their flight recorder on: the recording holds their
+    /// waits after its dispatches ([`crate::waits`]).
+    #[serde(default)]
+    pub java_waits: bool,
 }
 
 impl RunInfo {
@@ -257,6 +262,7 @@ impl RunInfo {
             user_hz: 100,
             ring_bytes: 0,
             tool_pid: 0,
+            java_waits: false,
         }
     }
 }
@@ -304,6 +310,10 @@ pub struct RunSummary {
     /// Why JVMs ran without call trees, as their agents told the recorder
     /// (`JVM PID: agent disabled: WHY`).
     pub agent_notes: Vec<String>,
+    /// What went wrong reading the JVMs' flight recordings, or why a JVM
+    /// has no Java waits (`record --java waits`).
+    #[serde(default)]
+    pub java_notes: Vec<String>,
     /// How the thread that drains the rings ran: `SCHED_FIFO 10`, or
     /// ordinary and why (empty in older files).
     #[serde(default)]
@@ -397,6 +407,14 @@ pub enum Record {
     TreeThread(Box<ThreadTree>),
     /// The same with its nodes still encoded ([`crate::Reader::keep_trees_encoded`]).
     TreeThreadEncoded(Box<EncodedThread>),
+    /// What was read of one JVM's waits, after its wait records.
+    JvmWaits(Box<JvmWaits>),
+    /// An interned text of one JVM.
+    JavaSymbol(Box<JavaSymbol>),
+    /// An interned Java stack of one JVM.
+    JavaStack(Box<JavaStack>),
+    /// One wait of one Java thread.
+    JavaWait(JavaWait),
 }
 
 impl TreeDump {
@@ -436,7 +454,12 @@ impl Record {
             Record::Exit(e) => e.time,
             Record::Lost(l) => l.time,
             Record::TreeHead(t) => t.time_ns,
-            Record::TreeThread(_) | Record::TreeThreadEncoded(_) => 0,
+            Record::JavaWait(w) => w.start,
+            Record::TreeThread(_)
+            | Record::TreeThreadEncoded(_)
+            | Record::JvmWaits(_)
+            | Record::JavaSymbol(_)
+            | Record::JavaStack(_) => 0,
         }
     }
 }

@@ -103,6 +103,25 @@ impl<W: Write> Writer<W> {
                 t.encode_payload(&mut self.payload);
                 kind::TREE_THREAD
             }
+            Record::JvmWaits(w) => {
+                self.payload = serde_json::to_vec(w).map_err(|e| FormatError::Corrupt {
+                    offset: self.bytes,
+                    what: e.to_string(),
+                })?;
+                kind::JVM_WAITS
+            }
+            Record::JavaSymbol(s) => {
+                crate::waits::encode_symbol(s, &mut self.payload);
+                kind::JAVA_SYMBOL
+            }
+            Record::JavaStack(s) => {
+                crate::waits::encode_stack(s, &mut self.payload);
+                kind::JAVA_STACK
+            }
+            Record::JavaWait(w) => {
+                crate::waits::encode_wait(w, &mut self.payload);
+                kind::JAVA_WAIT
+            }
             Record::Lost(l) => {
                 self.put_time(l.time);
                 put(&mut self.payload, l.cpu.into());

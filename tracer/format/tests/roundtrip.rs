@@ -21,6 +21,7 @@ fn info() -> RunInfo {
         user_hz: 100,
         ring_bytes: 4096,
         tool_pid: 0,
+        java_waits: false,
     }
 }
 

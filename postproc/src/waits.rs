@@ -1,0 +1,555 @@
+//! Java waits joined to dispatches: which Java stack, and which JVM reason
+//! (monitor enter on a class held by a thread, park, socket read, …), each
+//! idle-causing switch-out of a Java thread happened in.
+//!
+//! The JVM's flight recorder reports each wait of a thread with its start,
+//! duration, stack and reason ([`idleflow_format::waits`]). A switch-out of
+//! that thread whose time lies inside such a wait happened because of it:
+//! the join is exact by construction, and the share of blocking switch-outs
+//! that found their wait (and of waits that contain a switch-out) checks the
+//! clock mapping against the data. A switch-out outside every wait is
+//! counted apart (running, native or JVM-internal waits, or waits shorter
+//! than the recorder's threshold), never guessed.
+//!
+//! Invariant: memory holds the waits (≈ 50 bytes each), the interned
+//! stacks and texts, and one entry per distinct (stack, reason, object)
+//! path, never anything per dispatch.
+
+use idleflow_format::{
+    Dispatch, FormatError, FrameKind, JavaStack, JavaWait, JvmWaits, PrevState, Reader, Record,
+    WaitReason,
+};
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+use std::io::{Read, Seek};
+
+/// One wait, and whether a switch-out of its thread was seen inside it.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    wait: JavaWait,
+    switched: bool,
+}
+
+/// What one idle-causing path (a stack, a reason and its object, in one
+/// JVM) caused.
+#[derive(Debug, Clone, Default)]
+pub struct PathIdle {
+    /// Dispatches to idle that followed a thread leaving in this wait.
+    pub dispatches: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+    /// The other threads named (previous owner, notifier): symbol → dispatches.
+    pub others: FxHashMap<u64, u64>,
+}
+
+/// The key of a [`PathIdle`]: (pid, stack group, reason, object symbol).
+pub type PathKey = (u32, u64, WaitReason, u64);
+
+/// Stacks of one JVM with the same methods in the same order, whatever
+/// their lines and frame kinds (a method runs interpreted, then compiled:
+/// one path to its user).
+#[derive(Debug, Clone)]
+pub struct StackGroup {
+    /// Methods (symbol ids), top first, with the line first seen.
+    pub frames: Vec<(u64, u32)>,
+    /// Per frame, the [`FrameKind`] codes seen, as bits.
+    pub kinds: Vec<u8>,
+    /// Some stack of the group was cut by the JVM.
+    pub truncated: bool,
+}
+
+/// Every JVM's waits, indexed per thread, and what the dispatch stream
+/// adds to them.
+#[derive(Debug, Default)]
+pub struct JavaWaits {
+    /// What was read of each JVM.
+    pub jvms: Vec<JvmWaits>,
+    symbols: FxHashMap<(u32, u64), String>,
+    stacks: FxHashMap<(u32, u64), JavaStack>,
+    /// Stack → its group's id (index in `groups` + 1).
+    group_of: FxHashMap<(u32, u64), u64>,
+    groups: Vec<StackGroup>,
+    /// Per thread, its waits by start time.
+    per_thread: FxHashMap<u32, Vec<Slot>>,
+    /// Threads of the JVMs (all their threads, waits or not).
+    java_tids: FxHashSet<u32>,
+    /// Threads the JVMs named.
+    named: FxHashSet<u32>,
+    /// Idle-causing paths.
+    pub paths: FxHashMap<PathKey, PathIdle>,
+    /// Idle-causing dispatches of Java threads, and their idle time, ns.
+    pub java_idle: (u64, u64),
+    /// Of those, inside no wait: dispatches and idle time, ns.
+    pub unjoined_idle: (u64, u64),
+    /// Blocking switch-outs of Java threads in the window.
+    pub blocking_switch_outs: u64,
+    /// Of those, inside a wait of the same thread.
+    pub inside_wait: u64,
+}
+
+impl JavaWaits {
+    /// Reads every JVM's waits of the recording behind `reader`, which is
+    /// left where it was.
+    pub fn load<R: Read + Seek>(reader: &mut Reader<R>) -> Result<Self, FormatError> {
+        let at = reader.position();
+        reader.only_java_waits(true);
+        let mut w = JavaWaits::default();
+        let result = (|| -> Result<(), FormatError> {
+            while let Some(rec) = reader.next_complete_record()? {
+                match rec {
+                    Record::JavaSymbol(s) => {
+                        w.symbols.insert((s.pid, s.id), s.text);
+                    }
+                    Record::JavaStack(s) => {
+                        w.stacks.insert((s.pid, s.id), *s);
+                    }
+                    Record::JavaWait(wait) => {
+                        w.java_tids.insert(wait.tid);
+                        w.per_thread.entry(wait.tid).or_default().push(Slot {
+                            wait,
+                            switched: false,
+                        });
+                    }
+                    Record::JvmWaits(h) => {
+                        w.java_tids.extend(h.threads.iter().map(|t| t.0));
+                        w.named.extend(h.threads.iter().map(|t| t.0));
+                        w.jvms.push(*h);
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        })();
+        reader.only_java_waits(false);
+        reader.seek(at)?;
+        result?;
+        for v in w.per_thread.values_mut() {
+            v.sort_by_key(|s| (s.wait.start, s.wait.duration));
+        }
+        w.group_stacks();
+        Ok(w)
+    }
+
+    /// Puts the stacks with the same methods into one group.
+    fn group_stacks(&mut self) {
+        let mut ids: Vec<(u32, u64)> = self.stacks.keys().copied().collect();
+        ids.sort_unstable();
+        let mut by_methods: FxHashMap<(u32, Vec<u64>), u64> = FxHashMap::default();
+        for key in ids {
+            let st = &self.stacks[&key];
+            let methods: Vec<u64> = st.frames.iter().map(|f| f.method).collect();
+            let next = self.groups.len() as u64 + 1;
+            let g = *by_methods.entry((key.0, methods)).or_insert(next);
+            if g == next {
+                self.groups.push(StackGroup {
+                    frames: st.frames.iter().map(|f| (f.method, f.line)).collect(),
+                    kinds: vec![0; st.frames.len()],
+                    truncated: false,
+                });
+            }
+            let group = &mut self.groups[g as usize - 1];
+            for (k, f) in group.kinds.iter_mut().zip(&st.frames) {
+                *k |= 1 << f.kind.code();
+            }
+            group.truncated |= st.truncated;
+            self.group_of.insert(key, g);
+        }
+    }
+
+    /// A stack group by its id (see [`PathKey`]).
+    pub fn group(&self, id: u64) -> Option<&StackGroup> {
+        self.groups.get(usize::try_from(id).ok()?.checked_sub(1)?)
+    }
+
+    /// Whether any JVM's waits were read.
+    pub fn is_empty(&self) -> bool {
+        self.jvms.is_empty() && self.per_thread.is_empty()
+    }
+
+    /// Whether a JVM's recorder named thread `tid` (its names win over
+    /// the call trees' and the kernel's).
+    pub fn has_name(&self, tid: u32) -> bool {
+        self.named.contains(&tid)
+    }
+
+    /// A JVM's text by its symbol id (empty for 0 or an unknown id).
+    pub fn symbol(&self, pid: u32, id: u64) -> &str {
+        self.symbols.get(&(pid, id)).map_or("", String::as_str)
+    }
+
+    /// The index in `tid`'s waits of the one that contains `time`.
+    fn find(&self, tid: u32, time: u64) -> Option<usize> {
+        let v = self.per_thread.get(&tid)?;
+        // The last wait begun at or before `time`; waits of one thread do
+        // not nest, but look one further back in case two touch.
+        let after = v.partition_point(|s| s.wait.start <= time);
+        (after.saturating_sub(2)..after)
+            .rev()
+            .find(|&i| v[i].wait.end() >= time)
+    }
+
+    /// The wait of `tid` that contains `time`, if any.
+    pub fn wait_at(&self, tid: u32, time: u64) -> Option<&JavaWait> {
+        let i = self.find(tid, time)?;
+        Some(&self.per_thread[&tid][i].wait)
+    }
+
+    /// Counts a dispatch: a blocking switch-out of a Java thread is checked
+    /// against its waits.
+    pub fn dispatch(&mut self, d: &Dispatch) {
+        if !matches!(
+            d.prev_state,
+            PrevState::Sleeping | PrevState::DiskSleep | PrevState::Blocked
+        ) || !self.java_tids.contains(&d.prev_tid)
+        {
+            return;
+        }
+        self.blocking_switch_outs += 1;
+        if let Some(i) = self.find(d.prev_tid, d.time) {
+            self.inside_wait += 1;
+            if let Some(v) = self.per_thread.get_mut(&d.prev_tid) {
+                v[i].switched = true;
+            }
+        }
+    }
+
+    /// Counts a dispatch to idle caused by `tid` leaving at `time`, followed
+    /// by `idle_ns` of idle time.
+    pub fn idle_cause(&mut self, tid: u32, time: u64, idle_ns: u64) {
+        if !self.java_tids.contains(&tid) {
+            return;
+        }
+        self.java_idle.0 += 1;
+        self.java_idle.1 += idle_ns;
+        let Some(w) = self.wait_at(tid, time).copied() else {
+            self.unjoined_idle.0 += 1;
+            self.unjoined_idle.1 += idle_ns;
+            return;
+        };
+        let group = self.group_of.get(&(w.pid, w.stack)).copied().unwrap_or(0);
+        let p = self
+            .paths
+            .entry((w.pid, group, w.reason, w.object))
+            .or_default();
+        p.dispatches += 1;
+        p.idle_ns += idle_ns;
+        if w.other != 0 {
+            *p.others.entry(w.other).or_default() += 1;
+        }
+    }
+
+    /// Waits that lie in `[from, to)`, and of those, how many contain a
+    /// switch-out of their thread, by reason.
+    pub fn waits_switched(&self, from: u64, to: u64) -> FxHashMap<WaitReason, (u64, u64)> {
+        let mut m: FxHashMap<WaitReason, (u64, u64)> = FxHashMap::default();
+        for s in self.per_thread.values().flatten() {
+            if s.wait.start >= from && s.wait.end() < to {
+                let e = m.entry(s.wait.reason).or_default();
+                e.0 += 1;
+                e.1 += u64::from(s.switched);
+            }
+        }
+        m
+    }
+}
+
+/// One frame of a [`JavaPathRow`].
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FrameRow {
+    /// `pkg.Class.method`.
+    pub method: String,
+    /// Source line, 0 where not known.
+    pub line: u32,
+    /// How it ran when the waits of this path began: `interpreted`, `jit`,
+    /// `inlined`, `native` or `java` (not said); several where it differed.
+    pub kinds: Vec<&'static str>,
+}
+
+/// Another thread a wait names (previous owner, notifier).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OtherThreadRow {
+    /// Its Java name.
+    pub name: String,
+    /// Dispatches to idle of this path that named it.
+    pub dispatches: u64,
+}
+
+/// An idle-causing Java path: a wait stack with its JVM reason.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct JavaPathRow {
+    /// The JVM.
+    pub pid: u32,
+    /// `monitor enter`, `monitor wait`, `park`, `sleep`, `socket read`, …
+    pub reason: &'static str,
+    /// What it waited on: the monitor's or parked-on class, the socket's
+    /// address, the file's path (empty if none).
+    pub object: String,
+    /// The previous owners (monitor enter) or notifiers (monitor wait),
+    /// most frequent first.
+    pub others: Vec<OtherThreadRow>,
+    /// The stack, top (the waiting method) first.
+    pub frames: Vec<FrameRow>,
+    /// The JVM cut the stack at its depth limit.
+    pub truncated: bool,
+    /// Dispatches to idle that followed a thread leaving in this wait.
+    pub idle_dispatches_to: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+    /// `idle_ns` as % of the idle after all Java threads' leaving.
+    pub share_pct: f64,
+}
+
+/// One JVM's flight recording, as read.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct JvmWaitsRow {
+    /// The JVM.
+    pub pid: u32,
+    /// `jfr`.
+    pub source: String,
+    /// Wait events stored.
+    pub waits: u64,
+    /// Of those, without a stack.
+    pub waits_without_stack: u64,
+    /// Size of the JVM's recording file, bytes.
+    pub file_bytes: u64,
+    /// `file_bytes` per wait event.
+    pub bytes_per_wait: f64,
+    /// Waits shorter than this were not recorded, ns.
+    pub threshold_ns: u64,
+}
+
+/// The Java waits section of the report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct JavaWaitsSection {
+    /// Each JVM's recording.
+    pub jvms: Vec<JvmWaitsRow>,
+    /// Dispatches to idle caused by Java threads leaving a CPU.
+    pub java_idle_dispatches_to: u64,
+    /// Idle time that followed them, ns.
+    pub java_idle_ns: u64,
+    /// Of those, inside no wait event (running, native or JVM-internal
+    /// waits, or waits under the threshold): dispatches.
+    pub unjoined_idle_dispatches_to: u64,
+    /// Their idle time, ns.
+    pub unjoined_idle_ns: u64,
+    /// Blocking switch-outs of Java threads (the join check).
+    pub blocking_switch_outs: u64,
+    /// Of those, inside a wait event of the same thread.
+    pub blocking_inside_wait: u64,
+    /// Wait events inside the window.
+    pub waits_in_window: u64,
+    /// Of those, containing a switch-out of their thread.
+    pub waits_with_switch_out: u64,
+    /// Idle-causing paths, most idle first.
+    pub paths: Vec<JavaPathRow>,
+    /// What went wrong reading the flight recordings, one line each.
+    pub notes: Vec<String>,
+}
+
+impl JavaWaitsSection {
+    /// The section for `w` over `window`, or `None` without JVM waits.
+    pub fn new(w: &JavaWaits, window: (u64, u64), notes: &[String]) -> Option<Self> {
+        if w.is_empty() && notes.is_empty() {
+            return None;
+        }
+        let mut paths: Vec<(&PathKey, &PathIdle)> = w.paths.iter().collect();
+        paths.sort_by(|x, y| {
+            (y.1.idle_ns, y.1.dispatches, x.0).cmp(&(x.1.idle_ns, x.1.dispatches, y.0))
+        });
+        let paths = paths
+            .into_iter()
+            .map(|(&(pid, group, reason, object), p)| {
+                let st = w.group(group);
+                let mut others: Vec<OtherThreadRow> = p
+                    .others
+                    .iter()
+                    .map(|(&sym, &n)| OtherThreadRow {
+                        name: w.symbol(pid, sym).to_string(),
+                        dispatches: n,
+                    })
+                    .collect();
+                others.sort_by(|a, b| (b.dispatches, &a.name).cmp(&(a.dispatches, &b.name)));
+                JavaPathRow {
+                    pid,
+                    reason: reason.words(),
+                    object: w.symbol(pid, object).to_string(),
+                    others,
+                    frames: st
+                        .map(|s| {
+                            s.frames
+                                .iter()
+                                .zip(&s.kinds)
+                                .map(|(&(method, line), &bits)| FrameRow {
+                                    method: w.symbol(pid, method).to_string(),
+                                    line,
+                                    kinds: FrameKind::ALL
+                                        .iter()
+                                        .filter(|k| bits & (1 << k.code()) != 0)
+                                        .map(|k| k.name())
+                                        .collect(),
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    truncated: st.is_some_and(|s| s.truncated),
+                    idle_dispatches_to: p.dispatches,
+                    idle_ns: p.idle_ns,
+                    share_pct: if w.java_idle.1 == 0 {
+                        0.0
+                    } else {
+                        (p.idle_ns as f64 * 10_000.0 / w.java_idle.1 as f64).round() / 100.0
+                    },
+                }
+            })
+            .collect();
+        let (waits_in_window, waits_with_switch_out) = w
+            .waits_switched(window.0, window.1)
+            .values()
+            .fold((0, 0), |s, v| (s.0 + v.0, s.1 + v.1));
+        Some(JavaWaitsSection {
+            jvms: w
+                .jvms
+                .iter()
+                .map(|j| JvmWaitsRow {
+                    pid: j.pid,
+                    source: j.source.clone(),
+                    waits: j.waits,
+                    waits_without_stack: j.waits_without_stack,
+                    file_bytes: j.file_bytes,
+                    bytes_per_wait: j.file_bytes as f64 / j.waits.max(1) as f64,
+                    threshold_ns: j.threshold_ns,
+                })
+                .collect(),
+            java_idle_dispatches_to: w.java_idle.0,
+            java_idle_ns: w.java_idle.1,
+            unjoined_idle_dispatches_to: w.unjoined_idle.0,
+            unjoined_idle_ns: w.unjoined_idle.1,
+            blocking_switch_outs: w.blocking_switch_outs,
+            blocking_inside_wait: w.inside_wait,
+            waits_in_window,
+            waits_with_switch_out,
+            paths,
+            notes: notes
+                .iter()
+                .cloned()
+                .chain(
+                    w.jvms
+                        .iter()
+                        .flat_map(|j| j.notes.iter().map(move |n| format!("JVM {}: {n}", j.pid))),
+                )
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idleflow_format::{NodeTag, IDLE_TID};
+
+    fn wait(tid: u32, start: u64, duration: u64) -> Slot {
+        Slot {
+            wait: JavaWait {
+                pid: 7,
+                tid,
+                start,
+                duration,
+                reason: WaitReason::MonitorEnter,
+                stack: 1,
+                object: 2,
+                other_tid: 0,
+                other: 3,
+            },
+            switched: false,
+        }
+    }
+
+    fn switch_out(tid: u32, time: u64) -> Dispatch {
+        Dispatch {
+            time,
+            cpu: 0,
+            prev_tid: tid,
+            prev_state: PrevState::Sleeping,
+            next_tid: IDLE_TID,
+            prev_node: NodeTag::Untraced,
+        }
+    }
+
+    fn waits() -> JavaWaits {
+        let mut w = JavaWaits::default();
+        w.per_thread
+            .insert(10, vec![wait(10, 100, 50), wait(10, 300, 10)]);
+        w.per_thread.insert(11, vec![wait(11, 1_000, 500)]);
+        w.java_tids.extend([10, 11, 12]);
+        // Stacks 1 and 4 differ only in lines and kinds: one group.
+        for (id, line, kind) in [(1, 10, FrameKind::Interpreted), (4, 11, FrameKind::Jit)] {
+            w.stacks.insert(
+                (7, id),
+                JavaStack {
+                    pid: 7,
+                    id,
+                    truncated: false,
+                    frames: vec![idleflow_format::JavaFrame {
+                        method: 5,
+                        line,
+                        kind,
+                    }],
+                },
+            );
+        }
+        w.group_stacks();
+        w
+    }
+
+    #[test]
+    fn a_switch_out_inside_a_wait_of_its_own_thread_is_joined() {
+        let mut w = waits();
+        w.dispatch(&switch_out(10, 120));
+        w.idle_cause(10, 120, 5_000);
+        assert_eq!((w.blocking_switch_outs, w.inside_wait), (1, 1));
+        let g = w.group_of[&(7, 1)];
+        assert_eq!(g, w.group_of[&(7, 4)], "same methods: one path");
+        let p = &w.paths[&(7, g, WaitReason::MonitorEnter, 2)];
+        assert_eq!((p.dispatches, p.idle_ns, p.others[&3]), (1, 5_000, 1));
+        let kinds = w.group(g).unwrap().kinds[0];
+        assert_eq!(
+            kinds,
+            1 << FrameKind::Interpreted.code() | 1 << FrameKind::Jit.code()
+        );
+        assert_eq!(w.unjoined_idle, (0, 0));
+        assert_eq!(
+            w.waits_switched(0, u64::MAX)[&WaitReason::MonitorEnter],
+            (3, 1)
+        );
+    }
+
+    #[test]
+    fn a_switch_out_outside_every_wait_or_of_another_thread_is_not_joined() {
+        let mut w = waits();
+        // Between thread 10's waits; inside thread 11's wait but by 10;
+        // by 12, which has no waits.
+        for (tid, t) in [(10, 200), (10, 1_200), (12, 1_200)] {
+            w.dispatch(&switch_out(tid, t));
+            w.idle_cause(tid, t, 1_000);
+        }
+        assert_eq!((w.blocking_switch_outs, w.inside_wait), (3, 0));
+        assert!(w.paths.is_empty());
+        assert_eq!(w.java_idle, (3, 3_000));
+        assert_eq!(w.unjoined_idle, (3, 3_000));
+        assert_eq!(
+            w.waits_switched(0, u64::MAX)[&WaitReason::MonitorEnter],
+            (3, 0)
+        );
+    }
+
+    #[test]
+    fn preemptions_and_other_processes_threads_are_not_counted() {
+        let mut w = waits();
+        let mut d = switch_out(10, 120);
+        d.prev_state = PrevState::Preempted;
+        w.dispatch(&d);
+        w.dispatch(&switch_out(99, 120));
+        w.idle_cause(99, 120, 1_000);
+        assert_eq!((w.blocking_switch_outs, w.java_idle.0), (0, 0));
+    }
+}

@@ -1,0 +1,165 @@
+//! End-to-end tests of `record --java waits` (the default Java mode): a real
+//! JDK 17 runs `examples/java/Waits.java`, whose idle-causing wait is known
+//! for each mode, with its flight recorder turned on by idleflow; the report
+//! must name the heaviest idle-causing Java path, its JVM reason and its
+//! share, and its join check must hold.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+/// Records `java -cp CLASSES Waits MODE 2` in the default Java mode with
+/// every wait recorded; returns the JSON report and the program's output.
+fn record_waits(classes: &Path, mode: &str) -> (Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("w.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--wait-threshold", "0", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes)
+        .args(["Waits", mode, "2"]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    (report_json(&rec), stdout(&out))
+}
+
+/// The section's heaviest path, after checking the section as a whole.
+fn heaviest(r: &Value) -> &Value {
+    let jw = &r["java_waits"];
+    assert!(jw.is_object(), "no java_waits section: {r}");
+    let jvm = &jw["jvms"][0];
+    assert!(u(jvm, "waits") > 100, "{jvm}");
+    assert!(f(jvm, "bytes_per_wait") > 0.0, "{jvm}");
+    // The join check: blocking switch-outs of Java threads lie in a wait of
+    // their own thread (the rest: start-up, JIT, GC, the main thread's joins).
+    let inside = u(jw, "blocking_inside_wait") as f64 / u(jw, "blocking_switch_outs") as f64;
+    assert!(inside > 0.8, "join check: {inside:.3} inside: {jw}");
+    let java_idle = u(jw, "java_idle_ns");
+    assert!(
+        u(jw, "unjoined_idle_ns") * 10 < java_idle,
+        "most of the Java threads' idle lies in waits: {jw}"
+    );
+    &jw["paths"][0]
+}
+
+fn frames(p: &Value) -> Vec<&str> {
+    p["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["method"].as_str().unwrap())
+        .collect()
+}
+
+fn others(p: &Value) -> Vec<&str> {
+    p["others"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_wait_notify_hand_off_is_a_monitor_wait_notified_by_the_producer() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let (r, out) = record_waits(classes.path(), "handoff");
+    assert_eq!(out, "done handoff true\n", "the JVM's output is its own");
+    let p = heaviest(&r);
+    assert_eq!(p["reason"], "monitor wait", "{p}");
+    assert_eq!(p["object"], "Waits$Mailbox", "{p}");
+    let fr = frames(p);
+    assert_eq!(fr[0], "java.lang.Object.wait", "{p}");
+    assert!(fr.contains(&"Waits$Mailbox.take"), "{p}");
+    assert_eq!(others(p)[0], "producer", "the notifier is named: {p}");
+    assert!(f(p, "share_pct") > 80.0, "{p}");
+    // Java thread names come from the JVM: the workers cause the idle.
+    let causes: Vec<&str> = r["total"]["idle_causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["comm"].as_str().unwrap())
+        .collect();
+    assert!(causes[0].starts_with("worker-"), "{causes:?}");
+}
+
+#[test]
+fn a_synchronized_convoy_is_a_monitor_enter_at_the_synchronized_method() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let (r, _) = record_waits(classes.path(), "convoy");
+    let p = heaviest(&r);
+    assert_eq!(p["reason"], "monitor enter", "{p}");
+    assert_eq!(p["object"], "Waits$Ledger", "{p}");
+    assert_eq!(
+        frames(p)[0],
+        "Waits$Ledger.post",
+        "the stack starts at the synchronized method itself: {p}"
+    );
+    let owners = others(p);
+    assert!(
+        !owners.is_empty() && owners.iter().all(|o| o.starts_with("clerk-")),
+        "previous owners named: {p}"
+    );
+    assert!(f(p, "share_pct") > 80.0, "{p}");
+}
+
+#[test]
+fn a_reentrant_lock_convoy_is_a_park_on_the_locks_class() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let (r, _) = record_waits(classes.path(), "lock");
+    let p = heaviest(&r);
+    assert_eq!(p["reason"], "park", "{p}");
+    assert_eq!(
+        p["object"], "java.util.concurrent.locks.ReentrantLock$NonfairSync",
+        "{p}"
+    );
+    let fr = frames(p);
+    assert!(
+        fr.contains(&"java.util.concurrent.locks.ReentrantLock.lock"),
+        "{p}"
+    );
+    assert!(fr.contains(&"Waits.lockedPost"), "{p}");
+    assert!(f(p, "share_pct") > 80.0, "{p}");
+}
+
+#[test]
+fn thread_sleep_is_a_sleep_in_the_method_that_sleeps() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let (r, _) = record_waits(classes.path(), "sleep");
+    let p = heaviest(&r);
+    assert_eq!(p["reason"], "sleep", "{p}");
+    assert_eq!(
+        frames(p)[..2],
+        ["java.lang.Thread.sleep", "Waits.nap"],
+        "{p}"
+    );
+    assert!(f(p, "share_pct") > 80.0, "{p}");
+    // Every blocking wait at threshold 0 contains its switch-out.
+    let jw = &r["java_waits"];
+    let contained = u(jw, "waits_with_switch_out") as f64 / u(jw, "waits_in_window") as f64;
+    assert!(contained > 0.95, "{jw}");
+}
+
+#[test]
+fn a_blocking_loopback_read_is_a_socket_read_with_its_address() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let (r, _) = record_waits(classes.path(), "socket");
+    let p = heaviest(&r);
+    assert_eq!(p["reason"], "socket read", "{p}");
+    assert!(
+        p["object"].as_str().unwrap().contains("127.0.0.1"),
+        "the peer's address: {p}"
+    );
+    assert!(frames(p).contains(&"Waits.ask"), "{p}");
+    assert!(f(p, "share_pct") > 60.0, "{p}");
+}

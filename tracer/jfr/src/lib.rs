@@ -1,0 +1,406 @@
+//! Reads the waits of a JVM's flight recording (`.jfr`, written by the
+//! JVM's own recorder, JFR) into idleflow's wait records
+//! ([`idleflow_format::waits`]): per wait, the thread, its start and
+//! duration on the recording's clock, the JVM's reason (monitor enter on a
+//! class held by a thread, park, socket read, …) and its exact Java stack.
+//!
+//! The file is parsed by the `jfrs` crate one chunk at a time (a chunk is
+//! what the JVM rotates its recording in, ≈ 12 MiB at most by default), so
+//! memory holds one chunk plus the interned stacks and texts. Stacks and
+//! texts are interned by content, so the ids the JVM used per chunk do not
+//! matter, and names are normalized ([`names`]) so that paths compare
+//! across runs.
+//!
+//! Invariants: a symbol or stack record is emitted before the first record
+//! that uses it; a damaged file (a JVM killed while writing) gives what its
+//! readable chunks hold and a note, never a panic (parsing runs under
+//! `catch_unwind`).
+
+pub mod names;
+
+use std::fs::File;
+use std::io::BufReader;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use idleflow_format::{
+    FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, Record, WaitReason,
+};
+use jfrs::reader::event::Accessor;
+use jfrs::reader::value_descriptor::{Primitive, ValueDescriptor};
+use jfrs::reader::{Chunk, JfrReader};
+use rustc_hash::FxHashMap;
+
+/// What [`convert`] needs to know besides the file.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// The JVM's process id.
+    pub pid: u32,
+    /// Added to JFR's wall-clock ns (since the epoch) to get ns on the
+    /// recording's clock: the recording's `start_ns - start_unix_ns`.
+    pub offset_ns: i64,
+    /// The wait threshold the JVM recorded with, ns (reported as is).
+    pub threshold_ns: u64,
+    /// The machine's ephemeral ports (`ip_local_port_range`): a socket's
+    /// port in this range is a connection's own (the peer of a server's
+    /// socket, or a server that chose port 0), shown as `*` so that one
+    /// path does not split into one per connection.
+    pub ephemeral_ports: (u16, u16),
+}
+
+/// Why a file could not be converted at all.
+#[derive(Debug, thiserror::Error)]
+pub enum Error<E: std::error::Error + 'static> {
+    /// The file could not be opened.
+    #[error("cannot open {path}")]
+    Open {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Writing a converted record failed.
+    #[error("writing the JVM's waits")]
+    Output(#[source] E),
+}
+
+/// Converts the flight recording at `path`: every wait event becomes a
+/// [`Record::JavaWait`], preceded by the [`Record::JavaSymbol`] and
+/// [`Record::JavaStack`] records it uses, all handed to `out`. Returns what
+/// was read (to be written after them as [`Record::JvmWaits`]). Unreadable
+/// chunks are skipped with a note in the result.
+pub fn convert<E: std::error::Error + 'static>(
+    path: &Path,
+    opts: &Options,
+    mut out: impl FnMut(Record) -> Result<(), E>,
+) -> Result<JvmWaits, Error<E>> {
+    let file = File::open(path).map_err(|source| Error::Open {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut conv = Converter {
+        opts: *opts,
+        head: JvmWaits {
+            pid: opts.pid,
+            source: "jfr".into(),
+            file: path.display().to_string(),
+            file_bytes,
+            threshold_ns: opts.threshold_ns,
+            clock_offset_ns: opts.offset_ns,
+            ..Default::default()
+        },
+        symbols: FxHashMap::default(),
+        stacks: FxHashMap::default(),
+        threads: FxHashMap::default(),
+        pending: Vec::new(),
+    };
+    let mut reader = JfrReader::new(BufReader::new(file));
+    let mut chunks = reader.chunks();
+    loop {
+        let step = catch_unwind(AssertUnwindSafe(|| chunks.next()));
+        let (mut chunk_reader, chunk) = match step {
+            Ok(None) => break,
+            Ok(Some(Ok(c))) => c,
+            Ok(Some(Err(e))) => {
+                conv.note(format!(
+                    "chunk {} unreadable ({e}): the file ends there",
+                    conv.head.chunks + 1
+                ));
+                break;
+            }
+            Err(_) => {
+                conv.note(format!(
+                    "chunk {} could not be parsed: the file ends there",
+                    conv.head.chunks + 1
+                ));
+                break;
+            }
+        };
+        conv.head.chunks += 1;
+        let mut stack_ids: FxHashMap<i64, u64> = FxHashMap::default();
+        let mut events = chunk_reader.events(&chunk);
+        loop {
+            let next = catch_unwind(AssertUnwindSafe(|| match events.next() {
+                None => Ok(None),
+                Some(Err(e)) => Err(e.to_string()),
+                Some(Ok(ev)) => {
+                    let reason = WaitReason::from_jfr_event(ev.class.name());
+                    Ok(Some(reason.and_then(|r| {
+                        conv.wait(&chunk, r, ev.value(), &mut stack_ids)
+                    })))
+                }
+            }));
+            match next {
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(wait))) => {
+                    conv.head.events += 1;
+                    for r in conv.pending.drain(..) {
+                        out(r).map_err(Error::Output)?;
+                    }
+                    if let Some(w) = wait {
+                        conv.head.waits += 1;
+                        conv.head.waits_without_stack += u64::from(w.stack == 0);
+                        out(Record::JavaWait(w)).map_err(Error::Output)?;
+                    }
+                }
+                Ok(Err(e)) => {
+                    conv.note(format!(
+                        "chunk {}: an event could not be read ({e}); the rest of the chunk is left out",
+                        conv.head.chunks
+                    ));
+                    break;
+                }
+                Err(_) => {
+                    conv.note(format!(
+                        "chunk {}: an event could not be parsed; the rest of the chunk is left out",
+                        conv.head.chunks
+                    ));
+                    break;
+                }
+            }
+        }
+    }
+    for r in conv.pending.drain(..) {
+        out(r).map_err(Error::Output)?;
+    }
+    let mut threads: Vec<(u32, String)> = conv.threads.into_iter().collect();
+    threads.sort();
+    conv.head.threads = threads;
+    Ok(conv.head)
+}
+
+/// The state of one conversion: interned texts and stacks, thread names.
+struct Converter {
+    opts: Options,
+    head: JvmWaits,
+    symbols: FxHashMap<String, u64>,
+    stacks: FxHashMap<(Vec<JavaFrame>, bool), u64>,
+    threads: FxHashMap<u32, String>,
+    /// Symbol and stack records made for the event being converted.
+    pending: Vec<Record>,
+}
+
+impl Converter {
+    fn note(&mut self, text: String) {
+        if self.head.notes.len() < 20 {
+            self.head.notes.push(text);
+        }
+    }
+
+    /// The id of `text`, interned (0 for an empty text).
+    fn symbol(&mut self, text: String) -> u64 {
+        if text.is_empty() {
+            return 0;
+        }
+        if let Some(&id) = self.symbols.get(&text) {
+            return id;
+        }
+        let id = self.symbols.len() as u64 + 1;
+        self.pending.push(Record::JavaSymbol(Box::new(JavaSymbol {
+            pid: self.opts.pid,
+            id,
+            text: text.clone(),
+        })));
+        self.symbols.insert(text, id);
+        id
+    }
+
+    /// JFR ticks of `chunk` → ns on the recording's clock.
+    fn time(&self, chunk: &Chunk, ticks: i64) -> u64 {
+        let h = &chunk.header;
+        let tps = i128::from(h.ticks_per_second.max(1));
+        let since = i128::from(ticks) - i128::from(h.start_ticks);
+        let epoch = i128::from(h.start_time_nanos) + since * 1_000_000_000 / tps;
+        (epoch + i128::from(self.opts.offset_ns)).clamp(0, i128::from(u64::MAX)) as u64
+    }
+
+    /// A thread's kernel tid (noting its Java name), 0 if none.
+    fn thread(&mut self, t: Option<Accessor<'_>>) -> (u32, u64) {
+        let Some(t) = t else { return (0, 0) };
+        let tid = t
+            .get_field("osThreadId")
+            .and_then(|v| long(v.value))
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(0);
+        let name = t
+            .get_field("javaName")
+            .and_then(|v| string(&v))
+            .or_else(|| t.get_field("osName").and_then(|v| string(&v)))
+            .unwrap_or_default();
+        if tid != 0 && !name.is_empty() {
+            self.threads.entry(tid).or_insert_with(|| name.clone());
+        }
+        (tid, self.symbol(name))
+    }
+
+    /// One wait event, converted; `None` if it names no thread.
+    fn wait(
+        &mut self,
+        chunk: &Chunk,
+        reason: WaitReason,
+        v: Accessor<'_>,
+        stack_ids: &mut FxHashMap<i64, u64>,
+    ) -> Option<JavaWait> {
+        let start = v.get_field("startTime").and_then(|f| long(f.value))?;
+        let duration = v.get_field("duration").and_then(|f| long(f.value))?;
+        let (tid, _) = self.thread(v.get_field("eventThread"));
+        if tid == 0 {
+            return None;
+        }
+        let h = &chunk.header;
+        let duration_ns = (i128::from(duration.max(0)) * 1_000_000_000
+            / i128::from(h.ticks_per_second.max(1))) as u64;
+        let stack = self.stack(&v, stack_ids);
+        let (object, other) = match reason {
+            WaitReason::MonitorEnter => ("monitorClass", Some("previousOwner")),
+            WaitReason::MonitorWait => ("monitorClass", Some("notifier")),
+            WaitReason::Park => ("parkedClass", None),
+            WaitReason::Sleep => ("", None),
+            WaitReason::SocketRead | WaitReason::SocketWrite => ("address", None),
+            WaitReason::FileRead | WaitReason::FileWrite | WaitReason::FileForce => ("path", None),
+        };
+        let object = match reason {
+            WaitReason::SocketRead | WaitReason::SocketWrite => {
+                let host = v.get_field("host").and_then(|f| string(&f));
+                let address = v.get_field("address").and_then(|f| string(&f));
+                let port = v.get_field("port").and_then(|f| long(f.value));
+                let who = match (host, address) {
+                    (Some(h), Some(a)) if !h.is_empty() && h != a => format!("{h}/{a}"),
+                    (_, Some(a)) => a,
+                    (Some(h), None) => h,
+                    (None, None) => String::new(),
+                };
+                let (lo, hi) = self.opts.ephemeral_ports;
+                match port {
+                    Some(p) if !who.is_empty() && (i64::from(lo)..=i64::from(hi)).contains(&p) => {
+                        format!("{who}:*")
+                    }
+                    Some(p) if !who.is_empty() => format!("{who}:{p}"),
+                    _ => who,
+                }
+            }
+            _ if object.is_empty() => String::new(),
+            _ => v
+                .get_field(object)
+                .and_then(|f| class_name(&f).or_else(|| string(&f)))
+                .unwrap_or_default(),
+        };
+        let object = self.symbol(object);
+        let (other_tid, other) = match other {
+            Some(field) => self.thread(v.get_field(field)),
+            None => (0, 0),
+        };
+        Some(JavaWait {
+            pid: self.opts.pid,
+            tid,
+            start: self.time(chunk, start),
+            duration: duration_ns,
+            reason,
+            stack,
+            object,
+            other_tid,
+            other,
+        })
+    }
+
+    /// The interned id of the event's stack, 0 if it has none.
+    fn stack(&mut self, v: &Accessor<'_>, stack_ids: &mut FxHashMap<i64, u64>) -> u64 {
+        let Some(raw) = v.get_field_raw("stackTrace") else {
+            return 0;
+        };
+        let pool_index = match raw.value {
+            ValueDescriptor::ConstantPool { constant_index, .. } => Some(*constant_index),
+            _ => None,
+        };
+        if let Some(&id) = pool_index.and_then(|i| stack_ids.get(&i)) {
+            return id;
+        }
+        let Some(st) = raw.resolve() else { return 0 };
+        let truncated = st.get_field("truncated").is_some_and(|t| {
+            matches!(
+                t.value,
+                ValueDescriptor::Primitive(Primitive::Boolean(true))
+            )
+        });
+        let mut frames = Vec::new();
+        if let Some(it) = st.get_field("frames").and_then(|f| f.as_iter()) {
+            for f in it {
+                let method = f.get_field("method");
+                let class = method
+                    .as_ref()
+                    .and_then(|m| m.get_field("type"))
+                    .and_then(|c| class_name(&c))
+                    .unwrap_or_default();
+                let name = method
+                    .as_ref()
+                    .and_then(|m| m.get_field("name"))
+                    .and_then(|n| string(&n))
+                    .unwrap_or_default();
+                let line = f
+                    .get_field("lineNumber")
+                    .and_then(|l| long(l.value))
+                    .and_then(|l| u32::try_from(l).ok())
+                    .unwrap_or(0);
+                let kind = f
+                    .get_field("type")
+                    .and_then(|t| t.get_field("description").and_then(|d| string(&d)))
+                    .map_or(FrameKind::Unknown, |d| FrameKind::from_jfr(&d));
+                let method = self.symbol(names::method(&class, &name));
+                frames.push(JavaFrame { method, line, kind });
+            }
+        }
+        if frames.is_empty() {
+            return 0;
+        }
+        let key = (frames, truncated);
+        let id = match self.stacks.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = self.stacks.len() as u64 + 1;
+                self.pending.push(Record::JavaStack(Box::new(JavaStack {
+                    pid: self.opts.pid,
+                    id,
+                    truncated,
+                    frames: key.0.clone(),
+                })));
+                self.stacks.insert(key, id);
+                id
+            }
+        };
+        if let Some(i) = pool_index {
+            stack_ids.insert(i, id);
+        }
+        id
+    }
+}
+
+/// An integer field's value.
+fn long(v: &ValueDescriptor) -> Option<i64> {
+    match v {
+        ValueDescriptor::Primitive(Primitive::Long(x)) => Some(*x),
+        ValueDescriptor::Primitive(Primitive::Integer(x)) => Some(i64::from(*x)),
+        ValueDescriptor::Primitive(Primitive::Short(x)) => Some(i64::from(*x)),
+        ValueDescriptor::Primitive(Primitive::Byte(x)) => Some(i64::from(*x)),
+        _ => None,
+    }
+}
+
+/// A string field's value: a plain string, or a symbol (`jdk.types.Symbol`,
+/// whose `string` holds it).
+fn string(a: &Accessor<'_>) -> Option<String> {
+    match a.value {
+        ValueDescriptor::Primitive(Primitive::String(s)) => Some(s.to_string()),
+        ValueDescriptor::Primitive(Primitive::NullString) => None,
+        _ => a.get_field("string").and_then(|s| match s.value {
+            ValueDescriptor::Primitive(Primitive::String(s)) => Some(s.to_string()),
+            _ => None,
+        }),
+    }
+}
+
+/// A class field's name in Java form, normalized.
+fn class_name(a: &Accessor<'_>) -> Option<String> {
+    let n = a.get_field("name").and_then(|n| string(&n))?;
+    Some(names::class(&n))
+}

@@ -1,0 +1,81 @@
+//! Java names as reports show them, the same in every run: classes in
+//! Java form (`org.h2.mvstore.tx.Transaction`), hidden classes without the
+//! address the JVM gave them (`Main$$Lambda$14+0x00007f6b40007a08/17904` →
+//! `Main$$Lambda`), and lambda and proxy numbers dropped, since they depend
+//! on the order classes were loaded in.
+
+/// A class name (internal `a/b/C` or Java `a.b.C` form), normalized.
+pub fn class(name: &str) -> String {
+    // A hidden class's address and what follows it, in either spelling:
+    // `Main$$Lambda$88+0x00007f6b40007a08/1790421142` (the JVM's, as JFR
+    // writes it) or `Main$$Lambda$88/0x0000000800c0b000` (`Class.getName`).
+    let mut base = name;
+    for marker in ["+0x", "/0x"] {
+        if let Some(at) = base.find(marker) {
+            if base[at + 3..].starts_with(|c: char| c.is_ascii_hexdigit()) {
+                base = &base[..at];
+            }
+        }
+    }
+    let mut s = base.replace('/', ".");
+    for marker in ["$$Lambda$", "$Proxy"] {
+        if let Some(at) = s.find(marker) {
+            let digits_at = at + marker.len();
+            let digits = s[digits_at..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .count();
+            if digits > 0 {
+                let cut = if marker.ends_with('$') {
+                    digits_at - 1
+                } else {
+                    digits_at
+                };
+                s.replace_range(cut..digits_at + digits, "");
+            }
+        }
+    }
+    s
+}
+
+/// A method as `pkg.Class.method`.
+pub fn method(class_name: &str, method: &str) -> String {
+    match (class_name.is_empty(), method.is_empty()) {
+        (true, true) => "[unknown method]".into(),
+        (true, false) => method.into(),
+        (false, true) => format!("{class_name}.[unknown]"),
+        (false, false) => format!("{class_name}.{method}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_spelled_the_same_in_every_run() {
+        assert_eq!(
+            class("org/h2/mvstore/tx/Transaction"),
+            "org.h2.mvstore.tx.Transaction"
+        );
+        assert_eq!(
+            class("org/example/Main$$Lambda$14/0x0000000800c0b000"),
+            "org.example.Main$$Lambda"
+        );
+        assert_eq!(class("Main$$Lambda$123+0x0000000800c0b000"), "Main$$Lambda");
+        assert_eq!(
+            class("LockedIo$$Lambda$88+0x00007f6b40007a08/1790421142"),
+            "LockedIo$$Lambda"
+        );
+        assert_eq!(class("jdk.proxy1.$Proxy12"), "jdk.proxy1.$Proxy");
+        assert_eq!(class("a.b.Outer$Inner"), "a.b.Outer$Inner");
+        // Not an address: kept.
+        assert_eq!(class("a/b/Weird/0xyz"), "a.b.Weird.0xyz");
+    }
+
+    #[test]
+    fn methods_join_class_and_name() {
+        assert_eq!(method("a.B", "run"), "a.B.run");
+        assert_eq!(method("", ""), "[unknown method]");
+    }
+}
