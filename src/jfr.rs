@@ -112,6 +112,39 @@ impl Waits {
         self.dir.path().join("out")
     }
 
+    /// The file JVM `pid` writes when idleflow stops its recording.
+    fn attach_file(&self, pid: u32) -> PathBuf {
+        self.out_dir().join(format!("hotspot-pid-{pid}-id-0-attach.jfr"))
+    }
+
+    /// Starts idleflow's flight recording in the running JVM `pid`, through
+    /// its attach mechanism; it is written to this directory when
+    /// [`Waits::stop_in`] stops it or the JVM exits.
+    pub fn start_in(&self, pid: u32) -> Result<(), crate::attach::AttachError> {
+        crate::attach::jcmd(
+            pid,
+            &format!(
+                "JFR.start name={RECORDING_NAME} settings={} filename={} dumponexit=true",
+                self.dir.path().join("idleflow.jfc").display(),
+                self.attach_file(pid).display()
+            ),
+        )
+        .map(drop)
+    }
+
+    /// Stops idleflow's flight recording in JVM `pid` (started by
+    /// [`Waits::start_in`] or by `JAVA_TOOL_OPTIONS`), which writes it.
+    pub fn stop_in(&self, pid: u32) -> Result<(), crate::attach::AttachError> {
+        crate::attach::jcmd(
+            pid,
+            &format!(
+                "JFR.stop name={RECORDING_NAME} filename={}",
+                self.attach_file(pid).display()
+            ),
+        )
+        .map(drop)
+    }
+
     /// Reads every JVM's file into the recording (after
     /// [`Recorder::stop`]); returns a line for each JVM that left none or
     /// whose file could not be read whole, for the report.

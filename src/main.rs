@@ -5,6 +5,7 @@
 //! line with their whole cause chain.
 
 mod agent;
+mod attach;
 mod cli;
 mod jfr;
 mod progress;

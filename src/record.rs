@@ -65,13 +65,14 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     // The JVM agent's work area and tree dumps live in a private directory
     // that disappears with this process.
-    let java = |m| !args.command.is_empty() && !args.no_agent && args.java.contains(&m);
-    let agent = if java(JavaMode::Tree) {
+    let java = |m| !args.no_agent && args.java.contains(&m);
+    let agent = if java(JavaMode::Tree) && !args.command.is_empty() {
         crate::agent::prepare(&args)?
     } else {
         None
     };
-    let waits = if java(JavaMode::Waits) {
+    // Waits: the command's JVMs, or the JVMs of --pid (attached to).
+    let waits = if java(JavaMode::Waits) && (!args.command.is_empty() || args.pid.is_some()) {
         Some(crate::jfr::prepare(args.wait_threshold)?)
     } else {
         None
@@ -131,6 +132,22 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             let _ = child.wait();
         }
         return Err(e);
+    }
+
+    // JVMs already running: their flight recorder is started through the
+    // attach mechanism, and stopped (which writes it) at the end.
+    let mut java_notes = Vec::new();
+    let mut attached = Vec::new();
+    if let (Some(w), Target::Pid(pid)) = (&waits, &target) {
+        for jvm in crate::attach::jvms_of(*pid) {
+            match w.start_in(jvm) {
+                Ok(()) => attached.push(jvm),
+                Err(e) => java_notes.push(format!("JVM {jvm}: no Java waits: {e}")),
+            }
+        }
+        if attached.is_empty() && java_notes.is_empty() && !args.quiet {
+            eprintln!("idleflow: note: process {pid} runs no JVM: no Java waits");
+        }
     }
 
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
@@ -206,16 +223,21 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         recorder
             .stop()
             .with_context(|| format!("cannot stop the recording{kept}"))?;
-        let mut notes = Vec::new();
-        if let Target::Command(child) = &mut target {
-            if child.try_wait().ok().flatten().is_none() {
-                notes.push(
-                    "the command still ran when the recording stopped: a JVM writes its \
-                     flight recording when it exits, so JVMs still running have no Java waits"
-                        .into(),
-                );
+        // JVMs still running write their recording when it is stopped.
+        let running = match &mut target {
+            Target::Command(child) => match child.try_wait() {
+                Ok(None) => crate::attach::jvms_of(child.id()),
+                _ => Vec::new(),
+            },
+            Target::Pid(_) => attached,
+            Target::System => Vec::new(),
+        };
+        for jvm in running {
+            if let Err(e) = w.stop_in(jvm) {
+                java_notes.push(format!("JVM {jvm}: its flight recording could not be stopped: {e}"));
             }
         }
+        let mut notes = java_notes;
         let offset = recorder.clock_offset_ns();
         notes.extend(w.collect(&mut recorder, offset, args.quiet)?);
         recorder.set_java_notes(notes);

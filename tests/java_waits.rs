@@ -163,3 +163,75 @@ fn a_blocking_loopback_read_is_a_socket_read_with_its_address() {
     assert!(frames(p).contains(&"Waits.ask"), "{p}");
     assert!(f(p, "share_pct") > 60.0, "{p}");
 }
+
+/// The causes' and threads' names of a report.
+fn named_rows(r: &Value) -> Vec<String> {
+    let rows = r["total"]["idle_causes"].as_array().unwrap().iter();
+    rows.chain(r["threads"].as_array().unwrap().iter())
+        .map(|c| c["comm"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_running_jvm_recorded_with_pid_gives_the_same_path_through_the_attach_mechanism() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    // Started without idleflow.
+    let mut jvm = std::process::Command::new(Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["Waits", "convoy", "6"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("p.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--wait-threshold", "0", "-d", "2", "--pid"])
+        .arg(jvm.id().to_string())
+        .arg("-o")
+        .arg(&rec));
+    let _ = jvm.wait();
+    assert!(out.status.success(), "record --pid: {}", stderr(&out));
+    let r = report_json(&rec);
+    let p = heaviest(&r);
+    assert_eq!(p["reason"], "monitor enter", "{p}");
+    assert_eq!(p["object"], "Waits$Ledger", "{p}");
+    assert_eq!(frames(p)[0], "Waits$Ledger.post", "{p}");
+    assert!(f(p, "share_pct") > 80.0, "{p}");
+    // The flight recorder's threads and the attach listener are idleflow's.
+    let rows = named_rows(&r);
+    assert!(
+        !rows
+            .iter()
+            .any(|c| c.starts_with("JFR ") || c == "Attach Listener"),
+        "{rows:?}"
+    );
+    assert!(
+        r["tool"]["tids"].as_array().unwrap().len() > 2,
+        "recorder threads and JFR's: {}",
+        r["tool"]
+    );
+}
+
+#[test]
+fn a_jvm_still_running_when_the_recording_stops_gives_its_waits() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("d.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--wait-threshold", "0", "-d", "2.5", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["Waits", "sleep", "5"]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let r = report_json(&rec);
+    let p = heaviest(&r);
+    assert_eq!(p["reason"], "sleep", "{p}");
+    assert_eq!(frames(p)[..2], ["java.lang.Thread.sleep", "Waits.nap"], "{p}");
+}

@@ -59,8 +59,9 @@ pub struct Analysis {
     pub view_options: ViewOptions,
     /// What the dispatch stream adds to each call-tree node.
     pub node_idle: NodeAttribution,
-    /// idleflow's own threads (the recorder's, the JVM agents'): never
-    /// reported as causes of idle, shown apart.
+    /// idleflow's own threads (the recorder's, the JVM agents', the JVMs'
+    /// flight recorder threads it turned on): never reported as causes of
+    /// idle, shown apart.
     pub tool_tids: FxHashSet<u32>,
     /// Set when the recording ends without its end record (the recorder
     /// was killed, the disk filled up): it is read up to its last complete
@@ -245,6 +246,20 @@ impl Analysis {
                 a.names
                     .iter()
                     .filter(|(_, (pid, _))| *pid == tool_pid)
+                    .map(|(tid, _)| *tid),
+            );
+        }
+        // A JVM's flight recorder runs because idleflow turned it on: its
+        // threads (and the attach listener idleflow started) are idleflow's.
+        let jfr_pids: FxHashSet<u32> = a.java.jvms.iter().map(|j| j.pid).collect();
+        if !jfr_pids.is_empty() {
+            a.tool_tids.extend(
+                a.names
+                    .iter()
+                    .filter(|(_, (pid, comm))| {
+                        jfr_pids.contains(pid)
+                            && (comm.starts_with("JFR ") || comm == "Attach Listener")
+                    })
                     .map(|(tid, _)| *tid),
             );
         }
