@@ -114,7 +114,8 @@ impl Waits {
 
     /// The file JVM `pid` writes when idleflow stops its recording.
     fn attach_file(&self, pid: u32) -> PathBuf {
-        self.out_dir().join(format!("hotspot-pid-{pid}-id-0-attach.jfr"))
+        self.out_dir()
+            .join(format!("hotspot-pid-{pid}-id-0-attach.jfr"))
     }
 
     /// Starts idleflow's flight recording in the running JVM `pid`, through

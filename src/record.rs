@@ -234,7 +234,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         };
         for jvm in running {
             if let Err(e) = w.stop_in(jvm) {
-                java_notes.push(format!("JVM {jvm}: its flight recording could not be stopped: {e}"));
+                java_notes.push(format!(
+                    "JVM {jvm}: its flight recording could not be stopped: {e}"
+                ));
             }
         }
         let mut notes = java_notes;

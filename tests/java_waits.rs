@@ -233,5 +233,138 @@ fn a_jvm_still_running_when_the_recording_stops_gives_its_waits() {
     let r = report_json(&rec);
     let p = heaviest(&r);
     assert_eq!(p["reason"], "sleep", "{p}");
-    assert_eq!(frames(p)[..2], ["java.lang.Thread.sleep", "Waits.nap"], "{p}");
+    assert_eq!(
+        frames(p)[..2],
+        ["java.lang.Thread.sleep", "Waits.nap"],
+        "{p}"
+    );
+}
+
+/// A recording written here (no kernel, no JVM): three threads of JVM 7
+/// each make CPU 0 idle once; only the first leaves inside a wait of its
+/// own. The second leaves outside its wait; the third inside a wait of
+/// another thread. Through the CLI, only the first is joined.
+#[test]
+fn only_a_switch_out_inside_a_wait_of_its_own_thread_is_joined() {
+    use idleflow_format::{
+        FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, NodeTag, Record, RunInfo,
+        RunSummary, ThreadInfo, WaitReason, Writer, IDLE_TID,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("s.idleflow");
+    let mut info = RunInfo::minimal(vec![0], 0);
+    info.java_waits = true;
+    let mut w = Writer::new(std::fs::File::create(&rec).unwrap(), &info).unwrap();
+    for tid in [10, 11, 12] {
+        w.write(&Record::Thread(ThreadInfo {
+            time: 0,
+            tid,
+            pid: 7,
+            ppid: 1,
+            comm: format!("t{tid}"),
+        }))
+        .unwrap();
+    }
+    const MS: u64 = 1_000_000;
+    // Each thread runs 1 ms and leaves at 2, 12 and 22 ms; idle follows
+    // until the next thread comes at 11 and 21 ms, and the end at 30.
+    for (i, tid) in [10u32, 11, 12].into_iter().enumerate() {
+        let t0 = i as u64 * 10 * MS + MS;
+        w.write(&dispatch(t0, 0, IDLE_TID, tid, NodeTag::Untraced))
+            .unwrap();
+        w.write(&dispatch(t0 + MS, 0, tid, IDLE_TID, NodeTag::Untraced))
+            .unwrap();
+    }
+    for (id, text) in [(1, "app.Ledger.post"), (2, "app.Ledger"), (3, "eleven")] {
+        w.write(&Record::JavaSymbol(Box::new(JavaSymbol {
+            pid: 7,
+            id,
+            text: text.into(),
+        })))
+        .unwrap();
+    }
+    w.write(&Record::JavaStack(Box::new(JavaStack {
+        pid: 7,
+        id: 1,
+        truncated: false,
+        frames: vec![JavaFrame {
+            method: 1,
+            line: 42,
+            kind: FrameKind::Jit,
+        }],
+    })))
+    .unwrap();
+    let wait = |tid, start, duration| {
+        Record::JavaWait(JavaWait {
+            pid: 7,
+            tid,
+            start,
+            duration,
+            reason: WaitReason::MonitorEnter,
+            stack: 1,
+            object: 2,
+            other_tid: 11,
+            other: 3,
+        })
+    };
+    // t10 leaves at 2 ms inside [1.5, 4]; t11 leaves at 12 ms, its wait
+    // is [13, 14]; t12 leaves at 22 ms, inside t10's wait [21, 23].
+    for r in [
+        wait(10, 3 * MS / 2, 5 * MS / 2),
+        wait(11, 13 * MS, MS),
+        wait(10, 21 * MS, 2 * MS),
+    ] {
+        w.write(&r).unwrap();
+    }
+    w.write(&Record::JvmWaits(Box::new(JvmWaits {
+        pid: 7,
+        source: "jfr".into(),
+        waits: 3,
+        threads: vec![
+            (10, "ten".into()),
+            (11, "eleven".into()),
+            (12, "twelve".into()),
+        ],
+        ..Default::default()
+    })))
+    .unwrap();
+    w.finish(&RunSummary {
+        stop_ns: 30 * MS,
+        ..Default::default()
+    })
+    .unwrap();
+    let r = report_json(&rec);
+    let jw = &r["java_waits"];
+    assert_eq!(u(jw, "java_idle_dispatches_to"), 3, "{jw}");
+    assert_eq!(u(jw, "unjoined_idle_dispatches_to"), 2, "{jw}");
+    assert_eq!(
+        (u(jw, "blocking_switch_outs"), u(jw, "blocking_inside_wait")),
+        (3, 1)
+    );
+    let paths = jw["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 1, "{jw}");
+    let p = &paths[0];
+    assert_eq!(
+        (u(p, "idle_dispatches_to"), u(p, "idle_ns")),
+        (1, 9 * MS),
+        "{p}"
+    );
+    assert_eq!(p["object"], "app.Ledger");
+    assert_eq!(p["frames"][0]["method"], "app.Ledger.post");
+    assert_eq!(p["frames"][0]["kinds"][0], "jit");
+    assert_eq!(p["others"][0]["name"], "eleven", "{p}");
+    assert_eq!(u(jw, "java_idle_ns"), 26 * MS, "{jw}");
+    assert!((f(p, "share_pct") - 900.0 / 26.0).abs() < 0.01, "{p}");
+    // The JVM's thread names win over the kernel's.
+    let causes = named_rows(&r);
+    assert!(causes.contains(&"ten".to_string()), "{causes:?}");
+    // Waits in the window: 3; only t10's first contains a switch-out of t10.
+    assert_eq!(
+        (u(jw, "waits_in_window"), u(jw, "waits_with_switch_out")),
+        (3, 1)
+    );
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert!(text.contains("monitor enter on app.Ledger"), "{text}");
+    assert!(text.contains("held by eleven ×1"), "{text}");
+    assert_fits_120_columns(&text);
 }
