@@ -83,8 +83,12 @@ pub enum Command {
     ///
     /// Frames run root → `java PID` → thread name → Java frames; a frame's
     /// width is the idle time (or the dispatches to idle) that followed a
-    /// thread leaving a CPU while in that call path. Needs a recording of a
-    /// JVM run under `idleflow record` (the agent is injected automatically).
+    /// thread leaving a CPU while in that call path. From the arcflow call
+    /// trees where JVMs ran with `record --java tree`, else from the Java
+    /// wait stacks of their flight recorders (`--java waits`, the default),
+    /// with the JVM's reason on top (`[monitor enter] CLASS`, red), frames
+    /// coloured by how they ran: JIT-compiled (`_[j]`, green), inlined
+    /// (`_[i]`, aqua), interpreted (`_[0]`) and native (`_[n]`).
     Flamegraph(FlamegraphArgs),
 }
 
@@ -299,6 +303,12 @@ pub struct FlamegraphArgs {
 
     #[command(flatten)]
     pub window: WindowArgs,
+
+    /// Java waits (`record --java waits`) grouped by their JVM reason first:
+    /// `[monitor enter] CLASS`, `[park] CLASS`, `[socket read] ADDRESS`, …
+    /// at the root instead of on top of each stack.
+    #[arg(long)]
+    pub by_reason: bool,
 
     /// One stack per thread. By default threads whose names differ only in
     /// their last number (a pool: `http-nio-8080-exec-1`, `-exec-2`, …) are

@@ -190,7 +190,8 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let analysis = analyse(&args.input, &args.window, views)?;
-    let lines = flame::folded(&analysis).with_context(|| format!("{}", args.input.display()))?;
+    let lines = flame::folded(&analysis, args.by_reason)
+        .with_context(|| format!("{}", args.input.display()))?;
     let out_path = &args.output;
     let file = std::fs::File::create(out_path)
         .with_context(|| format!("cannot create {}", out_path.display()))?;
@@ -200,7 +201,7 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
             writeln!(out, "{line}")?;
         }
     } else {
-        flame::svg(lines, weight, &mut out)
+        flame::svg(&lines, weight, &mut out)
             .with_context(|| format!("cannot write {}", out_path.display()))?;
     }
     out.flush()?;

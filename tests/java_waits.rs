@@ -16,6 +16,11 @@ use serde_json::Value;
 fn record_waits(classes: &Path, mode: &str) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("w.idleflow");
+    record_waits_into(&rec, classes, mode)
+}
+
+/// The same, into `rec`.
+fn record_waits_into(rec: &Path, classes: &Path, mode: &str) -> (Value, String) {
     let out = run(idleflow()
         .args(["record", "-q", "--wait-threshold", "0", "-o"])
         .arg(&rec)
@@ -25,7 +30,7 @@ fn record_waits(classes: &Path, mode: &str) -> (Value, String) {
         .arg(classes)
         .args(["Waits", mode, "2"]));
     assert!(out.status.success(), "record: {}", stderr(&out));
-    (report_json(&rec), stdout(&out))
+    (report_json(rec), stdout(&out))
 }
 
 /// The section's heaviest path, after checking the section as a whole.
@@ -93,7 +98,9 @@ fn a_wait_notify_hand_off_is_a_monitor_wait_notified_by_the_producer() {
 fn a_synchronized_convoy_is_a_monitor_enter_at_the_synchronized_method() {
     let Some(_m) = machine() else { return };
     let classes = java_examples();
-    let (r, _) = record_waits(classes.path(), "convoy");
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("c.idleflow");
+    let (r, _) = record_waits_into(&rec, classes.path(), "convoy");
     let p = heaviest(&r);
     assert_eq!(p["reason"], "monitor enter", "{p}");
     assert_eq!(p["object"], "Waits$Ledger", "{p}");
@@ -108,6 +115,33 @@ fn a_synchronized_convoy_is_a_monitor_enter_at_the_synchronized_method() {
         "previous owners named: {p}"
     );
     assert!(f(p, "share_pct") > 80.0, "{p}");
+    // The flame graph draws the same path: the synchronized method under
+    // the reason, with its frame kind; --by-reason puts the reason first.
+    let total: u64 = folded(&rec, "idle-ns").iter().map(|(_, w)| w).sum();
+    let (top, w) = folded(&rec, "idle-ns")
+        .into_iter()
+        .max_by_key(|(_, w)| *w)
+        .unwrap();
+    assert!(top.starts_with("java "), "{top}");
+    assert!(top.ends_with(";[monitor enter] Waits$Ledger"), "{top}");
+    assert!(top.contains(";Waits$Ledger.post_["), "{top}");
+    assert!(w * 10 > total * 8, "{w} of {total}");
+    let (top, _) = folded_with(&rec, "dispatches", &["--by-reason"])
+        .into_iter()
+        .max_by_key(|(_, w)| *w)
+        .unwrap();
+    assert!(
+        top.starts_with("[monitor enter] Waits$Ledger;java "),
+        "{top}"
+    );
+    let svg = dir.path().join("c.svg");
+    let out = run(idleflow().arg("flamegraph").arg(&rec).arg("-o").arg(&svg));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("Waits$Ledger.post"),
+        "the SVG names the method"
+    );
 }
 
 #[test]

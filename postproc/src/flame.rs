@@ -1,5 +1,7 @@
-//! Flame graphs of idle-causing paths, drawn by `inferno` from the folded
-//! stacks built by [`crate::views`].
+//! Flame graphs of idle-causing paths, drawn by `inferno` from folded
+//! stacks: the arcflow call trees' ([`crate::views`]) where a JVM ran the
+//! tree agent, else the Java wait stacks of the JVMs' flight recorders
+//! ([`crate::waits::folded`]).
 
 use std::io::Write;
 
@@ -17,9 +19,12 @@ pub enum Weight {
 /// Errors of drawing.
 #[derive(Debug, thiserror::Error)]
 pub enum FlameError {
-    /// The recording has no call trees (no JVM ran with the agent).
-    #[error("the recording has no Java call trees (was a JVM run under `idleflow record` with its agent?)")]
+    /// The recording has neither call trees nor Java waits.
+    #[error("the recording has no Java paths: no JVM ran under `idleflow record` with `--java waits` (the default) or `--java tree`")]
     NoTrees,
+    /// `--by-reason` asks for Java waits, and there are none.
+    #[error("--by-reason needs Java waits (`record --java waits`, the default); this recording has call trees only")]
+    NoWaits,
     /// No dispatch to idle was attributed to any call path.
     #[error("no dispatch to idle was attributed to a Java call path: nothing to draw")]
     Empty,
@@ -28,17 +33,28 @@ pub enum FlameError {
     Io(#[from] std::io::Error),
 }
 
-/// The folded stacks of `a`, built while it was read as its
-/// [`crate::views::FoldOptions`] asked (weight, pool threads merged by name
-/// pattern: [`crate::arcflow::thread_pattern`]).
-pub fn folded(a: &Analysis) -> Result<&[String], FlameError> {
-    if a.views.jvms.is_empty() {
+/// The folded stacks of `a`: its call trees', built while it was read as
+/// its [`crate::views::FoldOptions`] asked (weight, pool threads merged by
+/// name pattern: [`crate::arcflow::thread_pattern`]); without trees, or
+/// with `by_reason`, its Java wait stacks, the same way.
+pub fn folded(a: &Analysis, by_reason: bool) -> Result<Vec<String>, FlameError> {
+    let fold = a.view_options.fold.unwrap_or(crate::views::FoldOptions {
+        dispatches: false,
+        merge_threads: true,
+    });
+    let lines = if !a.views.jvms.is_empty() && !by_reason {
+        a.views.folded.clone()
+    } else if !a.java.is_empty() {
+        crate::waits::folded(&a.java, fold, by_reason)
+    } else if by_reason && !a.views.jvms.is_empty() {
+        return Err(FlameError::NoWaits);
+    } else {
         return Err(FlameError::NoTrees);
-    }
-    if a.views.folded.is_empty() {
+    };
+    if lines.is_empty() {
         return Err(FlameError::Empty);
     }
-    Ok(&a.views.folded)
+    Ok(lines)
 }
 
 /// Writes the SVG flame graph of the folded stacks `lines` to `out`.
@@ -46,15 +62,19 @@ pub fn svg(lines: &[String], weight: Weight, out: impl Write) -> Result<(), Flam
     let mut opts = inferno::flamegraph::Options::default();
     let (title, count) = match weight {
         Weight::IdleNs => (
-            "Idle time after a thread left each Java call path",
+            "Idle time after a Java thread left a CPU, by call path",
             "ns idle",
         ),
         Weight::Dispatches => (
-            "Dispatches to idle caused by a thread leaving each Java call path",
+            "Dispatches to idle caused by a Java thread leaving a CPU, by call path",
             "dispatches to idle",
         ),
     };
     opts.title = title.to_string();
+    // Frame kinds by async-profiler's suffixes: JIT green, inlined aqua;
+    // JVM reasons (`[monitor enter] …`) red.
+    opts.colors =
+        inferno::flamegraph::Palette::Multi(inferno::flamegraph::color::MultiPalette::Java);
     opts.count_name = count.to_string();
     opts.subtitle = Some(format!(
         "width: {count} after the thread left the frame's call path (idleflow)"

@@ -40,6 +40,8 @@ pub struct PathIdle {
     pub idle_ns: u64,
     /// The other threads named (previous owner, notifier): symbol → dispatches.
     pub others: FxHashMap<u64, u64>,
+    /// Per waiting thread (tid): dispatches and idle time, ns.
+    pub by_thread: FxHashMap<u32, (u64, u64)>,
 }
 
 /// The key of a [`PathIdle`]: (pid, stack group, reason, object symbol).
@@ -73,8 +75,8 @@ pub struct JavaWaits {
     per_thread: FxHashMap<u32, Vec<Slot>>,
     /// Threads of the JVMs (all their threads, waits or not).
     java_tids: FxHashSet<u32>,
-    /// Threads the JVMs named.
-    named: FxHashSet<u32>,
+    /// Threads the JVMs named, with their Java names.
+    named: FxHashMap<u32, String>,
     /// Idle-causing paths.
     pub paths: FxHashMap<PathKey, PathIdle>,
     /// Idle-causing dispatches of Java threads, and their idle time, ns.
@@ -112,7 +114,7 @@ impl JavaWaits {
                     }
                     Record::JvmWaits(h) => {
                         w.java_tids.extend(h.threads.iter().map(|t| t.0));
-                        w.named.extend(h.threads.iter().map(|t| t.0));
+                        w.named.extend(h.threads.iter().cloned());
                         w.jvms.push(*h);
                     }
                     _ => {}
@@ -169,7 +171,7 @@ impl JavaWaits {
     /// Whether a JVM's recorder named thread `tid` (its names win over
     /// the call trees' and the kernel's).
     pub fn has_name(&self, tid: u32) -> bool {
-        self.named.contains(&tid)
+        self.named.contains_key(&tid)
     }
 
     /// A JVM's text by its symbol id (empty for 0 or an unknown id).
@@ -236,6 +238,9 @@ impl JavaWaits {
         if w.other != 0 {
             *p.others.entry(w.other).or_default() += 1;
         }
+        let t = p.by_thread.entry(tid).or_default();
+        t.0 += 1;
+        t.1 += idle_ns;
     }
 
     /// Waits that lie in `[from, to)`, and of those, how many contain a
@@ -251,6 +256,76 @@ impl JavaWaits {
         }
         m
     }
+}
+
+/// Folded stacks of the idle-causing Java paths, for flame graphs: `java
+/// PID;THREAD;frames, root first;[reason] object WEIGHT`, or with
+/// `by_reason` the `[reason] object` frame first. Frames carry
+/// async-profiler's kind suffixes, which inferno's `java` palette colours:
+/// `_[j]` JIT-compiled (green), `_[i]` inlined (aqua), `_[0]` interpreted,
+/// `_[n]` native; the reason frame has none (red).
+pub fn folded(w: &JavaWaits, fold: crate::views::FoldOptions, by_reason: bool) -> Vec<String> {
+    let mut lines: std::collections::BTreeMap<String, u64> = Default::default();
+    for (&(pid, group, reason, object), p) in &w.paths {
+        let mut frames: Vec<String> = w
+            .group(group)
+            .map(|g| {
+                g.frames
+                    .iter()
+                    .zip(&g.kinds)
+                    .rev()
+                    .map(|(&(m, _), &bits)| {
+                        let has = |k: FrameKind| bits & (1 << k.code()) != 0;
+                        let suffix = if has(FrameKind::Jit) {
+                            "_[j]"
+                        } else if has(FrameKind::Inlined) {
+                            "_[i]"
+                        } else if has(FrameKind::Native) {
+                            "_[n]"
+                        } else if has(FrameKind::Interpreted) {
+                            "_[0]"
+                        } else {
+                            ""
+                        };
+                        format!("{}{suffix}", w.symbol(pid, m).replace(';', ":"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if frames.is_empty() {
+            frames.push("[no stack]".into());
+        }
+        let obj = w.symbol(pid, object).replace(';', ":");
+        let why = if obj.is_empty() {
+            format!("[{}]", reason.words())
+        } else {
+            format!("[{}] {obj}", reason.words())
+        };
+        for (&tid, &(n, ns)) in &p.by_thread {
+            let name = w
+                .named
+                .get(&tid)
+                .map_or_else(|| tid.to_string(), Clone::clone);
+            let thread = if fold.merge_threads {
+                crate::arcflow::thread_pattern(&name)
+            } else {
+                name
+            };
+            let head = format!("java {pid};{}", thread.replace(';', ":"));
+            let line = if by_reason {
+                format!("{why};{head};{}", frames.join(";"))
+            } else {
+                format!("{head};{};{why}", frames.join(";"))
+            };
+            let weight = if fold.dispatches { n } else { ns };
+            *lines.entry(line).or_default() += weight;
+        }
+    }
+    lines
+        .into_iter()
+        .filter(|(_, w)| *w > 0)
+        .map(|(l, w)| format!("{l} {w}"))
+        .collect()
 }
 
 /// One frame of a [`JavaPathRow`].
