@@ -23,7 +23,7 @@ fn record_waits(classes: &Path, mode: &str) -> (Value, String) {
 fn record_waits_into(rec: &Path, classes: &Path, mode: &str) -> (Value, String) {
     let out = run(idleflow()
         .args(["record", "-q", "--wait-threshold", "0", "-o"])
-        .arg(&rec)
+        .arg(rec)
         .arg("--")
         .arg(Path::new(JDK17).join("bin/java"))
         .arg("-cp")
