@@ -6,6 +6,7 @@
 //! cargo bench --bench compare -- report [--loops N]       # report throughput and memory
 //! cargo bench --bench compare -- synthetic [--millions M] # report memory vs. recording length
 //! cargo bench --bench compare -- agent [--reps N]         # JVM agent against an empty agent
+//! cargo bench --bench compare -- waits [--reps N]         # JFR waits (record --java waits) against plain
 //! ```
 //! Needs root and `perf` (Debian's linux-perf).
 
@@ -559,6 +560,93 @@ fn agent(reps: usize) {
     println!("\n(median (minimum) of {reps} runs, interleaved; times are measured inside each program; entries counted by the agent, all threads)");
 }
 
+/// `record --java waits`'s cost inside the JVM: the agent benchmark's
+/// programs (and Waits' convoy) plain and with idleflow's JFR settings at
+/// several thresholds, times measured inside each program; the waits
+/// recorded and JFR's bytes per wait (issue 19).
+fn waits(reps: usize) {
+    let jdk = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/bin");
+    let classes = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java");
+    let st = Command::new(jdk.join("javac"))
+        .arg("-d")
+        .arg(classes.path())
+        .arg(src.join("HandOff.java"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let thresholds_ms = [0.0, 1.0, 10.0];
+    // The agent benchmark's hand-off (≈ 0.6 s: JFR's own start-up, ≈ 1
+    // CPU-second of class loading and compiling, overlaps it) and the same
+    // ten times longer (per-wait costs dominate).
+    let workloads: [(&str, Vec<&str>); 2] = [
+        (
+            "HandOff 4 workers, 20000 tasks (the agent benchmark's)",
+            vec!["HandOff", "4", "20000"],
+        ),
+        (
+            "HandOff 4 workers, 200000 tasks",
+            vec!["HandOff", "4", "200000"],
+        ),
+    ];
+    println!("| workload | plain (ms) | JFR waits ≥ 0 ms | ≥ 1 ms | ≥ 10 ms (default) | ratio 0 / 1 / 10 ms | waits recorded (0 / 1 / 10 ms) | JFR bytes per wait (0 ms) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, args) in workloads {
+        let mut t: Vec<Vec<f64>> = vec![Vec::new(); 1 + thresholds_ms.len()];
+        let mut waits = vec![0u64; thresholds_ms.len()];
+        let mut bytes = 0u64;
+        for _ in 0..reps {
+            for (mode, times) in t.iter_mut().enumerate() {
+                let dir = tempfile::tempdir().unwrap();
+                let mut cmd = Command::new(jdk.join("java"));
+                let jfr = dir.path().join("w.jfr");
+                if mode > 0 {
+                    let threshold_ns = (thresholds_ms[mode - 1] * 1e6) as u64;
+                    let jfc = dir.path().join("w.jfc");
+                    std::fs::write(&jfc, idleflow_jfr::settings(threshold_ns)).unwrap();
+                    cmd.arg("-Xlog:jfr+startup=error").arg(format!(
+                        "-XX:StartFlightRecording=name=idleflow,settings={},filename={},dumponexit=true",
+                        jfc.display(),
+                        jfr.display()
+                    ));
+                }
+                let (_, _, out, _) = measure(cmd.arg("-cp").arg(classes.path()).args(&args));
+                times.push(program_ms(&out));
+                if mode > 0 {
+                    let opts = idleflow_jfr::Options {
+                        pid: 1,
+                        offset_ns: 0,
+                        threshold_ns: 0,
+                        ephemeral_ports: (32768, 60999),
+                    };
+                    let head = idleflow_jfr::convert(&jfr, &opts, |_| Ok::<(), std::io::Error>(()))
+                        .unwrap();
+                    waits[mode - 1] = head.waits;
+                    if mode == 1 {
+                        bytes = head.file_bytes;
+                    }
+                }
+            }
+        }
+        let med: Vec<f64> = t.iter_mut().map(|v| median(v)).collect();
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}× / {:.2}× / {:.2}× | {} / {} / {} | {:.1} |",
+            med[0],
+            med[1],
+            med[2],
+            med[3],
+            med[1] / med[0],
+            med[2] / med[0],
+            med[3] / med[0],
+            waits[0],
+            waits[1],
+            waits[2],
+            bytes as f64 / waits[0].max(1) as f64
+        );
+    }
+    println!("\n(median of {reps} runs, interleaved; times measured inside each program; waits and bytes of the last run; the file includes JFR's metadata, ≈ 100 KB)");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -575,9 +663,10 @@ fn main() {
         Some("overhead") => overhead(flag("--reps", 5) as usize),
         Some("report") => report(flag("--loops", 2_700_000)),
         Some("agent") => agent(flag("--reps", 5) as usize),
+        Some("waits") => waits(flag("--reps", 5) as usize),
         Some("synthetic") => synthetic(&[1, flag("--millions", 10), 4 * flag("--millions", 10)]),
         _ => eprintln!(
-            "usage: cargo bench --bench compare -- overhead|report|synthetic|agent [options]"
+            "usage: cargo bench --bench compare -- overhead|report|synthetic|agent|waits [options]"
         ),
     }
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the bundled examples: build idleflow and its JVM agent,
 # record a Java program whose workers are serialized on one lock held across
-# a blocking call (examples/java/LockedIo.java), print the report and draw
-# the flame graph of idle-causing paths (idle.svg). Run as root (recording
+# a blocking call (examples/java/LockedIo.java) with both Java sources (the
+# entry/exit agent's call tree and the flight recorder's waits), print the
+# report and draw the flame graph of idle-causing paths (idle.svg). Run as root (recording
 # needs root or CAP_PERFMON). The native duty-cycle workload is recorded too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,7 @@ cargo build --release            # idleflow and libidleflow_agent.so beside it
 cargo build --release --examples
 mkdir -p target/java
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac -d target/java examples/java/*.java
-./target/release/idleflow record -o run.idleflow -- \
+./target/release/idleflow record --java tree,waits -o run.idleflow -- \
     /usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp target/java LockedIo 4 3
 ./target/release/idleflow report run.idleflow --threads 10
 ./target/release/idleflow flamegraph run.idleflow -o idle.svg

@@ -12,7 +12,9 @@
 //! uid and gid, or root.
 //!
 //! Invariant: SIGQUIT is only ever sent to a process that maps `libjvm.so`
-//! (to any other it would be fatal), and the trigger file is removed again.
+//! and already catches SIGQUIT with its `Signal Dispatcher` running (to any
+//! other, or to a JVM still starting, it would be fatal), and the trigger
+//! file is removed again.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -28,6 +30,10 @@ pub enum AttachError {
     /// The process is not a HotSpot JVM (no `libjvm.so` mapped).
     #[error("process {0} is not a Java virtual machine (no libjvm.so mapped)")]
     NotAJvm(u32),
+    /// The JVM does not handle SIGQUIT yet (still starting): SIGQUIT would
+    /// kill it. Try again later.
+    #[error("JVM {0} is still starting (it does not handle SIGQUIT yet)")]
+    NotReady(u32),
     /// The JVM did not open its attach socket (attach disabled with
     /// `-XX:+DisableAttachMechanism`, or the JVM is hung).
     #[error("JVM {0} did not open its attach socket within {1:?} (started with -XX:+DisableAttachMechanism?)")]
@@ -43,8 +49,9 @@ pub enum AttachError {
         #[source]
         source: std::io::Error,
     },
-    /// The JVM ran the command and said it failed.
-    #[error("JVM {pid} answered `{command}` with: {answer}")]
+    /// The JVM ran the command and said it failed (the message leaves the
+    /// JVM out: callers name it).
+    #[error("{command} answered: {answer}")]
     Refused {
         /// The JVM.
         pid: u32,
@@ -61,6 +68,32 @@ pub fn is_jvm(pid: u32) -> bool {
         .is_ok_and(|m| m.lines().any(|l| l.ends_with("/libjvm.so")))
 }
 
+/// Whether `pid` catches SIGQUIT (its `SigCgt` mask) and runs HotSpot's
+/// `Signal Dispatcher` thread, which serves the attach request: only then
+/// is SIGQUIT safe to send (to a JVM still starting it is fatal).
+pub fn is_ready(pid: u32) -> bool {
+    let caught = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let mask = s
+                .lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))?
+                .trim()
+                .to_string();
+            u64::from_str_radix(&mask, 16).ok()
+        })
+        .is_some_and(|m| m & (1 << (libc::SIGQUIT - 1)) != 0);
+    caught
+        && std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim_end() == "Signal Dispatch")
+            })
+}
+
 /// The JVM's pid in its own pid namespace (the last `NStgid`).
 fn namespace_pid(pid: u32) -> u32 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -74,8 +107,9 @@ fn namespace_pid(pid: u32) -> u32 {
 }
 
 /// Runs the diagnostic command `command` (as `jcmd PID command`) in JVM
-/// `pid`; returns its output.
-pub fn jcmd(pid: u32, command: &str) -> Result<String, AttachError> {
+/// `pid`; returns its output, which must contain `expect` (the command's
+/// word for success), else the answer is the error.
+pub fn jcmd(pid: u32, command: &str, expect: &str) -> Result<String, AttachError> {
     if !is_jvm(pid) {
         return Err(AttachError::NotAJvm(pid));
     }
@@ -87,6 +121,9 @@ pub fn jcmd(pid: u32, command: &str) -> Result<String, AttachError> {
     let tmp = PathBuf::from(format!("/proc/{pid}/root/tmp"));
     let socket = tmp.join(format!(".java_pid{ns}"));
     if !socket.exists() {
+        if !is_ready(pid) {
+            return Err(AttachError::NotReady(pid));
+        }
         // The trigger file: in the JVM's working directory, else its /tmp.
         let trigger = [
             PathBuf::from(format!("/proc/{pid}/cwd/.attach_pid{ns}")),
@@ -124,36 +161,49 @@ pub fn jcmd(pid: u32, command: &str) -> Result<String, AttachError> {
     let (code, text) = answer.split_once('\n').unwrap_or((answer.as_str(), ""));
     let text = text.trim().to_string();
     // Code 0 is success of the attach operation; a diagnostic command that
-    // fails still answers 0 with its error as text.
-    let failed = code.trim() != "0"
-        || text.contains("Exception")
-        || text.starts_with("Could not")
-        || text.contains("is not available")
-        || text.contains("Unknown diagnostic command");
-    if failed {
+    // fails still answers 0 with its error as text, which the caller checks
+    // (`expect`).
+    if code.trim() != "0" || !text.contains(expect) {
         return Err(AttachError::Refused {
             pid,
-            command: command.to_string(),
+            command: command.split_whitespace().next().unwrap_or("").to_string(),
             answer: if text.is_empty() {
                 format!("result code {}", code.trim())
             } else {
-                text
+                // One line: the JVM's lines joined.
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ")
             },
         });
     }
     Ok(text)
 }
 
-/// `pid` and the JVMs among its descendants, ascending.
-pub fn jvms_of(pid: u32) -> Vec<u32> {
-    let mut v: Vec<u32> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&p| p == pid || idleflow_tracer::procfs::descends_from(p, pid))
-        .filter(|&p| is_jvm(p))
-        .collect();
-    v.sort_unstable();
-    v
+/// `root` and its descendants, through `/proc/PID/task/TID/children`.
+pub fn process_tree(root: u32) -> Vec<u32> {
+    let mut all = vec![root];
+    let mut i = 0;
+    while i < all.len() && all.len() < 100_000 {
+        let pid = all[i];
+        i += 1;
+        for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+                all.extend(
+                    children
+                        .split_whitespace()
+                        .filter_map(|c| c.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    all.sort_unstable();
+    all.dedup();
+    all
 }

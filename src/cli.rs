@@ -90,6 +90,30 @@ pub enum Command {
     /// coloured by how they ran: JIT-compiled (`_[j]`, green), inlined
     /// (`_[i]`, aqua), interpreted (`_[0]`) and native (`_[n]`).
     Flamegraph(FlamegraphArgs),
+    /// (internal) Convert one JVM's flight recording into wait records, in
+    /// a process of its own so that a damaged file cannot take `record` down.
+    #[command(name = "__jfr-convert", hide = true)]
+    JfrConvert(JfrConvertArgs),
+}
+
+/// The arguments `record` gives its `__jfr-convert` child.
+#[derive(Debug, Args)]
+pub struct JfrConvertArgs {
+    /// The JVM's `.jfr`.
+    pub input: PathBuf,
+    /// Where to write the records (an idleflow recording of them alone).
+    pub output: PathBuf,
+    /// The JVM's pid.
+    pub pid: u32,
+    /// `idleflow_jfr::Options::offset_ns`.
+    #[arg(allow_negative_numbers = true)]
+    pub offset_ns: i64,
+    /// The threshold the JVM recorded with, ns.
+    pub threshold_ns: u64,
+    /// The ephemeral port range's first port.
+    pub ports_from: u16,
+    /// Its last port.
+    pub ports_to: u16,
 }
 
 #[derive(Debug, Args)]
@@ -135,8 +159,10 @@ pub struct RecordArgs {
     pub java: Vec<JavaMode>,
 
     /// JVM waits shorter than this many ms are not recorded (fractions
-    /// allowed; 0: every wait, which costs at ~100k waits a second).
-    #[arg(long, default_value_t = 1.0, value_name = "MS")]
+    /// allowed). The default, JFR's own `profile` setting, kept a queue
+    /// hand-off of 90k waits/s within 1.08x; 1 ms cost 1.15x there and 0
+    /// (every wait) about as much, with 50x the events (docs/PERFORMANCE.md).
+    #[arg(long, default_value_t = 10.0, value_name = "MS")]
     pub wait_threshold: f64,
 
     /// The JVM agent to inject for `--java tree` (default:

@@ -1,21 +1,30 @@
-//! `record --java waits`: turn on the flight recorder (JFR) of every JVM the
-//! recorded command starts, with idleflow's own settings and recording
-//! name, and, once the window has closed, read what each JVM wrote into the
-//! recording ([`idleflow_jfr`]).
+//! `record --java waits`: turn on the flight recorder (JFR) of every JVM of
+//! the recorded command's process tree (or of `--pid`'s), with idleflow's
+//! own settings and recording name, and, once the window has closed, read
+//! what each JVM wrote into the recording ([`idleflow_jfr`]).
 //!
-//! The JVMs find their options in `JAVA_TOOL_OPTIONS`: a recording named
-//! `idleflow` (so it never collides with one the user started) with a
-//! settings file that enables only the wait events, with stacks, above the
-//! threshold, dumped at the JVM's exit into a private directory, one file
-//! per JVM (`hotspot-pid-PID-…jfr`). That directory is writable by the
-//! JVMs of any user (a service that drops privileges still writes its
-//! file) but not listable, and sticky, so no user can touch another's file.
+//! A watcher thread finds the JVMs of the tree as they start and, as soon
+//! as one can take an attach ([`crate::attach::is_ready`]), starts a
+//! recording named `idleflow` in it (so it never collides with one the user
+//! started) with a settings file that enables only the wait events, with
+//! stacks, above the threshold, written when idleflow stops it or when the
+//! JVM exits, into a private directory, one file per JVM. Not
+//! `-XX:StartFlightRecording` in `JAVA_TOOL_OPTIONS`: a runtime without the
+//! `jdk.jfr` module (a `jlink` image) would refuse to start with it; through
+//! the attach mechanism such a JVM just says so, and the report names it.
+//! The directory is writable by the JVMs of any user (a service that drops
+//! privileges still writes its file) but not listable, and sticky, so no
+//! user can touch another's file.
 
+use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
-use idleflow_format::{Record, WaitReason};
+use idleflow_format::Record;
 use idleflow_tracer::Recorder;
 
 /// JFR's recording name for idleflow's recording.
@@ -24,29 +33,7 @@ const RECORDING_NAME: &str = "idleflow";
 /// The flight recorder's part of a recording in progress.
 pub struct Waits {
     dir: tempfile::TempDir,
-    /// This part of the command's `JAVA_TOOL_OPTIONS`.
-    pub java_options: String,
     threshold_ns: u64,
-}
-
-/// The settings file: the wait events, with stacks, at `threshold`.
-fn settings(threshold_ns: u64) -> String {
-    let threshold = format!("{} us", threshold_ns / 1000);
-    let mut s = String::from(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
-         <configuration version=\"2.0\" label=\"idleflow\" \
-         description=\"idleflow: the waits of Java threads, with stacks\" provider=\"idleflow\">\n",
-    );
-    for r in WaitReason::ALL {
-        s.push_str(&format!(
-            "  <event name=\"{}\"><setting name=\"enabled\">true</setting>\
-             <setting name=\"stackTrace\">true</setting>\
-             <setting name=\"threshold\">{threshold}</setting></event>\n",
-            r.jfr_event()
-        ));
-    }
-    s.push_str("</configuration>\n");
-    s
 }
 
 /// Prepares the directory and the options for JVMs waits `threshold_ms` or longer.
@@ -61,7 +48,7 @@ pub fn prepare(threshold_ms: f64) -> anyhow::Result<Waits> {
         .context("cannot create a directory for the JVMs' flight recordings")?;
     crate::agent::check_plain(dir.path(), "the temporary directory")?;
     let jfc = dir.path().join("idleflow.jfc");
-    std::fs::write(&jfc, settings(threshold_ns))
+    std::fs::write(&jfc, idleflow_jfr::settings(threshold_ns))
         .with_context(|| format!("cannot write {}", jfc.display()))?;
     std::fs::set_permissions(&jfc, std::fs::Permissions::from_mode(0o644))
         .with_context(|| format!("cannot set the permissions of {}", jfc.display()))?;
@@ -71,19 +58,7 @@ pub fn prepare(threshold_ms: f64) -> anyhow::Result<Waits> {
         .with_context(|| format!("cannot set the permissions of {}", dir.path().display()))?;
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o1733))
         .with_context(|| format!("cannot set the permissions of {}", out.display()))?;
-    // `filename` a directory: each JVM writes `hotspot-pid-PID-id-N-TIME.jfr`
-    // there (JDK 17 does not expand %p). JFR's start-up lines would mix
-    // with the program's output: only errors are logged.
-    let java_options = format!(
-        "-Xlog:jfr+startup=error -XX:StartFlightRecording=name={RECORDING_NAME},settings={},filename={},dumponexit=true",
-        jfc.display(),
-        out.display()
-    );
-    Ok(Waits {
-        dir,
-        java_options,
-        threshold_ns,
-    })
+    Ok(Waits { dir, threshold_ns })
 }
 
 /// This machine's ephemeral port range (Linux's default if unreadable).
@@ -97,6 +72,64 @@ fn ephemeral_ports() -> (u16, u16) {
         .unwrap_or((32768, 60999))
 }
 
+/// Finds the JVMs of a process tree as they start and starts idleflow's
+/// flight recording in each ([`Waits::start_in`]).
+pub struct Watch {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Watched>,
+}
+
+/// What a [`Watch`] did.
+#[derive(Debug, Default)]
+pub struct Watched {
+    /// JVMs whose flight recording idleflow started.
+    pub started: Vec<u32>,
+    /// JVMs it could not start one in, and why.
+    pub notes: Vec<String>,
+}
+
+/// How often the watcher looks for new JVMs.
+const WATCH_PERIOD: Duration = Duration::from_millis(100);
+
+impl Watch {
+    /// Watches `root` and its descendants.
+    pub fn start(waits: Arc<Waits>, root: u32) -> anyhow::Result<Watch> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("idleflow-jvms".into())
+            .spawn(move || {
+                let mut done = Watched::default();
+                let mut seen = HashSet::new();
+                while !flag.load(Ordering::Relaxed) {
+                    for pid in crate::attach::process_tree(root) {
+                        if seen.contains(&pid)
+                            || !crate::attach::is_jvm(pid)
+                            || !crate::attach::is_ready(pid)
+                        {
+                            continue;
+                        }
+                        seen.insert(pid);
+                        match waits.start_in(pid) {
+                            Ok(()) => done.started.push(pid),
+                            Err(e) => done.notes.push(format!("JVM {pid}: no Java waits: {e}")),
+                        }
+                    }
+                    std::thread::sleep(WATCH_PERIOD);
+                }
+                done
+            })
+            .context("cannot start the thread that finds the JVMs")?;
+        Ok(Watch { stop, thread })
+    }
+
+    /// Stops watching; what was done.
+    pub fn finish(self) -> Watched {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
 /// The pid in a JFR file name `hotspot-pid-PID-id-N-TIME.jfr`.
 fn pid_of(name: &str) -> Option<u32> {
     name.strip_prefix("hotspot-pid-")?
@@ -106,7 +139,94 @@ fn pid_of(name: &str) -> Option<u32> {
         .ok()
 }
 
+/// How long a converter child may take: a minute, and a second per MiB.
+fn convert_timeout(bytes: u64) -> Duration {
+    Duration::from_secs(60 + bytes / (1 << 20))
+}
+
+/// `idleflow __jfr-convert`: converts one `.jfr` into a recording of its
+/// wait records alone (written by [`Waits::collect`]'s parent process).
+pub fn convert_child(args: crate::cli::JfrConvertArgs) -> anyhow::Result<()> {
+    use idleflow_format::{RunInfo, RunSummary, Writer};
+    let file = std::fs::File::create(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let mut w = Writer::new(
+        std::io::BufWriter::new(file),
+        &RunInfo::minimal(Vec::new(), 0),
+    )?;
+    let opts = idleflow_jfr::Options {
+        pid: args.pid,
+        offset_ns: args.offset_ns,
+        threshold_ns: args.threshold_ns,
+        ephemeral_ports: (args.ports_from, args.ports_to),
+    };
+    let head = idleflow_jfr::convert(&args.input, &opts, |r| w.write(&r))?;
+    w.write(&Record::JvmWaits(Box::new(head)))?;
+    w.finish(&RunSummary::default())?;
+    Ok(())
+}
+
 impl Waits {
+    /// Converts JVM `pid`'s file in a child process (`__jfr-convert`: a
+    /// damaged file may make the parser fail, loop or abort; the child is
+    /// killed after [`convert_timeout`]) and copies its records into the
+    /// recording. Returns what was read, or `None` if the child failed
+    /// (the records it completed are copied all the same).
+    fn convert_isolated(
+        &self,
+        pid: u32,
+        path: &std::path::Path,
+        offset_ns: i64,
+        recorder: &mut Recorder,
+    ) -> anyhow::Result<Option<idleflow_format::JvmWaits>> {
+        let out = self.dir.path().join(format!("waits-{pid}.idleflow"));
+        let (lo, hi) = ephemeral_ports();
+        let exe = std::env::current_exe().context("cannot find the idleflow executable")?;
+        let mut child = std::process::Command::new(exe)
+            .arg("__jfr-convert")
+            .arg(path)
+            .arg(&out)
+            .args([
+                pid.to_string(),
+                offset_ns.to_string(),
+                self.threshold_ns.to_string(),
+                lo.to_string(),
+                hi.to_string(),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context("cannot start the flight-recording converter")?;
+        let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let deadline = std::time::Instant::now() + convert_timeout(bytes);
+        let ok = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status.success(),
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break false;
+                }
+            }
+        };
+        let mut head = None;
+        if let Ok(file) = std::fs::File::open(&out) {
+            if let Ok(mut reader) = idleflow_format::Reader::new(std::io::BufReader::new(file)) {
+                while let Ok(Some(rec)) = reader.next_complete_record() {
+                    match rec {
+                        Record::JvmWaits(h) => head = Some(*h),
+                        r => recorder.write_after(&r)?,
+                    }
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&out);
+        Ok(if ok { head } else { None })
+    }
+
     /// Where the JVMs write their files.
     fn out_dir(&self) -> PathBuf {
         self.dir.path().join("out")
@@ -129,6 +249,7 @@ impl Waits {
                 self.dir.path().join("idleflow.jfc").display(),
                 self.attach_file(pid).display()
             ),
+            "Started recording",
         )
         .map(drop)
     }
@@ -142,6 +263,7 @@ impl Waits {
                 "JFR.stop name={RECORDING_NAME} filename={}",
                 self.attach_file(pid).display()
             ),
+            "Stopped recording",
         )
         .map(drop)
     }
@@ -167,15 +289,27 @@ impl Waits {
             .collect();
         files.sort();
         for (pid, path) in files {
-            let opts = idleflow_jfr::Options {
-                pid,
-                offset_ns,
-                threshold_ns: self.threshold_ns,
-                ephemeral_ports: ephemeral_ports(),
-            };
             let started = std::time::Instant::now();
-            let head = idleflow_jfr::convert(&path, &opts, |r| recorder.write_after(&r))
-                .with_context(|| format!("reading the flight recording of JVM {pid}"))?;
+            let head = match self.convert_isolated(pid, &path, offset_ns, recorder) {
+                Ok(Some(head)) => head,
+                Ok(None) => {
+                    let note = format!(
+                        "its flight recording {} could not be read whole (the converter failed or \
+                         timed out; the waits read before are kept)",
+                        path.display()
+                    );
+                    notes.push(format!("JVM {pid}: {note}"));
+                    idleflow_format::JvmWaits {
+                        pid,
+                        source: "jfr".into(),
+                        file: path.display().to_string(),
+                        threshold_ns: self.threshold_ns,
+                        clock_offset_ns: offset_ns,
+                        ..Default::default()
+                    }
+                }
+                Err(e) => return Err(e),
+            };
             if !quiet {
                 eprintln!(
                     "idleflow: JVM {pid}: {} waits of {} events read from its flight recording ({:.1} MiB) in {:.2} s",
@@ -205,19 +339,5 @@ mod tests {
             Some(20915)
         );
         assert_eq!(pid_of("other.jfr"), None);
-    }
-
-    #[test]
-    fn settings_enable_every_wait_with_stacks_at_the_threshold() {
-        let s = settings(1_500_000);
-        for r in WaitReason::ALL {
-            assert!(s.contains(&format!("\"{}\"", r.jfr_event())));
-        }
-        assert_eq!(
-            s.matches("<setting name=\"threshold\">1500 us</setting>")
-                .count(),
-            9
-        );
-        assert_eq!(s.matches("stackTrace\">true").count(), 9);
     }
 }

@@ -73,16 +73,14 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     };
     // Waits: the command's JVMs, or the JVMs of --pid (attached to).
     let waits = if java(JavaMode::Waits) && (!args.command.is_empty() || args.pid.is_some()) {
-        Some(crate::jfr::prepare(args.wait_threshold)?)
+        Some(std::sync::Arc::new(crate::jfr::prepare(
+            args.wait_threshold,
+        )?))
     } else {
         None
     };
     recorder.set_java_waits(waits.is_some());
-    let java_options: Vec<&str> = agent
-        .iter()
-        .map(|a| a.java_options.as_str())
-        .chain(waits.iter().map(|w| w.java_options.as_str()))
-        .collect();
+    let java_options: Vec<&str> = agent.iter().map(|a| a.java_options.as_str()).collect();
     if let Some(a) = &agent {
         recorder.attach_work_area(a.work_area.clone(), a.tree_dir.clone());
     }
@@ -134,21 +132,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         return Err(e);
     }
 
-    // JVMs already running: their flight recorder is started through the
-    // attach mechanism, and stopped (which writes it) at the end.
-    let mut java_notes = Vec::new();
-    let mut attached = Vec::new();
-    if let (Some(w), Target::Pid(pid)) = (&waits, &target) {
-        for jvm in crate::attach::jvms_of(*pid) {
-            match w.start_in(jvm) {
-                Ok(()) => attached.push(jvm),
-                Err(e) => java_notes.push(format!("JVM {jvm}: no Java waits: {e}")),
-            }
-        }
-        if attached.is_empty() && java_notes.is_empty() && !args.quiet {
-            eprintln!("idleflow: note: process {pid} runs no JVM: no Java waits");
-        }
-    }
+    // The JVMs of the target's process tree get their flight recorder
+    // started through the attach mechanism as soon as they can take it.
+    let watch = match (&waits, &target) {
+        (Some(w), Target::Command(c)) => Some(crate::jfr::Watch::start(w.clone(), c.id())?),
+        (Some(w), Target::Pid(pid)) => Some(crate::jfr::Watch::start(w.clone(), *pid)?),
+        _ => None,
+    };
 
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
     // A live status line only when no command shares the terminal: redrawing
@@ -217,29 +207,28 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     if let Some(a) = &agent {
         recorder.set_agent_notes(a.notes());
     }
-    if let Some(w) = &waits {
+    if let (Some(w), Some(watch)) = (&waits, watch) {
+        let watched = watch.finish();
         // The window closes first: reading the JVMs' files is not recorded.
         let kept = kept_so_far(recorder.partial_path());
         recorder
             .stop()
             .with_context(|| format!("cannot stop the recording{kept}"))?;
-        // JVMs still running write their recording when it is stopped.
-        let running = match &mut target {
-            Target::Command(child) => match child.try_wait() {
-                Ok(None) => crate::attach::jvms_of(child.id()),
-                _ => Vec::new(),
-            },
-            Target::Pid(_) => attached,
-            Target::System => Vec::new(),
-        };
-        for jvm in running {
-            if let Err(e) = w.stop_in(jvm) {
-                java_notes.push(format!(
-                    "JVM {jvm}: its flight recording could not be stopped: {e}"
-                ));
+        let mut notes = watched.notes;
+        // JVMs still running write their recording when it is stopped;
+        // those that exited wrote it then.
+        for &jvm in &watched.started {
+            if crate::attach::is_jvm(jvm) {
+                if let Err(e) = w.stop_in(jvm) {
+                    notes.push(format!(
+                        "JVM {jvm}: its flight recording could not be stopped: {e}"
+                    ));
+                }
             }
         }
-        let mut notes = java_notes;
+        if watched.started.is_empty() && notes.is_empty() && !args.quiet {
+            eprintln!("idleflow: note: no JVM ran in the recorded processes: no Java waits");
+        }
         let offset = recorder.clock_offset_ns();
         notes.extend(w.collect(&mut recorder, offset, args.quiet)?);
         recorder.set_java_notes(notes);

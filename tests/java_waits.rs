@@ -11,8 +11,10 @@ use std::path::Path;
 use common::*;
 use serde_json::Value;
 
-/// Records `java -cp CLASSES Waits MODE 2` in the default Java mode with
+/// Records `java -cp CLASSES Waits MODE 5` in the default Java mode with
 /// every wait recorded; returns the JSON report and the program's output.
+/// (idleflow starts a JVM's flight recorder through its attach mechanism,
+/// which takes it about 2 s here: the program runs 5.)
 fn record_waits(classes: &Path, mode: &str) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("w.idleflow");
@@ -28,7 +30,7 @@ fn record_waits_into(rec: &Path, classes: &Path, mode: &str) -> (Value, String) 
         .arg(Path::new(JDK17).join("bin/java"))
         .arg("-cp")
         .arg(classes)
-        .args(["Waits", mode, "2"]));
+        .args(["Waits", mode, "5"]));
     assert!(out.status.success(), "record: {}", stderr(&out));
     (report_json(rec), stdout(&out))
 }
@@ -214,7 +216,7 @@ fn a_running_jvm_recorded_with_pid_gives_the_same_path_through_the_attach_mechan
     let mut jvm = std::process::Command::new(Path::new(JDK17).join("bin/java"))
         .arg("-cp")
         .arg(classes.path())
-        .args(["Waits", "convoy", "6"])
+        .args(["Waits", "convoy", "10"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -222,7 +224,7 @@ fn a_running_jvm_recorded_with_pid_gives_the_same_path_through_the_attach_mechan
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("p.idleflow");
     let out = run(idleflow()
-        .args(["record", "-q", "--wait-threshold", "0", "-d", "2", "--pid"])
+        .args(["record", "-q", "--wait-threshold", "0", "-d", "5", "--pid"])
         .arg(jvm.id().to_string())
         .arg("-o")
         .arg(&rec));
@@ -256,13 +258,13 @@ fn a_jvm_still_running_when_the_recording_stops_gives_its_waits() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("d.idleflow");
     let out = run(idleflow()
-        .args(["record", "-q", "--wait-threshold", "0", "-d", "2.5", "-o"])
+        .args(["record", "-q", "--wait-threshold", "0", "-d", "5", "-o"])
         .arg(&rec)
         .arg("--")
         .arg(Path::new(JDK17).join("bin/java"))
         .arg("-cp")
         .arg(classes.path())
-        .args(["Waits", "sleep", "5"]));
+        .args(["Waits", "sleep", "8"]));
     assert!(out.status.success(), "record: {}", stderr(&out));
     let r = report_json(&rec);
     let p = heaviest(&r);
@@ -401,4 +403,47 @@ fn only_a_switch_out_inside_a_wait_of_its_own_thread_is_joined() {
     assert!(text.contains("monitor enter on app.Ledger"), "{text}");
     assert!(text.contains("held by eleven ×1"), "{text}");
     assert_fits_120_columns(&text);
+}
+
+/// A runtime without the `jdk.jfr` module (a `jlink` image, as containers
+/// ship): the program runs as without idleflow, and the report says why
+/// its JVM has no Java waits.
+#[test]
+fn a_jvm_without_a_flight_recorder_runs_unharmed_and_is_named() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("image");
+    let out = run(
+        std::process::Command::new(Path::new(JDK17).join("bin/jlink"))
+            .args(["--add-modules", "java.base", "--output"])
+            .arg(&image),
+    );
+    assert!(out.status.success(), "jlink: {}", stderr(&out));
+    let rec = dir.path().join("n.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(image.join("bin/java"))
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["Waits", "sleep", "4"]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    assert_eq!(stdout(&out), "done sleep true\n", "{}", stderr(&out));
+    let r = report_json(&rec);
+    let notes: Vec<&str> = r["java_waits"]["notes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a java_waits section with notes: {}", r["java_waits"]))
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("no Java waits") && n.contains("jdk.jfr")),
+        "{notes:?}"
+    );
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert!(text.contains("jdk.jfr"), "the text says why: {text}");
 }

@@ -490,7 +490,7 @@ impl Report {
             unknown_records: a.unknown_records,
             undecodable_records: a.summary.undecodable,
             arcflow,
-            java_waits: JavaWaitsSection::new(&a.java, a.window, &a.summary.java_notes),
+            java_waits: JavaWaitsSection::new(&a.java, a.window, &no_waits_reasons(a)),
             per_cpu,
             total,
             threads,
@@ -504,6 +504,40 @@ impl Report {
     }
 }
 
+/// The JVMs of the recording (processes with HotSpot's `VM Thread`) among
+/// the shown ones.
+fn jvm_pids(a: &Analysis) -> Vec<u32> {
+    let mut jvms: Vec<u32> = a
+        .names
+        .values()
+        .filter(|(pid, comm)| {
+            comm == "VM Thread" && (a.shown_pids.is_empty() || a.shown_pids.contains(pid))
+        })
+        .map(|(pid, _)| *pid)
+        .collect();
+    jvms.sort_unstable();
+    jvms.dedup();
+    jvms
+}
+
+/// What went wrong with the JVMs' flight recordings: the recorder's notes,
+/// and each JVM that ran while its waits were recorded but left none.
+fn no_waits_reasons(a: &Analysis) -> Vec<String> {
+    let mut v = a.summary.java_notes.clone();
+    if a.info.java_waits {
+        let with: FxHashSet<u32> = a.java.jvms.iter().map(|j| j.pid).collect();
+        for pid in jvm_pids(a) {
+            if !with.contains(&pid) && !v.iter().any(|n| n.starts_with(&format!("JVM {pid}:"))) {
+                v.push(format!(
+                    "JVM {pid}: no Java waits: it left no flight recording (a runtime without \
+                     the jdk.jfr module, JFR disabled, or the JVM was killed before it could write it)"
+                ));
+            }
+        }
+    }
+    v
+}
+
 /// Why JVMs of the recording have no call tree: their agents' notes, and a
 /// JVM watched with `--pid` (HotSpot names a thread `VM Thread`), which no
 /// agent was loaded into.
@@ -511,17 +545,18 @@ fn no_tree_reasons(a: &Analysis) -> Vec<String> {
     let mut v = a.summary.agent_notes.clone();
     let attached = a.info.command.is_empty() && !a.info.target_pids.is_empty();
     if attached {
-        let with_tree: FxHashSet<u32> = a.views.jvms.iter().map(|j| j.pid).collect();
-        let mut jvms: Vec<u32> = a
-            .names
-            .values()
-            .filter(|(pid, comm)| {
-                comm == "VM Thread" && a.shown_pids.contains(pid) && !with_tree.contains(pid)
-            })
-            .map(|(pid, _)| *pid)
+        // JVMs with Java waits have their paths from those.
+        let with_paths: FxHashSet<u32> = a
+            .views
+            .jvms
+            .iter()
+            .map(|j| j.pid)
+            .chain(a.java.jvms.iter().map(|j| j.pid))
             .collect();
-        jvms.sort_unstable();
-        jvms.dedup();
+        let jvms: Vec<u32> = jvm_pids(a)
+            .into_iter()
+            .filter(|p| !with_paths.contains(p))
+            .collect();
         for pid in jvms {
             v.push(format!(
                 "JVM {pid}: attached with --pid: no agent (it loads at a JVM's start); \

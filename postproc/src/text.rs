@@ -73,6 +73,28 @@ fn idle_histogram(cpus: &[CpuRow]) -> String {
     )
 }
 
+/// `text` as lines of at most `width` characters, broken at spaces, the
+/// first starting with `first`, the others with `rest` (a word longer than
+/// a line is cut by [`fit`]).
+fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        if !empty && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::replace(&mut line, rest.to_string()));
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    lines.push(line);
+    lines.into_iter().map(|l| fit(&l, width)).collect()
+}
+
 fn fit(s: &str, width: usize) -> String {
     let n = s.chars().count();
     if n <= width {
@@ -499,6 +521,18 @@ fn render_java_waits(
         }
     };
     writeln!(o)?;
+    if jw.jvms.is_empty() {
+        writeln!(
+            o,
+            "## Idle-causing Java waits: no JVM's flight recording was read"
+        )?;
+        for n in &jw.notes {
+            for l in wrap(n, "# NOTE:", "#  ", WIDTH) {
+                writeln!(o, "{l}")?;
+            }
+        }
+        return Ok(());
+    }
     let thresholds: Vec<String> = jw
         .jvms
         .iter()
@@ -550,22 +584,55 @@ fn render_java_waits(
             )
         )?;
     }
+    if jw.unrecorded_idle_dispatches_to > 0 {
+        writeln!(
+            o,
+            "{}",
+            fit(
+                &format!(
+                    "# while no flight recording ran (a JVM's start-up, before idleflow could start it): {} dispatches to idle, {} ms",
+                    count(jw.unrecorded_idle_dispatches_to),
+                    ms(jw.unrecorded_idle_ns)
+                ),
+                WIDTH
+            )
+        )?;
+    }
+    // The clocks agree when the waits that blocked contain their
+    // thread's switch-out; the other direction depends on the threshold.
     writeln!(
         o,
         "{}",
         fit(
             &format!(
-                "# join check: {} of {} blocking switch-outs of Java threads lie in a wait; {} of {} waits contain one",
-                count(jw.blocking_inside_wait),
-                count(jw.blocking_switch_outs),
+                "# join check: {} of {} waits contain a switch-out of their thread (a wait that did not block has none)",
                 count(jw.waits_with_switch_out),
                 count(jw.waits_in_window),
             ),
             WIDTH
         )
     )?;
+    writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "#   and {} of {} blocking switch-outs of Java threads lie in a recorded wait{}",
+                count(jw.blocking_inside_wait),
+                count(jw.blocking_switch_outs),
+                if jw.jvms.iter().any(|j| j.threshold_ns > 0) {
+                    " (shorter waits are not recorded)"
+                } else {
+                    ""
+                }
+            ),
+            WIDTH
+        )
+    )?;
     for n in &jw.notes {
-        writeln!(o, "{}", fit(&format!("# NOTE: {n}"), WIDTH))?;
+        for l in wrap(n, "# NOTE:", "#  ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
     }
     if jw.paths.is_empty() {
         return Ok(());
@@ -751,7 +818,7 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
 
 #[cfg(test)]
 mod tests {
-    use super::count;
+    use super::{count, wrap};
 
     #[test]
     fn long_java_names_are_shortened_from_the_left() {
@@ -770,6 +837,13 @@ mod tests {
             cut.starts_with('…') && cut.ends_with("Cache.toString"),
             "{cut}"
         );
+    }
+
+    #[test]
+    fn notes_wrap_at_spaces() {
+        let lines = wrap("aaa bbb ccc ddd", "#", "#  ", 9);
+        assert_eq!(lines, ["# aaa bbb", "#   ccc", "#   ddd"]);
+        assert_eq!(wrap("x", "# NOTE:", "#", 120), ["# NOTE: x"]);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use idleflow_format::{
     Dispatch, FormatError, FrameKind, JavaStack, JavaWait, JvmWaits, PrevState, Reader, Record,
     WaitReason,
 };
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::io::{Read, Seek};
 
@@ -73,8 +73,10 @@ pub struct JavaWaits {
     groups: Vec<StackGroup>,
     /// Per thread, its waits by start time.
     per_thread: FxHashMap<u32, Vec<Slot>>,
-    /// Threads of the JVMs (all their threads, waits or not).
-    java_tids: FxHashSet<u32>,
+    /// Threads of the JVMs (all their threads, waits or not), with their JVM.
+    java_tids: FxHashMap<u32, u32>,
+    /// Per JVM, when its flight recording ran: its waits are known then only.
+    recorded: FxHashMap<u32, (u64, u64)>,
     /// Threads the JVMs named, with their Java names.
     named: FxHashMap<u32, String>,
     /// Idle-causing paths.
@@ -83,6 +85,10 @@ pub struct JavaWaits {
     pub java_idle: (u64, u64),
     /// Of those, inside no wait: dispatches and idle time, ns.
     pub unjoined_idle: (u64, u64),
+    /// Idle-causing dispatches of Java threads while their JVM's flight
+    /// recording did not run (before it was started, after it stopped),
+    /// and their idle time, ns: not counted in `java_idle`.
+    pub unrecorded_idle: (u64, u64),
     /// Blocking switch-outs of Java threads in the window.
     pub blocking_switch_outs: u64,
     /// Of those, inside a wait of the same thread.
@@ -106,14 +112,18 @@ impl JavaWaits {
                         w.stacks.insert((s.pid, s.id), *s);
                     }
                     Record::JavaWait(wait) => {
-                        w.java_tids.insert(wait.tid);
+                        w.java_tids.insert(wait.tid, wait.pid);
                         w.per_thread.entry(wait.tid).or_default().push(Slot {
                             wait,
                             switched: false,
                         });
                     }
                     Record::JvmWaits(h) => {
-                        w.java_tids.extend(h.threads.iter().map(|t| t.0));
+                        w.java_tids.extend(h.threads.iter().map(|t| (t.0, h.pid)));
+                        if h.recorded_to_ns > h.recorded_from_ns {
+                            w.recorded
+                                .insert(h.pid, (h.recorded_from_ns, h.recorded_to_ns));
+                        }
                         w.named.extend(h.threads.iter().cloned());
                         w.jvms.push(*h);
                     }
@@ -196,13 +206,24 @@ impl JavaWaits {
         Some(&self.per_thread[&tid][i].wait)
     }
 
+    /// Whether `tid` is a Java thread whose JVM's flight recording ran at
+    /// `time` (`None`: not a Java thread of a recorded JVM).
+    fn recorded_at(&self, tid: u32, time: u64) -> Option<bool> {
+        let pid = self.java_tids.get(&tid)?;
+        Some(
+            self.recorded
+                .get(pid)
+                .map_or(true, |&(from, to)| (from..=to).contains(&time)),
+        )
+    }
+
     /// Counts a dispatch: a blocking switch-out of a Java thread is checked
     /// against its waits.
     pub fn dispatch(&mut self, d: &Dispatch) {
         if !matches!(
             d.prev_state,
             PrevState::Sleeping | PrevState::DiskSleep | PrevState::Blocked
-        ) || !self.java_tids.contains(&d.prev_tid)
+        ) || self.recorded_at(d.prev_tid, d.time) != Some(true)
         {
             return;
         }
@@ -218,8 +239,14 @@ impl JavaWaits {
     /// Counts a dispatch to idle caused by `tid` leaving at `time`, followed
     /// by `idle_ns` of idle time.
     pub fn idle_cause(&mut self, tid: u32, time: u64, idle_ns: u64) {
-        if !self.java_tids.contains(&tid) {
-            return;
+        match self.recorded_at(tid, time) {
+            None => return,
+            Some(false) => {
+                self.unrecorded_idle.0 += 1;
+                self.unrecorded_idle.1 += idle_ns;
+                return;
+            }
+            Some(true) => {}
         }
         self.java_idle.0 += 1;
         self.java_idle.1 += idle_ns;
@@ -391,6 +418,10 @@ pub struct JvmWaitsRow {
     pub bytes_per_wait: f64,
     /// Waits shorter than this were not recorded, ns.
     pub threshold_ns: u64,
+    /// When its flight recording ran, ns on the recording's clock.
+    pub recorded_from_ns: u64,
+    /// See `recorded_from_ns`.
+    pub recorded_to_ns: u64,
 }
 
 /// The Java waits section of the report.
@@ -407,6 +438,11 @@ pub struct JavaWaitsSection {
     pub unjoined_idle_dispatches_to: u64,
     /// Their idle time, ns.
     pub unjoined_idle_ns: u64,
+    /// Dispatches to idle caused by Java threads while their JVM's flight
+    /// recording did not run (before idleflow started it): not in the above.
+    pub unrecorded_idle_dispatches_to: u64,
+    /// Their idle time, ns.
+    pub unrecorded_idle_ns: u64,
     /// Blocking switch-outs of Java threads (the join check).
     pub blocking_switch_outs: u64,
     /// Of those, inside a wait event of the same thread.
@@ -493,12 +529,16 @@ impl JavaWaitsSection {
                     file_bytes: j.file_bytes,
                     bytes_per_wait: j.file_bytes as f64 / j.waits.max(1) as f64,
                     threshold_ns: j.threshold_ns,
+                    recorded_from_ns: j.recorded_from_ns,
+                    recorded_to_ns: j.recorded_to_ns,
                 })
                 .collect(),
             java_idle_dispatches_to: w.java_idle.0,
             java_idle_ns: w.java_idle.1,
             unjoined_idle_dispatches_to: w.unjoined_idle.0,
             unjoined_idle_ns: w.unjoined_idle.1,
+            unrecorded_idle_dispatches_to: w.unrecorded_idle.0,
+            unrecorded_idle_ns: w.unrecorded_idle.1,
             blocking_switch_outs: w.blocking_switch_outs,
             blocking_inside_wait: w.inside_wait,
             waits_in_window,
@@ -555,7 +595,7 @@ mod tests {
         w.per_thread
             .insert(10, vec![wait(10, 100, 50), wait(10, 300, 10)]);
         w.per_thread.insert(11, vec![wait(11, 1_000, 500)]);
-        w.java_tids.extend([10, 11, 12]);
+        w.java_tids.extend([(10, 7), (11, 7), (12, 7)]);
         // Stacks 1 and 4 differ only in lines and kinds: one group.
         for (id, line, kind) in [(1, 10, FrameKind::Interpreted), (4, 11, FrameKind::Jit)] {
             w.stacks.insert(

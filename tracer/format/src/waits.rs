@@ -259,6 +259,12 @@ pub struct JvmWaits {
     pub threshold_ns: u64,
     /// What was added to JFR's wall-clock ns to get the recording's clock.
     pub clock_offset_ns: i64,
+    /// When the JVM's flight recording began and ended, ns on the
+    /// recording's clock (its first chunk's start, its last chunk's end):
+    /// the JVM's waits are known in this span only.
+    pub recorded_from_ns: u64,
+    /// See `recorded_from_ns`.
+    pub recorded_to_ns: u64,
     /// The JVM's threads: (kernel tid, Java name).
     pub threads: Vec<(u32, String)>,
     /// What went wrong or was left out (a cut file, an unreadable chunk).

@@ -48,6 +48,28 @@ pub struct Options {
     pub ephemeral_ports: (u16, u16),
 }
 
+/// The JFR settings file (`.jfc`) idleflow gives a JVM: the wait events
+/// idleflow reads, with stacks, at `threshold_ns`, and nothing else (an
+/// event a settings file does not name stays off).
+pub fn settings(threshold_ns: u64) -> String {
+    let threshold = format!("{} us", threshold_ns / 1000);
+    let mut s = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+         <configuration version=\"2.0\" label=\"idleflow\" \
+         description=\"idleflow: the waits of Java threads, with stacks\" provider=\"idleflow\">\n",
+    );
+    for r in WaitReason::ALL {
+        s.push_str(&format!(
+            "  <event name=\"{}\"><setting name=\"enabled\">true</setting>\
+             <setting name=\"stackTrace\">true</setting>\
+             <setting name=\"threshold\">{threshold}</setting></event>\n",
+            r.jfr_event()
+        ));
+    }
+    s.push_str("</configuration>\n");
+    s
+}
+
 /// Why a file could not be converted at all.
 #[derive(Debug, thiserror::Error)]
 pub enum Error<E: std::error::Error + 'static> {
@@ -118,6 +140,19 @@ pub fn convert<E: std::error::Error + 'static>(
             }
         };
         conv.head.chunks += 1;
+        {
+            let h = &chunk.header;
+            let to_recording = |epoch_ns: i64| {
+                (i128::from(epoch_ns) + i128::from(opts.offset_ns)).clamp(0, i128::from(u64::MAX))
+                    as u64
+            };
+            let from = to_recording(h.start_time_nanos);
+            let to = to_recording(h.start_time_nanos.saturating_add(h.duration_nanos));
+            if conv.head.chunks == 1 || from < conv.head.recorded_from_ns {
+                conv.head.recorded_from_ns = from;
+            }
+            conv.head.recorded_to_ns = conv.head.recorded_to_ns.max(to);
+        }
         let mut stack_ids: FxHashMap<i64, u64> = FxHashMap::default();
         let mut events = chunk_reader.events(&chunk);
         loop {
@@ -403,4 +438,23 @@ fn string(a: &Accessor<'_>) -> Option<String> {
 fn class_name(a: &Accessor<'_>) -> Option<String> {
     let n = a.get_field("name").and_then(|n| string(&n))?;
     Some(names::class(&n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_enable_every_wait_with_stacks_at_the_threshold() {
+        let s = settings(1_500_000);
+        for r in WaitReason::ALL {
+            assert!(s.contains(&format!("\"{}\"", r.jfr_event())));
+        }
+        assert_eq!(
+            s.matches("<setting name=\"threshold\">1500 us</setting>")
+                .count(),
+            9
+        );
+        assert_eq!(s.matches("stackTrace\">true").count(), 9);
+    }
 }
