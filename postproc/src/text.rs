@@ -79,17 +79,15 @@ fn idle_histogram(cpus: &[CpuRow]) -> String {
 fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = first.to_string();
-    let mut empty = true;
+    let mut words = 0;
     for word in text.split_whitespace() {
-        if !empty && line.chars().count() + 1 + word.chars().count() > width {
+        if words > 0 && line.chars().count() + 1 + word.chars().count() > width {
             lines.push(std::mem::replace(&mut line, rest.to_string()));
-            empty = true;
+            words = 0;
         }
-        if !empty {
-            line.push(' ');
-        }
+        line.push(' ');
         line.push_str(word);
-        empty = false;
+        words += 1;
     }
     lines.push(line);
     lines.into_iter().map(|l| fit(&l, width)).collect()
