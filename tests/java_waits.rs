@@ -264,7 +264,7 @@ fn a_jvm_still_running_when_the_recording_stops_gives_its_waits() {
         .arg(Path::new(JDK17).join("bin/java"))
         .arg("-cp")
         .arg(classes.path())
-        .args(["Waits", "sleep", "8"]));
+        .args(["Waits", "sleep", "6"]));
     assert!(out.status.success(), "record: {}", stderr(&out));
     let r = report_json(&rec);
     let p = heaviest(&r);

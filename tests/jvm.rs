@@ -103,7 +103,7 @@ fn the_lock_held_across_a_blocking_call_is_the_heaviest_stack() {
     let out = run(idleflow().arg("flamegraph").arg(&rec).arg("-o").arg(&svg));
     assert!(out.status.success(), "{}", stderr(&out));
     let text = std::fs::read_to_string(&svg).unwrap();
-    assert!(text.contains("<svg") && text.contains("Idle time after a thread left"));
+    assert!(text.contains("<svg") && text.contains("Idle time after a Java thread left"));
     assert!(text.contains("LockedIo.process"));
     // The text report has the arcflow section with the path in it.
     let out = run(idleflow().arg("report").arg(&rec));
@@ -282,7 +282,8 @@ fn a_jvm_running_as_another_user_gets_its_call_tree() {
     );
 }
 
-/// A JVM watched with `--pid` has no agent; the report says so in one line.
+/// A JVM watched with `--pid --java tree` has no agent (it loads at a
+/// JVM's start); the report says so in one line.
 #[test]
 fn a_jvm_attached_with_pid_is_told_why_it_has_no_call_tree() {
     let Some(_m) = machine() else { return };
@@ -298,7 +299,7 @@ fn a_jvm_attached_with_pid_is_told_why_it_has_no_call_tree() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.idleflow");
     let out = run(idleflow()
-        .args(["record", "-q", "--duration", "1", "--pid"])
+        .args(["record", "-q", "--java", "tree", "--duration", "1", "--pid"])
         .arg(jvm.id().to_string())
         .arg("-o")
         .arg(&rec));

@@ -243,16 +243,17 @@ impl JavaWaits {
             None => return,
             Some(false) => {
                 self.unrecorded_idle.0 += 1;
-                self.unrecorded_idle.1 += idle_ns;
+                self.unrecorded_idle.1 = self.unrecorded_idle.1.saturating_add(idle_ns);
                 return;
             }
             Some(true) => {}
         }
+        // Saturating: idle times come from the file, which may be damaged.
         self.java_idle.0 += 1;
-        self.java_idle.1 += idle_ns;
+        self.java_idle.1 = self.java_idle.1.saturating_add(idle_ns);
         let Some(w) = self.wait_at(tid, time).copied() else {
             self.unjoined_idle.0 += 1;
-            self.unjoined_idle.1 += idle_ns;
+            self.unjoined_idle.1 = self.unjoined_idle.1.saturating_add(idle_ns);
             return;
         };
         let group = self.group_of.get(&(w.pid, w.stack)).copied().unwrap_or(0);
@@ -261,13 +262,13 @@ impl JavaWaits {
             .entry((w.pid, group, w.reason, w.object))
             .or_default();
         p.dispatches += 1;
-        p.idle_ns += idle_ns;
+        p.idle_ns = p.idle_ns.saturating_add(idle_ns);
         if w.other != 0 {
             *p.others.entry(w.other).or_default() += 1;
         }
         let t = p.by_thread.entry(tid).or_default();
         t.0 += 1;
-        t.1 += idle_ns;
+        t.1 = t.1.saturating_add(idle_ns);
     }
 
     /// Waits that lie in `[from, to)`, and of those, how many contain a
@@ -345,7 +346,8 @@ pub fn folded(w: &JavaWaits, fold: crate::views::FoldOptions, by_reason: bool) -
                 format!("{head};{};{why}", frames.join(";"))
             };
             let weight = if fold.dispatches { n } else { ns };
-            *lines.entry(line).or_default() += weight;
+            let e = lines.entry(line).or_default();
+            *e = e.saturating_add(weight);
         }
     }
     lines

@@ -8,8 +8,9 @@ use std::path::Path;
 use std::process::Command;
 
 use idleflow_format::{
-    Dispatch, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadInfo, ThreadTree, TreeDump,
-    TreeNode, Wakeup, Writer, IDLE_TID,
+    Dispatch, FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, NodeTag, PrevState,
+    Record, RunInfo, RunSummary, ThreadInfo, ThreadTree, TreeDump, TreeNode, WaitReason, Wakeup,
+    Writer, IDLE_TID,
 };
 
 /// A small valid recording: two CPUs, a traced JVM thread going idle and
@@ -19,7 +20,7 @@ fn seed() -> Vec<u8> {
         command: vec!["java".into()],
         target_pids: vec![7],
         tool_pid: 9,
-        java_waits: false,
+        java_waits: true,
         ..RunInfo::minimal(vec![0, 1], 1_000)
     };
     let node = (7u64 << 32) | 2;
@@ -89,6 +90,50 @@ fn seed() -> Vec<u8> {
         agent_tids: vec![8],
     })
     .unwrap();
+    // The JVM's waits (its flight recorder): texts, a stack, two waits.
+    for (id, text) in [(1, "Main.run"), (2, "Main$Lock"), (3, "other")] {
+        w.write(&Record::JavaSymbol(Box::new(JavaSymbol {
+            pid: 7,
+            id,
+            text: text.into(),
+        })))
+        .unwrap();
+    }
+    w.write(&Record::JavaStack(Box::new(JavaStack {
+        pid: 7,
+        id: 1,
+        truncated: false,
+        frames: vec![JavaFrame {
+            method: 1,
+            line: 3,
+            kind: FrameKind::Jit,
+        }],
+    })))
+    .unwrap();
+    for start in [2_000, 9_000] {
+        w.write(&Record::JavaWait(JavaWait {
+            pid: 7,
+            tid: 7,
+            start,
+            duration: 2_500,
+            reason: WaitReason::MonitorEnter,
+            stack: 1,
+            object: 2,
+            other_tid: 8,
+            other: 3,
+        }))
+        .unwrap();
+    }
+    w.write(&Record::JvmWaits(Box::new(JvmWaits {
+        pid: 7,
+        source: "jfr".into(),
+        waits: 2,
+        recorded_from_ns: 1_000,
+        recorded_to_ns: t,
+        threads: vec![(7, "main".into())],
+        ..Default::default()
+    })))
+    .unwrap();
     w.finish(&RunSummary {
         stop_ns: t + 1_000,
         ..Default::default()
@@ -133,10 +178,17 @@ fn the_reader_and_reports_survive_fuzzing() {
     // libFuzzer's closing line: "#RUNS DONE cov: … exec/s: …".
     let done = err.lines().rev().find(|l| l.contains("DONE")).unwrap_or("");
     println!("fuzz ({seconds} s): {done}");
+    // The crash's own lines (the panic message, the sanitizer's summary)
+    // and the end of the log.
+    let cause: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("panicked") || l.contains("ERROR") || l.contains("SUMMARY"))
+        .collect();
     assert!(
         out.status.success(),
-        "the fuzz target found a crash:\n{}",
-        err.lines().rev().take(60).collect::<Vec<_>>().join("\n")
+        "the fuzz target found a crash:\n{}\n…\n{}",
+        cause.join("\n"),
+        err.lines().rev().take(40).collect::<Vec<_>>().join("\n")
     );
     let runs: u64 = done
         .split_whitespace()

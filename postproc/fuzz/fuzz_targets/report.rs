@@ -28,7 +28,8 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(a) = Analysis::run_with_progress(std::io::Cursor::new(data), &opts, |_| {}) {
             let r = Report::new(&a, 5);
             let _ = text::render(&r, "fuzz", &text::TextOptions::default());
-            let _ = flame::folded(&a);
+            let _ = flame::folded(&a, false);
+            let _ = flame::folded(&a, true);
         }
     }
     let _ = script::print(data, &mut std::io::sink());

@@ -39,7 +39,9 @@ pub struct Options {
     /// Added to JFR's wall-clock ns (since the epoch) to get ns on the
     /// recording's clock: the recording's `start_ns - start_unix_ns`.
     pub offset_ns: i64,
-    /// The wait threshold the JVM recorded with, ns (reported as is).
+    /// The wait threshold the JVM recorded with, ns: shorter waits are left
+    /// out (a recording the user runs at the same time in that JVM shares
+    /// its events, at its own thresholds).
     pub threshold_ns: u64,
     /// The machine's ephemeral ports (`ip_local_port_range`): a socket's
     /// port in this range is a connection's own (the peer of a server's
@@ -286,6 +288,11 @@ impl Converter {
         let h = &chunk.header;
         let duration_ns = (i128::from(duration.max(0)) * 1_000_000_000
             / i128::from(h.ticks_per_second.max(1))) as u64;
+        // A recording the user runs at the same time shares its events
+        // with idleflow's: its lower thresholds must not leak in.
+        if duration_ns < self.opts.threshold_ns {
+            return None;
+        }
         let stack = self.stack(&v, stack_ids);
         let (object, other) = match reason {
             WaitReason::MonitorEnter => ("monitorClass", Some("previousOwner")),
