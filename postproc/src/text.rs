@@ -569,18 +569,28 @@ fn render_java_waits(
         )
     )?;
     if jw.unjoined_idle_dispatches_to > 0 {
-        writeln!(
-            o,
-            "{}",
-            fit(
-                &format!(
-                    "# no JVM wait event: {} dispatches to idle, {} ms (running, native or JVM-internal waits, or under the threshold)",
-                    count(jw.unjoined_idle_dispatches_to),
-                    ms(jw.unjoined_idle_ns)
-                ),
-                WIDTH
+        let threshold = jw.jvms.iter().map(|j| j.threshold_ns).max().unwrap_or(0);
+        let shorter = if threshold > 0 {
+            format!(
+                ", or waits under {} ms: `record --wait-threshold` lower records more",
+                ms(threshold)
             )
-        )?;
+        } else {
+            String::new()
+        };
+        for l in wrap(
+            &format!(
+                "no JVM wait event: {} dispatches to idle, {} ms (running, native or JVM-internal \
+                 waits such as a selector's epoll_wait{shorter})",
+                count(jw.unjoined_idle_dispatches_to),
+                ms(jw.unjoined_idle_ns)
+            ),
+            "#",
+            "#  ",
+            WIDTH,
+        ) {
+            writeln!(o, "{l}")?;
+        }
     }
     if jw.unrecorded_idle_dispatches_to > 0 {
         writeln!(
