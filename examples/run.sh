@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job on the bundled examples: build idleflow and its JVM agent,
 # record a Java program whose workers are serialized on one lock held across
-# a blocking call (examples/java/LockedIo.java) with both Java sources (the
-# entry/exit agent's call tree and the flight recorder's waits), print the
-# report and draw the flame graph of idle-causing paths (idle.svg). Run as root (recording
+# a blocking call (examples/java/LockedIo.java) with the entry/exit agent
+# (--java tree: the arcflow call tree), print the report and draw the flame
+# graph of idle-causing paths (idle.svg); then the same program in the
+# default Java mode (the JVM's flight recorder: wait stacks and reasons). Run as root (recording
 # needs root or CAP_PERFMON). The native duty-cycle workload is recorded too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,10 +12,17 @@ cargo build --release            # idleflow and libidleflow_agent.so beside it
 cargo build --release --examples
 mkdir -p target/java
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac -d target/java examples/java/*.java
-./target/release/idleflow record --java tree,waits -o run.idleflow -- \
+./target/release/idleflow record --java tree -o run.idleflow -- \
     /usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp target/java LockedIo 4 3
 ./target/release/idleflow report run.idleflow --threads 10
 ./target/release/idleflow flamegraph run.idleflow -o idle.svg
 echo "flame graph of idle-causing Java paths: idle.svg"
+# The same program in the default Java mode (the JVM's flight recorder, no
+# instrumentation), every wait recorded: the Java wait stacks and reasons.
+./target/release/idleflow record --wait-threshold 0 -o waits.idleflow -- \
+    /usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp target/java LockedIo 4 6
+./target/release/idleflow report waits.idleflow --threads 5 --paths 3
+./target/release/idleflow flamegraph waits.idleflow -o waits.svg
+echo "flame graph of idle-causing Java waits: waits.svg"
 ./target/release/idleflow record -o dutycycle.idleflow -- ./target/release/examples/dutycycle --seconds 2
 ./target/release/idleflow report dutycycle.idleflow --threads 5

@@ -168,6 +168,7 @@ impl Analysis {
                 }
             }
         }
+        let java_waits = !a.java.is_empty();
         let mut n = 0u32;
         let mut trees_at = None;
         let mut named: FxHashSet<u32> = FxHashSet::default();
@@ -186,7 +187,10 @@ impl Analysis {
                 Record::Lost(l) if l.time < skip_before || l.time >= to => {}
                 Record::Dispatch(d) => {
                     a.dispatches += 1;
-                    a.java.dispatch(&d);
+                    if java_waits {
+                        let pid = a.names.get(&d.prev_tid).map(|n| n.0);
+                        a.java.dispatch(&d, pid);
+                    }
                     let out = a.accounting.dispatch(&d);
                     let ci = a.accounting.cpu_slot(d.cpu);
                     a.node_idle.dispatch(ci, &d, &out);
@@ -336,7 +340,10 @@ impl Analysis {
         if tid == IDLE_TID {
             return;
         }
-        self.java.idle_cause(tid, time, idle_ns);
+        if !self.java.is_empty() {
+            let pid = self.names.get(&tid).map(|n| n.0);
+            self.java.idle_cause(tid, pid, time, idle_ns);
+        }
         let c = self.causes.entry((ci, tid)).or_default();
         c.dispatches += 1;
         c.by_state[state.code() as usize] += 1;

@@ -77,6 +77,8 @@ pub struct JavaWaits {
     java_tids: FxHashMap<u32, u32>,
     /// Per JVM, when its flight recording ran: its waits are known then only.
     recorded: FxHashMap<u32, (u64, u64)>,
+    /// The JVMs whose waits were read.
+    jvm_pids: rustc_hash::FxHashSet<u32>,
     /// Threads the JVMs named, with their Java names.
     named: FxHashMap<u32, String>,
     /// Idle-causing paths.
@@ -120,6 +122,7 @@ impl JavaWaits {
                     }
                     Record::JvmWaits(h) => {
                         w.java_tids.extend(h.threads.iter().map(|t| (t.0, h.pid)));
+                        w.jvm_pids.insert(h.pid);
                         if h.recorded_to_ns > h.recorded_from_ns {
                             w.recorded
                                 .insert(h.pid, (h.recorded_from_ns, h.recorded_to_ns));
@@ -206,24 +209,30 @@ impl JavaWaits {
         Some(&self.per_thread[&tid][i].wait)
     }
 
-    /// Whether `tid` is a Java thread whose JVM's flight recording ran at
-    /// `time` (`None`: not a Java thread of a recorded JVM).
-    fn recorded_at(&self, tid: u32, time: u64) -> Option<bool> {
-        let pid = self.java_tids.get(&tid)?;
+    /// Whether `tid` (of process `pid`, where known) is a Java thread whose
+    /// JVM's flight recording ran at `time` (`None`: not a thread of a
+    /// JVM whose waits were read). A JVM's threads are those its recording
+    /// names and every thread of its process.
+    fn recorded_at(&self, tid: u32, pid: Option<u32>, time: u64) -> Option<bool> {
+        let pid = match self.java_tids.get(&tid) {
+            Some(&p) => p,
+            None => pid.filter(|p| self.jvm_pids.contains(p))?,
+        };
         Some(
             self.recorded
-                .get(pid)
+                .get(&pid)
                 .map_or(true, |&(from, to)| (from..=to).contains(&time)),
         )
     }
 
-    /// Counts a dispatch: a blocking switch-out of a Java thread is checked
-    /// against its waits.
-    pub fn dispatch(&mut self, d: &Dispatch) {
+    /// Counts a dispatch (`pid`: the leaving thread's process, where
+    /// known): a blocking switch-out of a Java thread is checked against its
+    /// waits.
+    pub fn dispatch(&mut self, d: &Dispatch, pid: Option<u32>) {
         if !matches!(
             d.prev_state,
             PrevState::Sleeping | PrevState::DiskSleep | PrevState::Blocked
-        ) || self.recorded_at(d.prev_tid, d.time) != Some(true)
+        ) || self.recorded_at(d.prev_tid, pid, d.time) != Some(true)
         {
             return;
         }
@@ -236,10 +245,10 @@ impl JavaWaits {
         }
     }
 
-    /// Counts a dispatch to idle caused by `tid` leaving at `time`, followed
-    /// by `idle_ns` of idle time.
-    pub fn idle_cause(&mut self, tid: u32, time: u64, idle_ns: u64) {
-        match self.recorded_at(tid, time) {
+    /// Counts a dispatch to idle caused by `tid` (of process `pid`) leaving
+    /// at `time`, followed by `idle_ns` of idle time.
+    pub fn idle_cause(&mut self, tid: u32, pid: Option<u32>, time: u64, idle_ns: u64) {
+        match self.recorded_at(tid, pid, time) {
             None => return,
             Some(false) => {
                 self.unrecorded_idle.0 += 1;
@@ -621,8 +630,8 @@ mod tests {
     #[test]
     fn a_switch_out_inside_a_wait_of_its_own_thread_is_joined() {
         let mut w = waits();
-        w.dispatch(&switch_out(10, 120));
-        w.idle_cause(10, 120, 5_000);
+        w.dispatch(&switch_out(10, 120), None);
+        w.idle_cause(10, None, 120, 5_000);
         assert_eq!((w.blocking_switch_outs, w.inside_wait), (1, 1));
         let g = w.group_of[&(7, 1)];
         assert_eq!(g, w.group_of[&(7, 4)], "same methods: one path");
@@ -646,8 +655,8 @@ mod tests {
         // Between thread 10's waits; inside thread 11's wait but by 10;
         // by 12, which has no waits.
         for (tid, t) in [(10, 200), (10, 1_200), (12, 1_200)] {
-            w.dispatch(&switch_out(tid, t));
-            w.idle_cause(tid, t, 1_000);
+            w.dispatch(&switch_out(tid, t), None);
+            w.idle_cause(tid, None, t, 1_000);
         }
         assert_eq!((w.blocking_switch_outs, w.inside_wait), (3, 0));
         assert!(w.paths.is_empty());
@@ -664,9 +673,9 @@ mod tests {
         let mut w = waits();
         let mut d = switch_out(10, 120);
         d.prev_state = PrevState::Preempted;
-        w.dispatch(&d);
-        w.dispatch(&switch_out(99, 120));
-        w.idle_cause(99, 120, 1_000);
+        w.dispatch(&d, None);
+        w.dispatch(&switch_out(99, 120), Some(99));
+        w.idle_cause(99, Some(99), 120, 1_000);
         assert_eq!((w.blocking_switch_outs, w.java_idle.0), (0, 0));
     }
 }
