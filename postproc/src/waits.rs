@@ -210,19 +210,24 @@ impl JavaWaits {
     }
 
     /// Whether `tid` (of process `pid`, where known) is a Java thread whose
-    /// JVM's flight recording ran at `time` (`None`: not a thread of a
-    /// JVM whose waits were read). A JVM's threads are those its recording
-    /// names and every thread of its process.
+    /// JVM's flight recording ran at `time` (`None`: not a Java thread of a
+    /// JVM whose waits were read). Java threads are those the recording
+    /// names; outside the span it ran, every thread of the JVM counts (which
+    /// of them run Java is not known then), so that a JVM's start-up shows.
     fn recorded_at(&self, tid: u32, pid: Option<u32>, time: u64) -> Option<bool> {
-        let pid = match self.java_tids.get(&tid) {
-            Some(&p) => p,
-            None => pid.filter(|p| self.jvm_pids.contains(p))?,
-        };
-        Some(
+        let inside = |pid: u32| {
             self.recorded
                 .get(&pid)
-                .map_or(true, |&(from, to)| (from..=to).contains(&time)),
-        )
+                .map_or(true, |&(from, to)| (from..=to).contains(&time))
+        };
+        match self.java_tids.get(&tid) {
+            Some(&p) => Some(inside(p)),
+            None => {
+                let p = pid.filter(|p| self.jvm_pids.contains(p))?;
+                // A thread the recording does not name while it ran: JVM-internal.
+                (!inside(p)).then_some(false)
+            }
+        }
     }
 
     /// Counts a dispatch (`pid`: the leaving thread's process, where
@@ -677,5 +682,24 @@ mod tests {
         w.dispatch(&switch_out(99, 120), Some(99));
         w.idle_cause(99, Some(99), 120, 1_000);
         assert_eq!((w.blocking_switch_outs, w.java_idle.0), (0, 0));
+    }
+
+    #[test]
+    fn outside_its_recording_a_jvms_idle_is_counted_apart() {
+        let mut w = waits();
+        w.jvm_pids.insert(7);
+        w.recorded.insert(7, (1_000, 2_000));
+        // A named Java thread before the recording, and an unnamed thread
+        // of the JVM before it: unrecorded. The unnamed one while it ran
+        // (JVM-internal): not a Java thread's idle.
+        w.idle_cause(10, Some(7), 500, 100);
+        w.idle_cause(50, Some(7), 600, 200);
+        w.idle_cause(50, Some(7), 1_500, 400);
+        assert_eq!(w.unrecorded_idle, (2, 300));
+        assert_eq!(w.java_idle, (0, 0));
+        // A named thread inside the recording, in a wait: joined.
+        w.per_thread.insert(10, vec![wait(10, 1_100, 100)]);
+        w.idle_cause(10, Some(7), 1_150, 800);
+        assert_eq!((w.java_idle, w.unjoined_idle), ((1, 800), (0, 0)));
     }
 }
