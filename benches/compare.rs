@@ -470,18 +470,27 @@ fn agent_so() -> PathBuf {
         .join("libidleflow_agent.so")
 }
 
-fn agent(reps: usize) {
-    let jdk = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/bin");
+/// JDK 17's binaries.
+const JDK_BIN: &str = "/usr/lib/jvm/java-17-openjdk-amd64/bin";
+
+/// The Java examples `names` (`examples/java/NAME.java`) compiled into a
+/// fresh directory.
+fn compile_examples(names: &[&str]) -> tempfile::TempDir {
     let classes = tempfile::tempdir().unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java");
-    let st = Command::new(jdk.join("javac"))
+    let st = Command::new(Path::new(JDK_BIN).join("javac"))
         .arg("-d")
         .arg(classes.path())
-        .arg(src.join("Fib.java"))
-        .arg(src.join("HandOff.java"))
+        .args(names.iter().map(|n| src.join(format!("{n}.java"))))
         .status()
         .unwrap();
-    assert!(st.success());
+    assert!(st.success(), "javac");
+    classes
+}
+
+fn agent(reps: usize) {
+    let jdk = Path::new(JDK_BIN);
+    let classes = compile_examples(&["Fib", "HandOff"]);
     let so = agent_so();
     assert!(so.exists(), "build the agent first: cargo build --release");
     let workloads: [(&str, Vec<&str>); 2] = [
@@ -561,20 +570,12 @@ fn agent(reps: usize) {
 }
 
 /// `record --java waits`'s cost inside the JVM: the agent benchmark's
-/// programs (and Waits' convoy) plain and with idleflow's JFR settings at
-/// several thresholds, times measured inside each program; the waits
-/// recorded and JFR's bytes per wait (issue 19).
+/// hand-off plain and with idleflow's JFR settings at several thresholds,
+/// times measured inside each program; the waits recorded and JFR's bytes
+/// per wait (issue 19).
 fn waits(reps: usize) {
-    let jdk = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/bin");
-    let classes = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/java");
-    let st = Command::new(jdk.join("javac"))
-        .arg("-d")
-        .arg(classes.path())
-        .arg(src.join("HandOff.java"))
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let jdk = Path::new(JDK_BIN);
+    let classes = compile_examples(&["HandOff"]);
     let thresholds_ms = [0.0, 1.0, 10.0];
     // The agent benchmark's hand-off (≈ 0.6 s: JFR's own start-up, ≈ 1
     // CPU-second of class loading and compiling, overlaps it) and the same
