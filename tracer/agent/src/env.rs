@@ -546,8 +546,8 @@ pub unsafe fn agent_options(options: *const c_char) -> Result<String, String> {
 /// `[Ljava/lang/String;` → `java.lang.String[]`, `I` → `int`.
 ///
 /// Never fails: a string that is not a type signature comes back with `/`
-/// turned into `.` (so hidden classes, whose signature JVMTI already gives as
-/// `Lp/Foo$$Lambda.0x…;`, still read well).
+/// turned into `.`. A hidden class (JVMTI gives `Lp/Foo$$Lambda$14.0x…;`)
+/// is named without its address and number: `p.Foo$$Lambda`.
 pub fn java_class_name(signature: &str) -> String {
     let dims = signature.bytes().take_while(|&b| b == b'[').count();
     let element = &signature[dims..];
@@ -565,7 +565,11 @@ pub fn java_class_name(signature: &str) -> String {
             .strip_prefix('L')
             .and_then(|rest| rest.strip_suffix(';'))
         {
-            Some(binary_name) if !binary_name.is_empty() => binary_name.replace('/', "."),
+            // Hidden classes lose their address and lambda number
+            // (`idleflow_format::names`), as in the flight recorder's stacks.
+            Some(binary_name) if !binary_name.is_empty() => {
+                idleflow_format::names::class(binary_name)
+            }
             _ => return signature.replace('/', "."),
         },
     };
@@ -595,8 +599,8 @@ mod tests {
             ("I", "int"),
             ("V", "void"),
             (
-                "Lcom/example/Foo$$Lambda.0x0000000800c03000;",
-                "com.example.Foo$$Lambda.0x0000000800c03000",
+                "Lcom/example/Foo$$Lambda$14.0x0000000800c03000;",
+                "com.example.Foo$$Lambda",
             ),
         ];
         for (signature, expected) in cases {

@@ -26,6 +26,7 @@
 pub mod clock;
 mod error;
 pub mod handoff;
+pub mod names;
 mod reader;
 mod record;
 pub mod tree;

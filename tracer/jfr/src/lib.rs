@@ -16,7 +16,7 @@
 //! readable chunks hold and a note, never a panic (parsing runs under
 //! `catch_unwind`).
 
-pub mod names;
+pub use idleflow_format::names;
 
 use std::fs::File;
 use std::io::BufReader;

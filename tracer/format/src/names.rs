@@ -1,8 +1,10 @@
-//! Java names as reports show them, the same in every run: classes in
-//! Java form (`org.h2.mvstore.tx.Transaction`), hidden classes without the
-//! address the JVM gave them (`Main$$Lambda$14+0x00007f6b40007a08/17904` →
-//! `Main$$Lambda`), and lambda and proxy numbers dropped, since they depend
-//! on the order classes were loaded in.
+//! Java names as reports show them, the same in every run and from every
+//! source (the JVM agent's call trees, the flight recorder's stacks):
+//! classes in Java form (`org.h2.mvstore.tx.Transaction`), hidden classes
+//! without the address the JVM gave them (`Main$$Lambda$14+0x00007f6b40007a08/17904`
+//! from JFR, `Main$$Lambda$14.0x00007f6b40007a08` from JVMTI → `Main$$Lambda`),
+//! and lambda and proxy numbers dropped, since they depend on the order
+//! classes were loaded in.
 
 /// A class name (internal `a/b/C` or Java `a.b.C` form), normalized.
 pub fn class(name: &str) -> String {
@@ -18,6 +20,12 @@ pub fn class(name: &str) -> String {
         }
     }
     let mut s = base.replace('/', ".");
+    // JVMTI's spelling of the same: `Main$$Lambda$88.0x00007f6b40007a08`.
+    if let Some(at) = s.rfind(".0x") {
+        if at + 3 < s.len() && s[at + 3..].chars().all(|c| c.is_ascii_hexdigit()) {
+            s.truncate(at);
+        }
+    }
     for marker in ["$$Lambda$", "$Proxy"] {
         if let Some(at) = s.find(marker) {
             let digits_at = at + marker.len();
@@ -69,6 +77,10 @@ mod tests {
         );
         assert_eq!(class("jdk.proxy1.$Proxy12"), "jdk.proxy1.$Proxy");
         assert_eq!(class("a.b.Outer$Inner"), "a.b.Outer$Inner");
+        assert_eq!(
+            class("LockedIo$$Lambda$1.0x00007fc330000a08"),
+            "LockedIo$$Lambda"
+        );
         // Not an address: kept.
         assert_eq!(class("a/b/Weird/0xyz"), "a.b.Weird.0xyz");
     }
