@@ -142,13 +142,15 @@ pub struct RecordArgs {
     #[arg(long, default_value = "4M", value_parser = parse_size)]
     pub ring_size: usize,
 
-    /// What to record in the JVMs the command starts, comma-separated:
-    /// `waits` turns on each JVM's flight recorder (JFR) for its waits —
-    /// monitor enter/wait, park, sleep, socket and file I/O — each with its
-    /// exact Java stack and the JVM's reason, joined to the dispatches (no
-    /// instrumentation: safe on a production server); `tree` injects the
-    /// entry/exit agent for the exact arcflow call tree (Java then runs
-    /// interpreted: 25-200x slower). `--java tree,waits` gives both.
+    /// What to record in the JVMs the command starts (or --pid's),
+    /// comma-separated: `waits` starts each JVM's flight recorder (JFR)
+    /// through its attach mechanism, as `jcmd PID JFR.start` does, for its
+    /// waits — monitor enter/wait, park, sleep, socket and file I/O — each
+    /// with its exact Java stack and the JVM's reason, joined to the
+    /// dispatches (no instrumentation, no JVM option: safe on a production
+    /// server; JFR takes a second or two to start); `tree` injects the
+    /// entry/exit agent for the exact arcflow call tree (commands only; Java
+    /// then runs interpreted: 25-200x slower). `--java tree,waits` gives both.
     #[arg(
         long,
         value_enum,
