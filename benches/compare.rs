@@ -131,16 +131,12 @@ fn overhead(reps: usize) {
             vec!["bench", "sched", "messaging", "-l", "200"],
         ),
     ];
-    println!("| workload | measure | none (s) | idleflow record (s) | perf record (s) | idleflow slowdown | perf slowdown |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| workload | measure | none (s) | idleflow record (s) | perf record (s) | idleflow slowdown | perf slowdown | idleflow --all-switch-samples slowdown |");
+    println!("|---|---|---|---|---|---|---|---|");
     let mut extra = Vec::new();
     for (name, args) in workloads {
         // [mode][0 = benchmark's Total time, 1 = wall time of the whole command]
-        let mut t = [
-            [Vec::new(), Vec::new()],
-            [Vec::new(), Vec::new()],
-            [Vec::new(), Vec::new()],
-        ];
+        let mut t: [[Vec<f64>; 2]; 4] = Default::default();
         let (mut our_lost, mut perf_lost, mut our_bytes, mut perf_bytes) = (0, 0u64, 0, 0);
         for _ in 0..reps {
             let (wall, _, out, _) = measure(Command::new("perf").args(&args));
@@ -175,6 +171,18 @@ fn overhead(reps: usize) {
             t[2][1].push(wall);
             perf_lost += perf_lost_chunks(&err);
             perf_bytes = std::fs::metadata(&pdata).unwrap().len();
+            // The kernel's sched_switch sample for every switch, as before
+            // the filter: what the filter saves.
+            let (wall, _, out, err) = measure(
+                Command::new(idleflow())
+                    .args(["record", "--all-switch-samples", "-o"])
+                    .arg(&rec)
+                    .args(["--", "perf"])
+                    .args(&args),
+            );
+            t[3][0].push(total_time(&out));
+            t[3][1].push(wall);
+            our_lost += lost_from_summary(&err);
         }
         for (m, measure_name) in ["benchmark's Total time", "wall time of the command"]
             .iter()
@@ -183,10 +191,12 @@ fn overhead(reps: usize) {
             let n = median(&mut t[0][m]);
             let o = median(&mut t[1][m]);
             let p = median(&mut t[2][m]);
+            let a = median(&mut t[3][m]);
             println!(
-                "| {name} | {measure_name} | {n:.3} | {o:.3} | {p:.3} | {:.2}× | {:.2}× |",
+                "| {name} | {measure_name} | {n:.3} | {o:.3} | {p:.3} | {:.2}× | {:.2}× | {:.2}× |",
                 o / n,
-                p / n
+                p / n,
+                a / n
             );
         }
         extra.push(format!(

@@ -60,6 +60,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     let mut recorder = Recorder::open(&RecordOptions {
         ring_bytes: args.ring_size,
         drain_priority: args.drain_priority,
+        all_switch_samples: args.all_switch_samples,
     })?;
     recorder.enable()?;
     let started = Instant::now();

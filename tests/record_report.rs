@@ -574,3 +574,162 @@ fn skip_startup_reports_from_the_programs_steady_state() {
         "--from and --skip-startup conflict"
     );
 }
+
+/// One `sched:sched_switch` sample as `perf script -F cpu,time,trace` prints it.
+struct PerfSwitchSample {
+    cpu: u32,
+    time: u64,
+    prev: u32,
+    /// perf's letter: `S`, `D`, `R+` (preempted), `I`, …
+    state: String,
+    next: u32,
+}
+
+fn perf_switch_samples(script: &str) -> Vec<PerfSwitchSample> {
+    let field = |line: &str, key: &str| -> Option<String> {
+        let at = line.find(key)? + key.len();
+        Some(line[at..].split_whitespace().next()?.to_string())
+    };
+    script
+        .lines()
+        .filter_map(|line| {
+            let mut w = line.split_whitespace();
+            let cpu = w
+                .next()?
+                .trim_matches(|ch| ch == '[' || ch == ']')
+                .parse()
+                .ok()?;
+            let secs: f64 = w.next()?.trim_end_matches(':').parse().ok()?;
+            Some(PerfSwitchSample {
+                cpu,
+                time: (secs * 1e9).round() as u64,
+                prev: field(line, " prev_pid=")?.parse().ok()?,
+                state: field(line, " prev_state=")?,
+                next: field(line, " next_pid=")?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// By default the kernel writes a `sched_switch` sample only for the states
+/// a switch-out record cannot tell; a sleep is a switch-out that is not a
+/// preemption. Recorded next to perf's own samples of every switch, each
+/// dispatch's state must be the one the kernel gave: S, D and preemption
+/// all occur (two pinned busy loops, synchronous writes, a pipe ping-pong).
+#[test]
+fn dispatch_states_agree_with_perf_sched_switch_samples() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("states.idleflow");
+    let pdata = dir.path().join("perf.data");
+    let mut perf = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-k",
+            "CLOCK_MONOTONIC",
+            "-e",
+            "sched:sched_switch",
+            "-a",
+            "-o",
+        ])
+        .arg(&pdata)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("perf is installed (Debian's linux-perf)");
+    std::thread::sleep(Duration::from_millis(700));
+    let work = format!(
+        "taskset -c 0 sh -c 'i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done' & \
+         taskset -c 0 sh -c 'i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done' & \
+         dd if=/dev/zero of={} bs=4k count=300 oflag=dsync 2>/dev/null; \
+         perf bench sched pipe -l 5000 >/dev/null; wait",
+        dir.path().join("dsync").display()
+    );
+    let out = run(idleflow()
+        .args(["record", "-q", "--no-agent", "-o"])
+        .arg(&rec)
+        .args(["--", "sh", "-c", &work]));
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+    perf.wait().unwrap();
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let r = report_json(&rec);
+    let start = u(&r, "start_ns");
+    let script = run(Command::new("perf")
+        .args(["script", "--ns", "-F", "cpu,time,trace", "-i"])
+        .arg(&pdata));
+    assert!(script.status.success(), "perf script: {}", stderr(&script));
+    let samples = perf_switch_samples(&stdout(&script));
+    // idleflow's dispatches: (cpu, time, prev, state letter, next).
+    let ours = run(idleflow().arg("script").arg(&rec));
+    let mut by_cpu: std::collections::BTreeMap<u32, Vec<(u64, u32, String, u32)>> =
+        Default::default();
+    for line in stdout(&ours).lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() >= 8 && w[1] == "cpu" && w[3] == "dispatch" {
+            let t = start as f64 + w[0].parse::<f64>().unwrap() * 1e9;
+            let state = w[5].trim_matches(|ch| ch == '[' || ch == ']').to_string();
+            by_cpu.entry(w[2].parse().unwrap()).or_default().push((
+                t.round() as u64,
+                w[4].parse().unwrap(),
+                state,
+                w[7].parse().unwrap(),
+            ));
+        }
+    }
+    let stop = u(&r, "stop_ns");
+    let (mut matched, mut agree) = (0u64, 0u64);
+    let mut seen = std::collections::BTreeMap::<String, u64>::new();
+    let mut disagreements = Vec::new();
+    for s in &samples {
+        // The idle task's samples never arrive from CPU 1 (NOTES.md).
+        if s.prev == 0 || s.time < start || s.time + 1_000_000 > stop {
+            continue;
+        }
+        let Some(list) = by_cpu.get(&s.cpu) else {
+            continue;
+        };
+        // The dispatch's time is its switch-out record's, written just after
+        // the sample in the same switch.
+        let i = list.partition_point(|d| d.0 + 50_000 < s.time);
+        let Some(d) = list[i..]
+            .iter()
+            .take_while(|d| d.0 < s.time + 50_000)
+            .filter(|d| d.1 == s.prev && d.3 == s.next)
+            .min_by_key(|d| d.0.abs_diff(s.time))
+        else {
+            continue;
+        };
+        matched += 1;
+        // idleflow writes R for a preemption (perf: R+), X for dead and zombie.
+        let perf_letter = match s.state.as_str() {
+            st if st.starts_with('R') => "R",
+            "Z" => "X",
+            st => st,
+        };
+        *seen.entry(perf_letter.to_string()).or_default() += 1;
+        if d.2 == perf_letter {
+            agree += 1;
+        } else if disagreements.len() < 10 {
+            disagreements.push(format!(
+                "cpu {} t {} {} [{}] -> {}: ours [{}]",
+                s.cpu, s.time, s.prev, s.state, s.next, d.2
+            ));
+        }
+    }
+    println!(
+        "{matched} switches matched, {agree} agree; perf's states {seen:?}; {disagreements:#?}"
+    );
+    for state in ["S", "D", "R"] {
+        assert!(
+            seen.get(state).copied().unwrap_or(0) >= 50,
+            "the workload should switch out in state {state}: {seen:?}"
+        );
+    }
+    assert!(matched >= 10_000, "{matched} switches matched");
+    assert!(
+        agree as f64 >= 0.999 * matched as f64,
+        "{agree} of {matched} states agree: {disagreements:#?}"
+    );
+}

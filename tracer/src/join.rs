@@ -11,6 +11,11 @@
 //! whatever part of the triple it saw, with `prev_state` from the sample when
 //! it is there, else from the switch-out record's preempt flag.
 //!
+//! Samples are usually filtered in the kernel ([`SWITCH_SAMPLE_FILTER`]):
+//! the states a switch-out record already tells (preempted) or implies
+//! (interruptible sleep, when it is not a preemption) are left out, which
+//! takes one record of three out of every common switch.
+//!
 //! Invariant: output dispatches are in the ring's (time) order and each
 //! switch is emitted once: a switch-in record that confirms the dispatch just
 //! emitted from its sample or switch-out record is not emitted again.
@@ -18,6 +23,21 @@
 use idleflow_format::{Dispatch, PrevState, IDLE_TID};
 
 use crate::parse::PerfRecord;
+
+/// The ftrace filter set on the `sched_switch` event: a sample is written
+/// only when `prev_state` is neither running (0), preempted
+/// (`TASK_REPORT_MAX`, 0x100) nor interruptible sleep (1). A switch-out
+/// record without its sample is then a sleep unless it flags preemption.
+pub const SWITCH_SAMPLE_FILTER: &str = "prev_state & 254";
+
+/// Which `sched_switch` samples the kernel writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwitchSamples {
+    /// One for every switch.
+    All,
+    /// Only those that pass [`SWITCH_SAMPLE_FILTER`].
+    Filtered,
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Pending {
@@ -35,6 +55,7 @@ const DEAD_TID: u32 = u32::MAX;
 #[derive(Debug)]
 pub struct Joiner {
     cpu: u32,
+    samples: SwitchSamples,
     /// A `sched_switch` sample waiting for its switch-out record.
     pending: Option<Pending>,
     /// A dispatch out of idle seen from the idle side (sample or switch-out,
@@ -48,10 +69,11 @@ pub struct Joiner {
 }
 
 impl Joiner {
-    /// A joiner for `cpu`.
-    pub fn new(cpu: u32) -> Self {
+    /// A joiner for `cpu`, whose ring has `samples`.
+    pub fn new(cpu: u32, samples: SwitchSamples) -> Self {
         Joiner {
             cpu,
+            samples,
             pending: None,
             from_idle: None,
             awaiting_in: None,
@@ -149,6 +171,8 @@ impl Joiner {
                             PrevState::Preempted
                         } else if prev == IDLE_TID {
                             PrevState::Unknown
+                        } else if self.samples == SwitchSamples::Filtered {
+                            PrevState::Sleeping
                         } else {
                             PrevState::Blocked
                         }
@@ -274,7 +298,10 @@ mod tests {
         }
     }
     fn join(recs: &[PerfRecord]) -> Vec<(u64, u32, PrevState, u32)> {
-        let mut j = Joiner::new(1);
+        join_with(SwitchSamples::All, recs)
+    }
+    fn join_with(samples: SwitchSamples, recs: &[PerfRecord]) -> Vec<(u64, u32, PrevState, u32)> {
+        let mut j = Joiner::new(1, samples);
         let mut v = Vec::new();
         for r in recs {
             j.feed(r, &mut |d| {
@@ -411,6 +438,33 @@ mod tests {
         assert_eq!(
             v,
             vec![(5, 0, PrevState::Unknown, 9), (8, 9, PrevState::Blocked, 4)]
+        );
+    }
+
+    #[test]
+    fn with_filtered_samples_a_switch_out_alone_is_a_sleep() {
+        // What the kernel writes under SWITCH_SAMPLE_FILTER: no sample for
+        // S, R or preemption; a sample for D.
+        let v = join_with(
+            SwitchSamples::Filtered,
+            &[
+                sw_out(11, 5, 7, false),
+                sw_in(12, 5, 7),
+                sw_out(20, 7, 5, true),
+                sw_in(21, 7, 5),
+                sample(30, 5, 2, 0),
+                sw_out(31, 5, 0, false),
+                sw_in(40, 0, 7),
+            ],
+        );
+        assert_eq!(
+            v,
+            vec![
+                (11, 5, PrevState::Sleeping, 7),
+                (20, 7, PrevState::Preempted, 5),
+                (31, 5, PrevState::DiskSleep, 0),
+                (40, 0, PrevState::Unknown, 7),
+            ]
         );
     }
 }

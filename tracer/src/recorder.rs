@@ -21,7 +21,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use crate::drain::{Drain, Round};
-use crate::join::Joiner;
+use crate::join::{Joiner, SwitchSamples, SWITCH_SAMPLE_FILTER};
 use crate::merge::Merge;
 use crate::names::{TaskEvent, ThreadNames};
 use crate::parse::{parse, Layout, PerfRecord};
@@ -90,6 +90,10 @@ pub struct RecordOptions {
     pub ring_bytes: usize,
     /// `SCHED_FIFO` priority of the drain thread; 0 for ordinary priority.
     pub drain_priority: i32,
+    /// Have the kernel write a `sched_switch` sample for every switch, not
+    /// only for the states a switch-out record cannot tell
+    /// ([`crate::join::SWITCH_SAMPLE_FILTER`]).
+    pub all_switch_samples: bool,
 }
 
 impl Default for RecordOptions {
@@ -97,6 +101,7 @@ impl Default for RecordOptions {
         RecordOptions {
             ring_bytes: DEFAULT_RING_BYTES,
             drain_priority: crate::drain::DRAIN_PRIORITY,
+            all_switch_samples: false,
         }
     }
 }
@@ -221,6 +226,14 @@ impl Recorder {
                 &switch.name,
             )
             .map_err(priv_err)?;
+            // A kernel that refuses the filter writes every sample: the
+            // joiner then reads each state from its sample, as before.
+            let samples =
+                if options.all_switch_samples || main.set_filter(SWITCH_SAMPLE_FILTER).is_err() {
+                    SwitchSamples::All
+                } else {
+                    SwitchSamples::Filtered
+                };
             let ring = Ring::map(&main, rb)?;
             for tp in [&wakeup, &wakeup_new] {
                 let ev = PerfEvent::open_cpu_wide(
@@ -242,7 +255,7 @@ impl Recorder {
             mapped.push(ring);
             rings.push(CpuRing {
                 cpu,
-                joiner: Joiner::new(cpu),
+                joiner: Joiner::new(cpu, samples),
                 lost: 0,
             });
         }

@@ -104,6 +104,20 @@ impl PerfEvent {
         check(rc, "ioctl(PERF_EVENT_IOC_SET_OUTPUT)")
     }
 
+    /// Keeps only the tracepoint samples that pass the ftrace `filter`
+    /// (e.g. `prev_state & 254`); records of other kinds are not affected.
+    pub fn set_filter(&self, filter: &str) -> Result<(), SysError> {
+        let call = || format!("ioctl(PERF_EVENT_IOC_SET_FILTER, {filter:?})");
+        let c = std::ffi::CString::new(filter).map_err(|e| SysError {
+            call: call(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, e),
+        })?;
+        // SAFETY: the kernel copies the NUL-terminated string during the
+        // call and never writes through the pointer; `c` outlives the call.
+        let rc = unsafe { sys::ioctls::SET_FILTER(self.fd.as_raw_fd(), c.as_ptr() as *mut _) };
+        check(rc, &call())
+    }
+
     /// Starts counting.
     pub fn enable(&self) -> Result<(), SysError> {
         // SAFETY: ENABLE takes no pointer; the descriptor is open.
