@@ -164,7 +164,6 @@ pub struct Recorder {
     last_round_start: u64,
     summary: RunSummary,
     output: Option<Output>,
-    scratch: Vec<(u64, Merged)>,
     work_area: Option<LiveWorkArea>,
     tree_dir: Option<PathBuf>,
     /// JVMs run with their flight recorder: their waits follow the stream.
@@ -277,7 +276,6 @@ impl Recorder {
             last_round_start: 0,
             summary: RunSummary::default(),
             output: None,
-            scratch: Vec::new(),
             work_area: None,
             tree_dir: None,
             java_waits: false,
@@ -575,36 +573,41 @@ impl Recorder {
     }
 
     fn release(&mut self, watermark: u64) -> Result<(), RecorderError> {
-        let mut batch = std::mem::take(&mut self.scratch);
-        self.merge.release(watermark, |t, r| batch.push((t, r)));
+        let Recorder {
+            merge,
+            output,
+            names,
+            work_area,
+            summary,
+            ..
+        } = self;
         let mut result = Ok(());
-        if let Some(out) = self.output.as_mut() {
-            for (_, m) in batch.drain(..) {
-                let r = match m {
-                    Merged::Record(r) => r,
-                    Merged::Task(e) => Record::Thread(self.names.apply(e)),
-                };
-                if let Record::Exit(e) = &r {
-                    self.names.exited(e.tid);
-                }
-                let r = &r;
-                if let Some(wa) = self.work_area.as_mut() {
-                    wa.account(r);
-                }
-                match r {
-                    Record::Dispatch(_) => self.summary.dispatches += 1,
-                    Record::Wakeup(_) => self.summary.wakeups += 1,
-                    _ => {}
-                }
-                if let Err(e) = out.writer.write(r) {
-                    result = Err(e.into());
-                    break;
-                }
+        let Some(out) = output.as_mut() else {
+            merge.release(watermark, |_, _| {});
+            return Ok(());
+        };
+        merge.release(watermark, |_, m| {
+            if result.is_err() {
+                return;
             }
-        }
-        batch.clear();
-        self.scratch = batch;
-        if let (Ok(()), Some(out)) = (&result, self.output.as_mut()) {
+            let r = match m {
+                Merged::Record(r) => r,
+                Merged::Task(e) => Record::Thread(names.apply(e)),
+            };
+            match &r {
+                Record::Dispatch(_) => summary.dispatches += 1,
+                Record::Wakeup(_) => summary.wakeups += 1,
+                Record::Exit(e) => names.exited(e.tid),
+                _ => {}
+            }
+            if let Some(wa) = work_area.as_mut() {
+                wa.account(&r);
+            }
+            if let Err(e) = out.writer.write(&r) {
+                result = Err(e.into());
+            }
+        });
+        if result.is_ok() {
             let now = sys::monotonic_ns();
             if now.saturating_sub(out.flushed_at) >= FLUSH_NS {
                 out.flushed_at = now;

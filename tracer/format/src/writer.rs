@@ -1,4 +1,10 @@
 //! Streaming writer of recordings.
+//!
+//! Records are encoded straight into one output buffer, header and all, and
+//! handed to the output in blocks of [`BLOCK`] bytes: the recorder's hot path
+//! (a dispatch or wake-up a record) copies nothing and calls no `memcpy`.
+//! Invariant: the buffer holds whole records only, so whatever reached the
+//! output ends at a record boundary.
 
 use std::io::Write;
 
@@ -11,10 +17,14 @@ use crate::{kind, FormatError, MAGIC, VERSION};
 #[derive(Debug)]
 pub struct Writer<W: Write> {
     out: W,
-    payload: Vec<u8>,
+    /// Whole records not yet handed to `out`.
+    buf: Vec<u8>,
     last_time: u64,
     bytes: u64,
 }
+
+/// Bytes of records the writer gathers before handing them to its output.
+const BLOCK: usize = 64 << 10;
 
 impl<W: Write> Writer<W> {
     /// Starts a recording: writes the header and the [`RunInfo`] record.
@@ -24,16 +34,11 @@ impl<W: Write> Writer<W> {
         out.write_all(&VERSION.to_le_bytes())?;
         let mut w = Writer {
             out,
-            payload: Vec::with_capacity(64),
+            buf: Vec::with_capacity(BLOCK + 4096),
             last_time: info.start_ns,
             bytes: 12,
         };
-        let json = serde_json::to_vec(info).map_err(|e| FormatError::Corrupt {
-            offset: 12,
-            what: e.to_string(),
-        })?;
-        w.payload = json;
-        w.emit(kind::META)?;
+        w.write_json(kind::META, info)?;
         Ok(w)
     }
 
@@ -45,14 +50,14 @@ impl<W: Write> Writer<W> {
     /// Appends one record. Timed records should come in time order; an
     /// earlier time is stored exactly all the same (as a negative delta).
     pub fn write(&mut self, record: &Record) -> Result<(), FormatError> {
-        self.payload.clear();
+        let start = self.begin();
         let k = match record {
             Record::Dispatch(d) => {
                 self.put_time(d.time);
-                put(&mut self.payload, d.cpu.into());
-                put(&mut self.payload, d.prev_tid.into());
-                self.payload.push(d.prev_state.code());
-                put(&mut self.payload, d.next_tid.into());
+                put(&mut self.buf, d.cpu.into());
+                put(&mut self.buf, d.prev_tid.into());
+                self.buf.push(d.prev_state.code());
+                put(&mut self.buf, d.next_tid.into());
                 match d.prev_node {
                     NodeTag::Untraced => kind::DISPATCH,
                     tag => {
@@ -61,75 +66,72 @@ impl<W: Write> Writer<W> {
                             NodeTag::Ring(n) => (2, n),
                             _ => (3, 0),
                         };
-                        self.payload.push(code);
-                        put(&mut self.payload, node);
+                        self.buf.push(code);
+                        put(&mut self.buf, node);
                         kind::DISPATCH_TAGGED
                     }
                 }
             }
             Record::Wakeup(w) => {
                 self.put_time(w.time);
-                put(&mut self.payload, w.cpu.into());
-                put(&mut self.payload, w.waker_tid.into());
-                put(&mut self.payload, w.wakee_tid.into());
-                put(&mut self.payload, w.target_cpu.into());
-                self.payload.push(u8::from(w.new_thread));
+                put(&mut self.buf, w.cpu.into());
+                put(&mut self.buf, w.waker_tid.into());
+                put(&mut self.buf, w.wakee_tid.into());
+                put(&mut self.buf, w.target_cpu.into());
+                self.buf.push(u8::from(w.new_thread));
                 kind::WAKEUP
             }
             Record::Thread(t) => {
                 self.put_time(t.time);
-                put(&mut self.payload, t.tid.into());
-                put(&mut self.payload, t.pid.into());
-                put(&mut self.payload, t.ppid.into());
-                put(&mut self.payload, t.comm.len() as u64);
-                self.payload.extend_from_slice(t.comm.as_bytes());
+                put(&mut self.buf, t.tid.into());
+                put(&mut self.buf, t.pid.into());
+                put(&mut self.buf, t.ppid.into());
+                put(&mut self.buf, t.comm.len() as u64);
+                self.buf.extend_from_slice(t.comm.as_bytes());
                 kind::THREAD
             }
             Record::Exit(e) => {
                 self.put_time(e.time);
-                put(&mut self.payload, e.tid.into());
-                put(&mut self.payload, e.pid.into());
+                put(&mut self.buf, e.tid.into());
+                put(&mut self.buf, e.pid.into());
                 kind::EXIT
             }
             Record::TreeHead(h) => {
-                crate::tree::encode_head(h, &mut self.payload);
+                crate::tree::encode_head(h, &mut self.buf);
                 kind::TREE_HEAD
             }
             Record::TreeThread(t) => {
-                crate::tree::encode_thread(t, &mut self.payload);
+                crate::tree::encode_thread(t, &mut self.buf);
                 kind::TREE_THREAD
             }
             Record::TreeThreadEncoded(t) => {
-                t.encode_payload(&mut self.payload);
+                t.encode_payload(&mut self.buf);
                 kind::TREE_THREAD
             }
             Record::JvmWaits(w) => {
-                self.payload = serde_json::to_vec(w).map_err(|e| FormatError::Corrupt {
-                    offset: self.bytes,
-                    what: e.to_string(),
-                })?;
-                kind::JVM_WAITS
+                self.buf.truncate(start);
+                return self.write_json(kind::JVM_WAITS, w);
             }
             Record::JavaSymbol(s) => {
-                crate::waits::encode_symbol(s, &mut self.payload);
+                crate::waits::encode_symbol(s, &mut self.buf);
                 kind::JAVA_SYMBOL
             }
             Record::JavaStack(s) => {
-                crate::waits::encode_stack(s, &mut self.payload);
+                crate::waits::encode_stack(s, &mut self.buf);
                 kind::JAVA_STACK
             }
             Record::JavaWait(w) => {
-                crate::waits::encode_wait(w, &mut self.payload);
+                crate::waits::encode_wait(w, &mut self.buf);
                 kind::JAVA_WAIT
             }
             Record::Lost(l) => {
                 self.put_time(l.time);
-                put(&mut self.payload, l.cpu.into());
-                put(&mut self.payload, l.count);
+                put(&mut self.buf, l.cpu.into());
+                put(&mut self.buf, l.count);
                 kind::LOST
             }
         };
-        self.emit(k)
+        self.end(start, k)
     }
 
     /// Writes a JVM's whole call-tree dump: its head, then one record per thread.
@@ -145,43 +147,84 @@ impl<W: Write> Writer<W> {
     /// Copies a call-tree record of an agent's dump file, checked by
     /// [`crate::tree::dump_frames`], as it is.
     pub fn write_tree_frame(&mut self, frame: crate::tree::Frame<'_>) -> Result<(), FormatError> {
-        self.payload.clear();
-        self.payload.extend_from_slice(frame.payload);
-        self.emit(frame.kind)
+        let start = self.begin();
+        self.buf.extend_from_slice(frame.payload);
+        self.end(start, frame.kind)
     }
 
     /// Hands everything written so far to the output's own writer (for a
     /// file: to the kernel, so that it survives the writer being killed).
     pub fn flush(&mut self) -> Result<(), FormatError> {
+        self.hand_over()?;
         self.out.flush()?;
         Ok(())
     }
 
     /// Writes the end record, flushes, and returns the output.
     pub fn finish(mut self, summary: &RunSummary) -> Result<W, FormatError> {
-        self.payload = serde_json::to_vec(summary).map_err(|e| FormatError::Corrupt {
-            offset: self.bytes,
-            what: e.to_string(),
-        })?;
-        self.emit(kind::END)?;
-        self.out.flush()?;
+        self.write_json(kind::END, summary)?;
+        self.flush()?;
         Ok(self.out)
     }
 
     fn put_time(&mut self, time: u64) {
         let delta = time.wrapping_sub(self.last_time) as i64;
         self.last_time = time;
-        put(&mut self.payload, zigzag(delta));
+        put(&mut self.buf, zigzag(delta));
     }
 
-    fn emit(&mut self, k: u8) -> Result<(), FormatError> {
-        let mut head = [0u8; 11];
-        head[0] = k;
-        let n = 1 + leb128_into(&mut head[1..], self.payload.len() as u64);
-        self.out.write_all(&head[..n])?;
-        self.out.write_all(&self.payload)?;
-        self.bytes += (n + self.payload.len()) as u64;
+    /// Starts a record: room for its kind and a one-byte length.
+    #[inline]
+    fn begin(&mut self) -> usize {
+        let start = self.buf.len();
+        self.buf.push(0);
+        self.buf.push(0);
+        start
+    }
+
+    /// Completes the record begun at `start` with its kind and payload
+    /// length, and hands full blocks to the output.
+    #[inline]
+    fn end(&mut self, start: usize, k: u8) -> Result<(), FormatError> {
+        let len = self.buf.len() - start - 2;
+        self.buf[start] = k;
+        if len < 0x80 {
+            self.buf[start + 1] = len as u8;
+        } else {
+            // Rare (JSON, trees, long names): a longer length field.
+            let mut head = [0u8; 10];
+            let n = leb128_into(&mut head, len as u64);
+            self.buf
+                .splice(start + 1..start + 2, head[..n].iter().copied());
+        }
+        self.bytes += (self.buf.len() - start) as u64;
+        if self.buf.len() >= BLOCK {
+            self.hand_over()?;
+        }
         Ok(())
+    }
+
+    fn write_json<T: serde::Serialize>(&mut self, k: u8, value: &T) -> Result<(), FormatError> {
+        let start = self.begin();
+        if let Err(e) = serde_json::to_writer(&mut self.buf, value) {
+            self.buf.truncate(start);
+            return Err(FormatError::Corrupt {
+                offset: self.bytes,
+                what: e.to_string(),
+            });
+        }
+        self.end(start, k)
+    }
+
+    /// Hands the gathered records to the output; a buffer grown by a big
+    /// record shrinks back.
+    fn hand_over(&mut self) -> Result<(), FormatError> {
+        let result = self.out.write_all(&self.buf);
+        self.buf.clear();
+        if self.buf.capacity() > 4 * BLOCK {
+            self.buf.shrink_to(BLOCK + 4096);
+        }
+        result.map_err(FormatError::from)
     }
 }
 
@@ -201,12 +244,15 @@ fn leb128_into(out: &mut [u8], mut v: u64) -> usize {
     i + 1
 }
 
-/// Appends `v` as unsigned LEB128.
+/// Appends `v` as unsigned LEB128, byte by byte (no `memcpy` call for a
+/// field of one to three bytes).
 #[inline]
-pub(crate) fn put(buf: &mut Vec<u8>, v: u64) {
-    let mut b = [0u8; 10];
-    let n = leb128_into(&mut b, v);
-    buf.extend_from_slice(&b[..n]);
+pub(crate) fn put(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
 }
 
 /// Maps signed to unsigned so that small magnitudes stay small.

@@ -1,0 +1,77 @@
+#!/bin/bash
+# Run from the repository root after `cargo build --release`; DIR (default /tmp) holds the files.
+# usage: alternate.sh tomcat|h2 ROUNDS [MODES...]     MODES default: plain noagent waits
+#
+# One server process, warmed up once, then in each round one load window per
+# mode, in the order given (the first mode should be plain): `plain` runs the
+# load alone; any other mode records the running server with
+# `idleflow record --pid PID` (noagent: --no-agent; waits: the default Java
+# mode, JFR started through the attach mechanism, WT=MS for --wait-threshold;
+# all: --no-agent --all-switch-samples). The recorder starts SETTLE s (default
+# 3) before the load, so JFR's start-up is outside the measured window; the
+# per-run figures of tomcat.sh / pairs.sh include it.
+# Removes what separate server runs add to the noise: start-up, JIT
+# decisions, the heap's layout. Prints one row per round and the median ratio
+# of each mode to plain in the same round.
+set -u
+SERVER=$1; ROUNDS=$2; shift 2
+MODES=${*:-plain noagent waits}
+W=${WINDOW:-10}; SETTLE=${SETTLE:-3}
+IF=${IDLEFLOW:-target/release/idleflow}
+D=${DIR:-/tmp}
+J=/usr/lib/jvm/java-17-openjdk-amd64/bin
+case $SERVER in
+  tomcat)
+    export CATALINA_HOME=/usr/share/tomcat10 CATALINA_BASE=/var/lib/tomcat10 CATALINA_TMPDIR=/tmp
+    export JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
+    URL=http://127.0.0.1:8080/examples/servlets/servlet/HelloWorldExample
+    $CATALINA_HOME/bin/catalina.sh run > $D/catalina.log 2>&1 &
+    for i in $(seq 240); do curl -sf $URL >/dev/null 2>&1 && break; sleep 0.5; done
+    PID=$(pgrep -f org.apache.catalina.startup.Bootstrap | head -1)
+    load() { ab -t $1 -n 100000000 -c 4 -k $URL 2>&1 | awk '/Requests per second/ {print $4}'; }
+    stop() { pkill -TERM -f org.apache.catalina.startup.Bootstrap; }
+    ;;
+  h2)
+    mkdir -p $D/h2client
+    [ $D/h2client/HotRow.class -nt benches/servers/HotRow.java ] || $J/javac -d $D/h2client benches/servers/HotRow.java
+    $J/java -cp /usr/share/java/h2.jar org.h2.tools.Server -tcp -tcpPort 9092 -ifNotExists > $D/h2.log 2>&1 &
+    for i in $(seq 120); do (echo > /dev/tcp/127.0.0.1/9092) 2>/dev/null && break; sleep 0.5; done
+    PID=$(pgrep -f org.h2.tools.Server | head -1)
+    load() { $J/java -cp $D/h2client:/usr/share/java/h2.jar HotRow 4 $1 | awk '/updates\/s/ {print $2}'; }
+    stop() { pkill -TERM -f org.h2.tools.Server; }
+    ;;
+  *) echo "usage: $0 tomcat|h2 ROUNDS [MODES...]" >&2; exit 2 ;;
+esac
+load 20 > /dev/null   # warm-up
+echo "| round | $(echo $MODES | sed 's/ / | /g') |"
+echo "|---$(for m in $MODES; do printf '|---'; done)|"
+declare -A R
+for r in $(seq $ROUNDS); do
+  row="| $r"
+  for m in $MODES; do
+    case $m in
+      plain) v=$(load $W) ;;
+      *)
+        case $m in
+          noagent) A="--no-agent" ;;
+          waits) A="${WT:+--wait-threshold $WT}" ;;
+          all) A="--no-agent --all-switch-samples" ;;
+        esac
+        $IF record -q $A --pid $PID --duration $((SETTLE + W + 1)) -o $D/alt-$m.idleflow &
+        REC=$!
+        sleep $SETTLE
+        v=$(load $W)
+        wait $REC
+        ;;
+    esac
+    R[$r,$m]=$v
+    row="$row | $v"
+  done
+  echo "$row |"
+done
+stop; wait 2>/dev/null
+for m in $MODES; do
+  [ $m = plain ] && continue
+  ratios=$(for r in $(seq $ROUNDS); do python3 -c "print(${R[$r,$m]}/${R[$r,plain]})"; done | sort -n | tr '\n' ' ')
+  echo "$m / plain per round: $ratios → median $(echo $ratios | tr ' ' '\n' | python3 -c 'import sys,statistics; print(round(statistics.median(float(x) for x in sys.stdin if x.strip()),3))')"
+done
