@@ -16,16 +16,15 @@
 //! privileges still writes its file) but not listable, and sticky, so no
 //! user can touch another's file.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use idleflow_format::Record;
-use idleflow_tracer::Recorder;
+use idleflow_tracer::{procfs, Recorder};
 
 /// JFR's recording name for idleflow's recording.
 const RECORDING_NAME: &str = "idleflow";
@@ -73,9 +72,18 @@ fn ephemeral_ports() -> (u16, u16) {
 }
 
 /// Finds the JVMs of a process tree as they start and starts idleflow's
-/// flight recording in each ([`Waits::start_in`]).
+/// flight recording in each ([`Waits::start_in`]). It looks only where there
+/// is something to see: at the tree as it is at the start, then at each
+/// process of the tree that the recorder saw `exec` ([`Watch::renamed`]).
+/// A process is looked at every [`WATCH_PERIOD`] while it may still load a
+/// JVM ([`LOADS_JVM_WITHIN`] of its `exec`: the `java` launcher loads
+/// `libjvm.so` in its first milliseconds) and, once it has, until the JVM is
+/// ready for the attach request. With nothing pending the watcher sleeps
+/// without waking: no periodic `/proc` scans, which cost a busy JVM's
+/// recording 18 % of idleflow's own CPU. A program that embeds a JVM later
+/// than that after its `exec` is not found.
 pub struct Watch {
-    stop: Arc<AtomicBool>,
+    renamed: mpsc::Sender<Vec<u32>>,
     thread: std::thread::JoinHandle<Watched>,
 }
 
@@ -88,44 +96,108 @@ pub struct Watched {
     pub notes: Vec<String>,
 }
 
-/// How often the watcher looks for new JVMs.
+/// How often a pending process is looked at again.
 const WATCH_PERIOD: Duration = Duration::from_millis(100);
+
+/// How long after its `exec` a process may still load a JVM.
+const LOADS_JVM_WITHIN: Duration = Duration::from_secs(2);
+
+/// How long a JVM may take to be ready for the attach request (an
+/// interpreted JVM under the tree agent takes seconds).
+const READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// A process the watcher looks at.
+struct Pending {
+    since: Instant,
+    /// It has `libjvm.so` mapped.
+    jvm: bool,
+}
 
 impl Watch {
     /// Watches `root` and its descendants.
     pub fn start(waits: Arc<Waits>, root: u32) -> anyhow::Result<Watch> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let (tx, rx) = mpsc::channel::<Vec<u32>>();
         let thread = std::thread::Builder::new()
             .name("idleflow-jvms".into())
             .spawn(move || {
                 let mut done = Watched::default();
                 let mut seen = HashSet::new();
-                while !flag.load(Ordering::Relaxed) {
-                    for pid in crate::attach::process_tree(root) {
-                        if seen.contains(&pid)
-                            || !crate::attach::is_jvm(pid)
-                            || !crate::attach::is_ready(pid)
-                        {
-                            continue;
+                let now = Instant::now();
+                let mut pending: HashMap<u32, Pending> = crate::attach::process_tree(root)
+                    .into_iter()
+                    .map(|pid| {
+                        (
+                            pid,
+                            Pending {
+                                since: now,
+                                jvm: false,
+                            },
+                        )
+                    })
+                    .collect();
+                loop {
+                    pending.retain(|&pid, p| {
+                        if !procfs::process_exists(pid) {
+                            return false;
+                        }
+                        p.jvm = p.jvm || crate::attach::is_jvm(pid);
+                        if !p.jvm {
+                            return p.since.elapsed() < LOADS_JVM_WITHIN;
+                        }
+                        if !crate::attach::is_ready(pid) {
+                            return p.since.elapsed() < READY_WITHIN;
                         }
                         seen.insert(pid);
                         match waits.start_in(pid) {
                             Ok(()) => done.started.push(pid),
                             Err(e) => done.notes.push(format!("JVM {pid}: no Java waits: {e}")),
                         }
+                        false
+                    });
+                    let renamed = if pending.is_empty() {
+                        rx.recv().ok()
+                    } else {
+                        match rx.recv_timeout(WATCH_PERIOD) {
+                            Ok(pids) => Some(pids),
+                            Err(mpsc::RecvTimeoutError::Timeout) => Some(Vec::new()),
+                            Err(mpsc::RecvTimeoutError::Disconnected) => None,
+                        }
+                    };
+                    let Some(renamed) = renamed else { break };
+                    for pid in renamed {
+                        if !seen.contains(&pid) && (pid == root || procfs::descends_from(pid, root))
+                        {
+                            // An exec starts the clock again.
+                            pending.insert(
+                                pid,
+                                Pending {
+                                    since: Instant::now(),
+                                    jvm: false,
+                                },
+                            );
+                        }
                     }
-                    std::thread::sleep(WATCH_PERIOD);
                 }
                 done
             })
             .context("cannot start the thread that finds the JVMs")?;
-        Ok(Watch { stop, thread })
+        Ok(Watch {
+            renamed: tx,
+            thread,
+        })
+    }
+
+    /// Hands over the processes the recorder saw `exec` (any process:
+    /// those outside the tree are left alone).
+    pub fn renamed(&self, pids: Vec<u32>) {
+        if !pids.is_empty() {
+            let _ = self.renamed.send(pids);
+        }
     }
 
     /// Stops watching; what was done.
     pub fn finish(self) -> Watched {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.renamed);
         self.thread.join().unwrap_or_default()
     }
 }

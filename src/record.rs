@@ -177,6 +177,10 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             }
             return Err(e);
         }
+        let renamed = recorder.take_renamed_processes();
+        if let Some(w) = &watch {
+            w.renamed(renamed);
+        }
         if let Target::Command(child) = &mut target {
             if let Some(status) = child.try_wait().context("waiting for the command")? {
                 break ("command exited", Some(exit_code(status)));

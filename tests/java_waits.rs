@@ -447,3 +447,45 @@ fn a_jvm_without_a_flight_recorder_runs_unharmed_and_is_named() {
     let text = stdout(&run(idleflow().arg("report").arg(&rec)));
     assert!(text.contains("jdk.jfr"), "the text says why: {text}");
 }
+
+/// A JVM that a shell starts a second into the recording is found from its
+/// `exec` (the recorder's COMM record), not by scanning `/proc`: its waits
+/// are there, and the watcher thread woke only while something was pending
+/// (the shell for 2 s, the JVM until it took the attach request), not ten
+/// times a second for the whole run.
+#[test]
+fn a_jvm_started_later_by_a_child_shell_is_found_from_its_exec() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("later.idleflow");
+    let script = format!(
+        "sleep 1; {} -cp {} Waits sleep 5; sleep 1; echo done",
+        Path::new(JDK17).join("bin/java").display(),
+        classes.path().display()
+    );
+    let out = run(idleflow()
+        .args(["record", "-q", "--wait-threshold", "0", "-o"])
+        .arg(&rec)
+        .args(["--", "sh", "-c", &script]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let r = report_json(&rec);
+    let p = heaviest(&r);
+    assert_eq!(p["reason"], "sleep", "{p}");
+    assert!(frames(p).contains(&"Waits.nap"), "{p}");
+    let watcher = r["tool"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["comm"] == "idleflow-jvms")
+        .unwrap_or_else(|| panic!("the watcher among idleflow's threads: {}", r["tool"]));
+    let secs = u(&r, "duration_ns") as f64 / 1e9;
+    assert!(secs > 7.0, "{secs} s");
+    println!("watcher: {watcher} in {secs:.1} s");
+    // Scanning every 100 ms would be about 10 a second, 70 or more here.
+    assert!(
+        u(watcher, "wakeups") < 45,
+        "the watcher woke {} times in {secs:.1} s",
+        watcher["wakeups"]
+    );
+}

@@ -145,6 +145,21 @@ pub struct ToolUse {
     /// How the recorder's ring-draining thread ran (`SCHED_FIFO 10`, or
     /// ordinary and why; empty in older recordings).
     pub drain_priority: String,
+    /// Each of them, most CPU first.
+    pub threads: Vec<ToolThread>,
+}
+
+/// One of idleflow's own threads (see [`ToolUse`]).
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct ToolThread {
+    /// Thread id.
+    pub tid: u32,
+    /// Its name (the recorder's threads, `JFR Recorder Thread`, `Attach Listener`, …).
+    pub comm: String,
+    /// Time on a CPU, ns.
+    pub runtime_ns: u64,
+    /// Times it left a CPU not runnable.
+    pub wakeups: u64,
 }
 
 /// Where a recording cut short ends (see [`idleflow_format::CutShort`]).
@@ -416,6 +431,16 @@ impl Report {
             all_wakeups = all_wakeups.saturating_add(t.non_runnable);
             if a.tool_tids.contains(&t.tid) {
                 tool.tids.push(t.tid);
+                tool.threads.push(ToolThread {
+                    tid: t.tid,
+                    comm: a
+                        .names
+                        .get(&t.tid)
+                        .map(|(_, c)| c.clone())
+                        .unwrap_or_default(),
+                    runtime_ns: t.runtime_ns,
+                    wakeups: t.non_runnable,
+                });
                 tool.runtime_ns = tool.runtime_ns.saturating_add(t.runtime_ns);
                 tool.wakeups = tool.wakeups.saturating_add(t.non_runnable);
                 let (ic, ins) = caused.get(&t.tid).copied().unwrap_or_default();
@@ -424,6 +449,8 @@ impl Report {
             }
         }
         tool.tids.sort_unstable();
+        tool.threads
+            .sort_by(|x, y| y.runtime_ns.cmp(&x.runtime_ns).then(x.tid.cmp(&y.tid)));
         tool.cpu_pct_of_one = pct(tool.runtime_ns, duration);
         tool.wakeups_pct = pct(tool.wakeups, all_wakeups);
         tool.drain_priority = a.summary.drain_priority.clone();

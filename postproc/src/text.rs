@@ -250,6 +250,32 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             count(t.wakeups),
             t.wakeups_pct,
         )?;
+        if t.threads.len() > 1 {
+            let each: Vec<String> = t
+                .threads
+                .iter()
+                .take(3)
+                .map(|th| {
+                    format!(
+                        "{} {:.1}, {}",
+                        th.comm,
+                        th.runtime_ns as f64 / 1e6,
+                        count(th.wakeups)
+                    )
+                })
+                .collect();
+            let more = t.threads.len().saturating_sub(3);
+            let line = format!(
+                "#   by thread (ms on CPU, wake-ups): {}{}",
+                each.join("; "),
+                if more > 0 {
+                    format!("; {more} more")
+                } else {
+                    String::new()
+                }
+            );
+            writeln!(o, "{}", fit(&line, WIDTH))?;
+        }
         if t.idle_dispatches_caused > 0 {
             writeln!(
                 o,

@@ -170,6 +170,9 @@ pub struct Recorder {
     java_waits: bool,
     /// The window's end, once [`Recorder::stop`] closed it.
     stop_ns: Option<u64>,
+    /// Processes whose main thread took a new name (an `exec`, mostly)
+    /// since [`Recorder::take_renamed_processes`] last asked.
+    renamed: Vec<u32>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -279,6 +282,7 @@ impl Recorder {
             work_area: None,
             tree_dir: None,
             java_waits: false,
+            renamed: Vec::new(),
             stop_ns: None,
         })
     }
@@ -481,6 +485,7 @@ impl Recorder {
         let layout = &self.layout;
         let merge = &mut self.merge;
         let summary = &mut self.summary;
+        let renamed = &mut self.renamed;
         let mut scratch = Vec::new();
         for (slot, bytes) in &round.chunks {
             let slot = *slot;
@@ -518,16 +523,22 @@ impl Recorder {
                             new_thread,
                         })),
                     ),
-                    PerfRecord::Comm { id, pid, tid, comm } => merge.push(
-                        slot,
-                        id.time,
-                        Merged::Task(TaskEvent::Comm {
-                            time: id.time,
-                            pid,
-                            tid,
-                            comm,
-                        }),
-                    ),
+                    PerfRecord::Comm { id, pid, tid, comm } => {
+                        // Bounded for a caller that never asks.
+                        if pid == tid && renamed.len() < 1 << 16 {
+                            renamed.push(pid);
+                        }
+                        merge.push(
+                            slot,
+                            id.time,
+                            Merged::Task(TaskEvent::Comm {
+                                time: id.time,
+                                pid,
+                                tid,
+                                comm,
+                            }),
+                        )
+                    }
                     PerfRecord::Fork {
                         id,
                         pid,
@@ -632,6 +643,13 @@ impl Recorder {
     /// end record.
     pub fn set_java_notes(&mut self, notes: Vec<String>) {
         self.summary.java_notes = notes;
+    }
+
+    /// Processes whose main thread took a new name since the last call, in
+    /// the order seen: every `exec` (and `prctl` renames of a main thread).
+    /// What drives the search for new JVMs, instead of scanning `/proc`.
+    pub fn take_renamed_processes(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.renamed)
     }
 
     /// Dispatches written so far.
