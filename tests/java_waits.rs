@@ -489,3 +489,50 @@ fn a_jvm_started_later_by_a_child_shell_is_found_from_its_exec() {
         watcher["wakeups"]
     );
 }
+
+/// `--java tree,waits`: the arcflow tree's node stays the key and the JVM's
+/// reason is added to it. In a `synchronized` convoy the entry/exit agent
+/// puts the wait in the caller's node (HotSpot posts MethodEntry for a
+/// synchronized method once the monitor is taken); that node's idle gets
+/// "monitor enter on Waits$Ledger" from the flight recorder.
+#[test]
+fn with_the_tree_agent_the_node_gets_the_jvm_reason() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("tw.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--java", "tree,waits", "--agent"])
+        .arg(agent_library())
+        .args(["--wait-threshold", "0", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["Waits", "convoy", "8"]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let r = report_json(&rec);
+    let rows = r["arcflow"]["rows"].as_array().expect("a call tree");
+    // The node whose threads' leaving caused the most idle.
+    let top = rows
+        .iter()
+        .filter(|x| x["level"].as_u64() > Some(0))
+        .max_by_key(|x| u(x, "idle_ns"))
+        .unwrap();
+    assert_eq!(top["method"], "Waits.lambda$main$3", "{top}");
+    let w = &top["waits"][0];
+    assert_eq!(w["reason"], "monitor enter", "{top}");
+    assert_eq!(w["object"], "Waits$Ledger", "{top}");
+    // The rest of the node's idle came before the JVM's flight recording
+    // started (seconds, in an interpreted JVM).
+    assert!(f(w, "share_pct") > 30.0, "{top}");
+    assert!(u(w, "idle_ns") <= u(top, "idle_ns"), "{top}");
+    // The text report shows it under the method.
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert!(
+        text.contains("↳ JVM: monitor enter on Waits$Ledger"),
+        "{text}"
+    );
+    assert_fits_120_columns(&text);
+}

@@ -193,7 +193,15 @@ impl Analysis {
                     }
                     let out = a.accounting.dispatch(&d);
                     let ci = a.accounting.cpu_slot(d.cpu);
-                    a.node_idle.dispatch(ci, &d, &out);
+                    // The tree node stays the key; the JVM's wait adds why.
+                    let wait = if java_waits && out.to_idle && d.prev_node.node().is_some() {
+                        a.java
+                            .wait_at(d.prev_tid, d.time)
+                            .map(|w| (w.reason, w.object))
+                    } else {
+                        None
+                    };
+                    a.node_idle.dispatch(ci, &d, &out, wait);
                     // Causes are counted when their idle interval ends, so one
                     // lookup carries the count, the state and the idle time.
                     if let Some(iv) = out.closed_idle {

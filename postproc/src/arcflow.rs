@@ -15,7 +15,7 @@
 use idleflow_format::{RunSummary, TreeNode};
 use serde::Serialize;
 
-use crate::nodes::{NodeAttribution, NodeIdle, TagCounts};
+use crate::nodes::{NodeAttribution, NodeIdle, NodeWait, TagCounts};
 use crate::views::BuiltViews;
 
 /// The measure rows are sorted and cut by.
@@ -81,6 +81,9 @@ pub struct Measures {
     pub cpu_delta: u64,
     /// Sum of their `total_delta`.
     pub total_delta: u64,
+    /// The JVM's reasons for `idle_dispatches` (symbol ids: [`ArcRow::waits`] names them).
+    #[serde(skip)]
+    pub waits: Vec<NodeWait>,
 }
 
 impl Measures {
@@ -99,6 +102,19 @@ impl Measures {
             self.trace_records = self.trace_records.saturating_add(i.trace_records);
             self.cpu_delta = self.cpu_delta.saturating_add(i.cpu_delta);
             self.total_delta = self.total_delta.saturating_add(i.total_delta);
+            for w in &i.waits {
+                match self
+                    .waits
+                    .iter_mut()
+                    .find(|m| m.reason == w.reason && m.object == w.object)
+                {
+                    Some(m) => {
+                        m.idle_dispatches = m.idle_dispatches.saturating_add(w.idle_dispatches);
+                        m.idle_ns = m.idle_ns.saturating_add(w.idle_ns);
+                    }
+                    None => self.waits.push(w.clone()),
+                }
+            }
         }
     }
 }
@@ -121,6 +137,25 @@ pub struct ArcRow {
     pub subtree_key: u64,
     /// `subtree_key` as % of the total.
     pub subtree_pct: f64,
+    /// The JVM's reasons for the idle this node's threads caused, most idle
+    /// first (`--java tree,waits`; empty otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<RowWait>,
+}
+
+/// One JVM reason for a tree row's idle (see [`ArcRow::waits`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RowWait {
+    /// `monitor enter`, `park`, … ([`idleflow_format::WaitReason::words`]).
+    pub reason: String,
+    /// The monitor's or parked-on class, the peer's address, the path.
+    pub object: String,
+    /// Dispatches to idle the row's threads caused in such waits.
+    pub idle_dispatches: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+    /// `idle_ns` as % of the row's own `idle_ns`.
+    pub share_pct: f64,
 }
 
 /// One JVM's trees, as found in the recording.

@@ -9,11 +9,16 @@
 //! how each traced dispatch was tagged (current node, history ring,
 //! unknown).
 //!
+//! With the JVMs' flight recordings in the recording too (`--java
+//! tree,waits`), each node also gets the JVM's reasons for the idle its
+//! thread's leaving caused ([`NodeWait`]): the node stays the key, the wait
+//! that contained the switch-out adds why.
+//!
 //! Invariant: only tags the tracer read are used; an unknown tag attributes
 //! nothing (it is counted in [`TagCounts::unknown`]).
 
 use idleflow_accounting::DispatchOutcome;
-use idleflow_format::{Dispatch, NodeTag};
+use idleflow_format::{Dispatch, NodeTag, WaitReason};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -30,6 +35,48 @@ pub struct NodeIdle {
     pub cpu_delta: u64,
     /// Sum of their `total_delta`.
     pub total_delta: u64,
+    /// The JVM's reasons for `idle_dispatches`, where its flight recording
+    /// had the switch-out inside a wait (a few per node at most).
+    pub waits: Vec<NodeWait>,
+}
+
+/// A JVM wait's reason and object (a symbol id of its JVM's recording).
+pub type WaitKey = (WaitReason, u64);
+
+/// A JVM wait (reason and object, as a symbol of its JVM's recording) in
+/// which a node's thread left a CPU idle, and what followed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeWait {
+    /// The JVM's reason.
+    pub reason: WaitReason,
+    /// The object's symbol id in its JVM's flight recording (0: none).
+    pub object: u64,
+    /// Dispatches to idle.
+    pub idle_dispatches: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+}
+
+impl NodeIdle {
+    fn wait(&mut self, reason: WaitReason, object: u64) -> &mut NodeWait {
+        let i = match self
+            .waits
+            .iter()
+            .position(|w| w.reason == reason && w.object == object)
+        {
+            Some(i) => i,
+            None => {
+                self.waits.push(NodeWait {
+                    reason,
+                    object,
+                    idle_dispatches: 0,
+                    idle_ns: 0,
+                });
+                self.waits.len() - 1
+            }
+        };
+        &mut self.waits[i]
+    }
 }
 
 /// How the dispatches of traced threads were tagged, on one CPU.
@@ -61,8 +108,9 @@ pub struct NodeAttribution {
     pub tags: Vec<TagCounts>,
     /// The node each traced thread was in when it last left a CPU.
     last_node: FxHashMap<u32, u64>,
-    /// Per CPU slot: the node whose thread's leaving began the open idle interval.
-    open: Vec<Option<u64>>,
+    /// Per CPU slot: the node whose thread's leaving began the open idle
+    /// interval, and the JVM wait it left in.
+    open: Vec<Option<(u64, Option<WaitKey>)>>,
     /// Whether any dispatch was tagged yet (until then there is nothing to do).
     traced: bool,
 }
@@ -76,9 +124,16 @@ impl NodeAttribution {
     }
 
     /// One dispatch on CPU slot `ci` and what the accounting made of it.
-    /// `closed_len` is the length of the idle interval it closed, if any.
+    /// `wait`: the JVM wait (reason, object symbol) its leaving thread was
+    /// in, where a flight recording says so.
     #[inline]
-    pub fn dispatch(&mut self, ci: usize, d: &Dispatch, out: &DispatchOutcome) {
+    pub fn dispatch(
+        &mut self,
+        ci: usize,
+        d: &Dispatch,
+        out: &DispatchOutcome,
+        wait: Option<WaitKey>,
+    ) {
         if !self.traced {
             if d.prev_node == NodeTag::Untraced {
                 return; // a recording without a JVM agent costs one branch
@@ -108,9 +163,13 @@ impl NodeAttribution {
             self.open[ci] = None;
         }
         if out.to_idle {
-            self.open[ci] = d.prev_node.node();
-            if let Some(n) = self.open[ci] {
-                self.nodes.entry(n).or_default().idle_dispatches += 1;
+            self.open[ci] = d.prev_node.node().map(|n| (n, wait));
+            if let Some(n) = d.prev_node.node() {
+                let e = self.nodes.entry(n).or_default();
+                e.idle_dispatches += 1;
+                if let Some((reason, object)) = wait {
+                    e.wait(reason, object).idle_dispatches += 1;
+                }
             }
         }
         if let Some(tr) = out.trace {
@@ -129,9 +188,13 @@ impl NodeAttribution {
     /// dispatch from idle or at the window's end).
     pub fn idle_ended(&mut self, ci: usize, len: u64) {
         self.grow(ci);
-        if let Some(n) = self.open[ci].take() {
-            self.nodes.entry(n).or_default().idle_ns =
-                self.nodes.entry(n).or_default().idle_ns.saturating_add(len);
+        if let Some((n, wait)) = self.open[ci].take() {
+            let e = self.nodes.entry(n).or_default();
+            e.idle_ns = e.idle_ns.saturating_add(len);
+            if let Some((reason, object)) = wait {
+                let w = e.wait(reason, object);
+                w.idle_ns = w.idle_ns.saturating_add(len);
+            }
         }
     }
 }
@@ -168,7 +231,9 @@ mod tests {
         ];
         for x in &stream {
             let out = acc.dispatch(x);
-            na.dispatch(0, x, &out);
+            // Thread 7's first leaving lay in a monitor enter on symbol 42.
+            let wait = (x.time == 20).then_some((WaitReason::MonitorEnter, 42));
+            na.dispatch(0, x, &out, wait);
         }
         for iv in acc.finish(100) {
             na.idle_ended(0, iv.end - iv.start);
@@ -177,6 +242,16 @@ mod tests {
         assert_eq!(na.nodes[&500].idle_ns, 30);
         assert_eq!(na.nodes[&501].idle_dispatches, 1);
         assert_eq!(na.nodes[&501].idle_ns, 5);
+        assert_eq!(
+            na.nodes[&500].waits,
+            vec![NodeWait {
+                reason: WaitReason::MonitorEnter,
+                object: 42,
+                idle_dispatches: 1,
+                idle_ns: 30
+            }]
+        );
+        assert!(na.nodes[&501].waits.is_empty());
         // Thread 7 came back at 50 after one idle dispatch (its own): the
         // trace record goes to the node it waited in.
         assert_eq!(na.nodes[&500].trace_records, 1);

@@ -7,7 +7,7 @@ use rustc_hash::FxHashSet;
 use serde::Serialize;
 
 use crate::analysis::{Analysis, IdleCause};
-use crate::arcflow::Arcflow;
+use crate::arcflow::{Arcflow, RowWait};
 use crate::waits::JavaWaitsSection;
 use idleflow_format::PrevState;
 
@@ -418,6 +418,27 @@ impl Report {
             &a.view_options.arcflow,
         );
         if let Some(af) = arcflow.as_mut() {
+            // The JVMs' reasons, named from their flight recordings.
+            for row in &mut af.rows {
+                let mut waits: Vec<RowWait> = row
+                    .own
+                    .waits
+                    .iter()
+                    .map(|w| RowWait {
+                        reason: w.reason.words().to_string(),
+                        object: if w.object == 0 {
+                            String::new()
+                        } else {
+                            a.java.symbol(row.pid, w.object).to_string()
+                        },
+                        idle_dispatches: w.idle_dispatches,
+                        idle_ns: w.idle_ns,
+                        share_pct: pct(w.idle_ns, row.own.idle_ns),
+                    })
+                    .collect();
+                waits.sort_by(|x, y| y.idle_ns.cmp(&x.idle_ns).then(x.reason.cmp(&y.reason)));
+                row.waits = waits;
+            }
             for j in &mut af.jvms {
                 j.process_idle_ns = caused
                     .iter()

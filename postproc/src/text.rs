@@ -825,6 +825,12 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
         o,
         "#   (CEE, MMAX, AO, AB, DIP, IDLE and to-idle: --format json)"
     )?;
+    if af.rows.iter().any(|r| !r.waits.is_empty()) {
+        writeln!(
+            o,
+            "#   ↳ JVM: the flight recorder's reasons for that idle, % of the row's idle ms"
+        )?;
+    }
     writeln!(
         o,
         "{:>3} {:>10} {:>10} {:>10} {:>6}  method",
@@ -846,6 +852,30 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
             " ".repeat(indent),
             fit_method(&r.method, WIDTH - 46 - indent)
         )?;
+        // The JVM's reasons (`--java tree,waits`), under the method.
+        if !r.waits.is_empty() {
+            let each: Vec<String> = r
+                .waits
+                .iter()
+                .take(2)
+                .map(|w| {
+                    let on = if w.object.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" on {}", w.object)
+                    };
+                    format!("{}{on} {:.0} %", w.reason, w.share_pct)
+                })
+                .collect();
+            let line = format!(
+                "{:46}{}↳ JVM: {}{}",
+                "",
+                " ".repeat(indent),
+                each.join("; "),
+                if r.waits.len() > 2 { "; …" } else { "" }
+            );
+            writeln!(o, "{}", fit(&line, WIDTH))?;
+        }
     }
     Ok(())
 }
