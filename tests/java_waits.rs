@@ -535,4 +535,18 @@ fn with_the_tree_agent_the_node_gets_the_jvm_reason() {
         "{text}"
     );
     assert_fits_120_columns(&text);
+    // The flame graph tops the node's path with the reason, and the flight
+    // recorder's own threads (idleflow's) are never in it. The clerks'
+    // threads are merged: their stacks carry the node's reason's idle.
+    let stacks = folded(&rec, "idle-ns");
+    let in_reason: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.ends_with("Waits.lambda$main$3;[monitor enter] Waits$Ledger"))
+        .map(|(_, w)| w)
+        .sum();
+    assert_eq!(in_reason, u(w, "idle_ns"), "{stacks:?}");
+    assert!(
+        !stacks.iter().any(|(s, _)| s.contains(";JFR ")),
+        "{stacks:?}"
+    );
 }

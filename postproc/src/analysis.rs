@@ -316,7 +316,10 @@ impl Analysis {
             while let Some(rec) = reader.next_complete_record()? {
                 match rec {
                     Record::TreeHead(h) => views.head(&h),
-                    Record::TreeThreadEncoded(t) => views.thread(&t, &self.node_idle),
+                    // idleflow's own threads (a flight recorder it started)
+                    // are never a cause, in the tree either.
+                    Record::TreeThreadEncoded(t) if self.tool_tids.contains(&t.tid) => {}
+                    Record::TreeThreadEncoded(t) => views.thread(&t, &self.node_idle, &self.java),
                     _ => {}
                 }
             }

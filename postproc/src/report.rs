@@ -442,7 +442,10 @@ impl Report {
             for j in &mut af.jvms {
                 j.process_idle_ns = caused
                     .iter()
-                    .filter(|(tid, _)| a.names.get(tid).is_some_and(|(pid, _)| *pid == j.pid))
+                    .filter(|(tid, _)| {
+                        !a.tool_tids.contains(tid)
+                            && a.names.get(tid).is_some_and(|(pid, _)| *pid == j.pid)
+                    })
                     .fold(0, |s, (_, (_, ns))| s.saturating_add(*ns));
             }
         }

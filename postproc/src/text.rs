@@ -251,30 +251,29 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             t.wakeups_pct,
         )?;
         if t.threads.len() > 1 {
-            let each: Vec<String> = t
-                .threads
-                .iter()
-                .take(3)
-                .map(|th| {
-                    format!(
-                        "{} {:.1}, {}",
-                        th.comm,
-                        th.runtime_ns as f64 / 1e6,
-                        count(th.wakeups)
-                    )
-                })
-                .collect();
-            let more = t.threads.len().saturating_sub(3);
-            let line = format!(
-                "#   by thread (ms on CPU, wake-ups): {}{}",
-                each.join("; "),
-                if more > 0 {
-                    format!("; {more} more")
-                } else {
-                    String::new()
+            // As many threads, most CPU first, as fit the line.
+            let mut line = String::from("#   by thread (ms on CPU, wake-ups):");
+            let mut shown = 0;
+            for th in &t.threads {
+                let item = format!(
+                    " {} {:.1}, {}",
+                    th.comm,
+                    th.runtime_ns as f64 / 1e6,
+                    count(th.wakeups)
+                );
+                if line.chars().count() + item.chars().count() + 10 > WIDTH {
+                    break;
                 }
-            );
-            writeln!(o, "{}", fit(&line, WIDTH))?;
+                if shown > 0 {
+                    line.push(';');
+                }
+                line.push_str(&item);
+                shown += 1;
+            }
+            if shown < t.threads.len() {
+                line.push_str(&format!("; {} more", t.threads.len() - shown));
+            }
+            writeln!(o, "{line}")?;
         }
         if t.idle_dispatches_caused > 0 {
             writeln!(

@@ -24,6 +24,7 @@ use rustc_hash::FxHashMap;
 
 use crate::arcflow::{thread_pattern, ArcRow, ArcflowOptions, JvmSummary, Measures, SortBy};
 use crate::nodes::{NodeAttribution, NodeIdle};
+use crate::waits::JavaWaits;
 
 /// What the flame graph's folded stacks are weighted by and how threads group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,22 +279,30 @@ impl Views {
 
     /// One thread's tree (either pass); `idle` is the dispatch stream's
     /// final attribution.
-    pub fn thread(&mut self, t: &EncodedThread, idle: &NodeAttribution) {
+    /// `waits`: the JVMs' flight recordings, whose reasons top the folded
+    /// stacks of the nodes that have them.
+    pub fn thread(&mut self, t: &EncodedThread, idle: &NodeAttribution, waits: &JavaWaits) {
         let Some(&jvm) = self.current.get(&t.pid) else {
             return; // a thread record without its head
         };
         if self.second_pass {
             self.add_measures(jvm, t, idle);
         } else {
-            self.first_pass_thread(jvm, t, idle);
+            self.first_pass_thread(jvm, t, idle, waits);
         }
     }
 
-    fn first_pass_thread(&mut self, jvm: usize, t: &EncodedThread, idle: &NodeAttribution) {
+    fn first_pass_thread(
+        &mut self,
+        jvm: usize,
+        t: &EncodedThread,
+        idle: &NodeAttribution,
+        waits: &JavaWaits,
+    ) {
         let by = self.opts.arcflow.sort;
         let fold = self.opts.fold;
         let mut keys: Vec<u64> = Vec::new();
-        let mut weighted: Vec<(u32, u64)> = Vec::new();
+        let mut weighted: Vec<(u32, u64, &NodeIdle)> = Vec::new();
         let mut tree_idle = 0u64;
         let mut root_id = 0;
         let l = Linked::new(t, |i, n| {
@@ -311,7 +320,7 @@ impl Views {
                         ni.idle_ns
                     };
                     if w > 0 {
-                        weighted.push((i as u32, w));
+                        weighted.push((i as u32, w, ni));
                     }
                 }
             }
@@ -332,7 +341,7 @@ impl Views {
         let thread_total = keys.first().copied().unwrap_or(0);
         self.total_key = self.total_key.saturating_add(thread_total);
         if let Some(fold) = fold {
-            self.fold(jvm, t, &l, &weighted, fold);
+            self.fold(jvm, t, &l, &weighted, fold, waits);
         }
         if l.len() == 0 || !l.attached[0] {
             return;
@@ -413,13 +422,17 @@ impl Views {
 
     /// Folded stacks of the thread's `weighted` nodes: a path is spelled
     /// out only for a node that carries weight, by walking up its parents.
+    /// The part of a node's weight that lay in a JVM wait gets the wait's
+    /// reason as its top frame (`[monitor enter] Waits$Ledger`, as the
+    /// wait stacks' flame graph spells it).
     fn fold(
         &mut self,
         jvm: usize,
         t: &EncodedThread,
         l: &Linked,
-        weighted: &[(u32, u64)],
+        weighted: &[(u32, u64, &NodeIdle)],
         fold: FoldOptions,
+        waits: &JavaWaits,
     ) {
         let methods = &self.jvms[jvm].methods;
         let thread = if fold.merge_threads {
@@ -433,7 +446,8 @@ impl Views {
             thread.replace(';', ":")
         );
         let mut frames: Vec<&str> = Vec::new();
-        for &(i, w) in weighted {
+        let pid = self.jvms[jvm].summary.pid;
+        for &(i, w, ni) in weighted {
             if !l.attached[i as usize] {
                 continue;
             }
@@ -449,8 +463,26 @@ impl Views {
                 line.push(';');
                 line.push_str(&f.replace(';', ":"));
             }
-            let e = self.folded.entry(line).or_default();
-            *e = e.saturating_add(w);
+            let mut rest = w;
+            for nw in &ni.waits {
+                let part = if fold.dispatches {
+                    nw.idle_dispatches
+                } else {
+                    nw.idle_ns
+                }
+                .min(rest);
+                if part == 0 {
+                    continue;
+                }
+                rest -= part;
+                let why = crate::waits::reason_frame(waits, pid, nw.reason, nw.object);
+                let e = self.folded.entry(format!("{line};{why}")).or_default();
+                *e = e.saturating_add(part);
+            }
+            if rest > 0 {
+                let e = self.folded.entry(line).or_default();
+                *e = e.saturating_add(rest);
+            }
         }
     }
 

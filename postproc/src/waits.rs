@@ -300,6 +300,17 @@ impl JavaWaits {
     }
 }
 
+/// The flame graph's frame for a JVM reason: `[monitor enter] Waits$Ledger`,
+/// `[sleep]`.
+pub fn reason_frame(w: &JavaWaits, pid: u32, reason: WaitReason, object: u64) -> String {
+    let obj = w.symbol(pid, object).replace(';', ":");
+    if obj.is_empty() {
+        format!("[{}]", reason.words())
+    } else {
+        format!("[{}] {obj}", reason.words())
+    }
+}
+
 /// Folded stacks of the idle-causing Java paths, for flame graphs: `java
 /// PID;THREAD;frames, root first;[reason] object WEIGHT`, or with
 /// `by_reason` the `[reason] object` frame first. Frames carry
@@ -337,12 +348,7 @@ pub fn folded(w: &JavaWaits, fold: crate::views::FoldOptions, by_reason: bool) -
         if frames.is_empty() {
             frames.push("[no stack]".into());
         }
-        let obj = w.symbol(pid, object).replace(';', ":");
-        let why = if obj.is_empty() {
-            format!("[{}]", reason.words())
-        } else {
-            format!("[{}] {obj}", reason.words())
-        };
+        let why = reason_frame(w, pid, reason, object);
         for (&tid, &(n, ns)) in &p.by_thread {
             let name = w
                 .named
