@@ -232,25 +232,19 @@ fn perf_switches(script: &str) -> Vec<PerfSwitch> {
         .collect()
 }
 
-/// Runs `perf record --switch-events -a` (on our clock) around `work`, and
-/// returns what `work` returned with perf's switch records.
-fn under_perf_switch_records<T>(
+/// Runs `perf record -a EVENTS` (on our clock) around `work`; returns what
+/// `work` returned and `perf script ARGS` of what perf recorded.
+fn under_perf<T>(
     dir: &tempfile::TempDir,
+    events: &[&str],
+    script_args: &[&str],
     work: impl FnOnce() -> T,
-) -> (T, Vec<PerfSwitch>) {
+) -> (T, String) {
     let pdata = dir.path().join("perf.data");
     let mut perf = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-k",
-            "CLOCK_MONOTONIC",
-            "-e",
-            "dummy",
-            "-a",
-            "--switch-events",
-            "-o",
-        ])
+        .args(["record", "-q", "-k", "CLOCK_MONOTONIC", "-a"])
+        .args(events)
+        .arg("-o")
         .arg(&pdata)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -263,17 +257,27 @@ fn under_perf_switch_records<T>(
     let status = perf.wait().unwrap();
     assert!(status.success() || status.code() == Some(130) || status.code().is_none());
     let script = run(Command::new("perf")
-        .args([
-            "script",
-            "--ns",
-            "--show-switch-events",
-            "-F",
-            "tid,cpu,time",
-            "-i",
-        ])
+        .args(["script", "--ns"])
+        .args(script_args)
+        .arg("-i")
         .arg(&pdata));
     assert!(script.status.success(), "perf script: {}", stderr(&script));
-    (result, perf_switches(&stdout(&script)))
+    (result, stdout(&script))
+}
+
+/// Runs `perf record --switch-events -a` (on our clock) around `work`, and
+/// returns what `work` returned with perf's switch records.
+fn under_perf_switch_records<T>(
+    dir: &tempfile::TempDir,
+    work: impl FnOnce() -> T,
+) -> (T, Vec<PerfSwitch>) {
+    let (result, script) = under_perf(
+        dir,
+        &["-e", "dummy", "--switch-events"],
+        &["--show-switch-events", "-F", "tid,cpu,time"],
+        work,
+    );
+    (result, perf_switches(&script))
 }
 
 /// Switch-ins from idle per CPU, as perf's own switch records saw them in
@@ -621,24 +625,6 @@ fn dispatch_states_agree_with_perf_sched_switch_samples() {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("states.idleflow");
-    let pdata = dir.path().join("perf.data");
-    let mut perf = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-k",
-            "CLOCK_MONOTONIC",
-            "-e",
-            "sched:sched_switch",
-            "-a",
-            "-o",
-        ])
-        .arg(&pdata)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("perf is installed (Debian's linux-perf)");
-    std::thread::sleep(Duration::from_millis(700));
     let work = format!(
         "taskset -c 0 sh -c 'i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done' & \
          taskset -c 0 sh -c 'i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done' & \
@@ -646,21 +632,21 @@ fn dispatch_states_agree_with_perf_sched_switch_samples() {
          perf bench sched pipe -l 5000 >/dev/null; wait",
         dir.path().join("dsync").display()
     );
-    let out = run(idleflow()
-        .args(["record", "-q", "--no-agent", "-o"])
-        .arg(&rec)
-        .args(["--", "sh", "-c", &work]));
-    // SAFETY: kill has no memory effects.
-    unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
-    perf.wait().unwrap();
+    let (out, script) = under_perf(
+        &dir,
+        &["-e", "sched:sched_switch"],
+        &["-F", "cpu,time,trace"],
+        || {
+            run(idleflow()
+                .args(["record", "-q", "--no-agent", "-o"])
+                .arg(&rec)
+                .args(["--", "sh", "-c", &work]))
+        },
+    );
     assert!(out.status.success(), "record: {}", stderr(&out));
     let r = report_json(&rec);
     let start = u(&r, "start_ns");
-    let script = run(Command::new("perf")
-        .args(["script", "--ns", "-F", "cpu,time,trace", "-i"])
-        .arg(&pdata));
-    assert!(script.status.success(), "perf script: {}", stderr(&script));
-    let samples = perf_switch_samples(&stdout(&script));
+    let samples = perf_switch_samples(&script);
     // idleflow's dispatches: (cpu, time, prev, state letter, next).
     let ours = run(idleflow().arg("script").arg(&rec));
     let mut by_cpu: std::collections::BTreeMap<u32, Vec<(u64, u32, String, u32)>> =
