@@ -7,12 +7,16 @@
 # load alone; any other mode records the running server with
 # `idleflow record --pid PID` (noagent: --no-agent; waits: the default Java
 # mode, JFR started through the attach mechanism, WT=MS for --wait-threshold;
-# all: --no-agent --all-switch-samples). The recorder starts SETTLE s (default
+# all: --no-agent --all-switch-samples; perf: `perf record -a` of the same
+# kernel records as idleflow's default, to tell the kernel's part of the cost
+# from the recorder's). The recorder starts SETTLE s (default
 # 3) before the load, so JFR's start-up is outside the measured window; the
 # per-run figures of tomcat.sh / pairs.sh include it.
 # Removes what separate server runs add to the noise: start-up, JIT
-# decisions, the heap's layout. Prints one row per round and the median ratio
-# of each mode to plain in the same round.
+# decisions, the heap's layout. Prints one row per round (throughput, and the
+# machine's busy CPU per unit of work from /proc/stat, in µs: less exposed to
+# this VM's swings than throughput) and the median ratios of each mode to
+# plain in the same round.
 set -u
 SERVER=$1; ROUNDS=$2; shift 2
 MODES=${*:-plain noagent waits}
@@ -45,27 +49,36 @@ esac
 load 20 > /dev/null   # warm-up
 echo "| round | $(echo $MODES | sed 's/ / | /g') |"
 echo "|---$(for m in $MODES; do printf '|---'; done)|"
-declare -A R
+declare -A R C
+busy() { awk '/^cpu / {print $2+$3+$4+$7+$8}' /proc/stat; }   # user nice system irq softirq (no steal)
+HZ=$(getconf CLK_TCK)
 for r in $(seq $ROUNDS); do
   row="| $r"
   for m in $MODES; do
     case $m in
-      plain) v=$(load $W) ;;
+      plain) b0=$(busy); v=$(load $W); b1=$(busy) ;;
       *)
         case $m in
           noagent) A="--no-agent" ;;
           waits) A="${WT:+--wait-threshold $WT}" ;;
           all) A="--no-agent --all-switch-samples" ;;
         esac
-        $IF record -q $A --pid $PID --duration $((SETTLE + W + 1)) -o $D/alt-$m.idleflow &
+        if [ $m = perf ]; then
+          perf record -q -a -e sched:sched_switch --filter 'prev_state & 254' \
+            -e sched:sched_wakeup,sched:sched_wakeup_new --switch-events \
+            -o $D/alt-perf.data -- sleep $((SETTLE + W + 1)) 2>/dev/null &
+        else
+          $IF record -q $A --pid $PID --duration $((SETTLE + W + 1)) -o $D/alt-$m.idleflow &
+        fi
         REC=$!
         sleep $SETTLE
-        v=$(load $W)
+        b0=$(busy); v=$(load $W); b1=$(busy)
         wait $REC
         ;;
     esac
     R[$r,$m]=$v
-    row="$row | $v"
+    C[$r,$m]=$(python3 -c "print(round(($b1-$b0)/$HZ*1e6/($v*$W),2))")
+    row="$row | $v (${C[$r,$m]} µs)"
   done
   echo "$row |"
 done
@@ -74,4 +87,6 @@ for m in $MODES; do
   [ $m = plain ] && continue
   ratios=$(for r in $(seq $ROUNDS); do python3 -c "print(${R[$r,$m]}/${R[$r,plain]})"; done | sort -n | tr '\n' ' ')
   echo "$m / plain per round: $ratios → median $(echo $ratios | tr ' ' '\n' | python3 -c 'import sys,statistics; print(round(statistics.median(float(x) for x in sys.stdin if x.strip()),3))')"
+  cpu=$(for r in $(seq $ROUNDS); do python3 -c "print(${C[$r,$m]}/${C[$r,plain]})"; done | sort -n | tr '\n' ' ')
+  echo "$m / plain, busy CPU per unit of work: $cpu → median $(echo $cpu | tr ' ' '\n' | python3 -c 'import sys,statistics; print(round(statistics.median(float(x) for x in sys.stdin if x.strip()),3))')"
 done
