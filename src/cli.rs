@@ -203,8 +203,8 @@ pub struct RecordArgs {
     /// default it writes one only for the states a switch-out record cannot
     /// tell (D, stopped, dead, parked, idle waits): a sleep (S) is a
     /// switch-out that is not a preemption. One kernel record fewer per
-    /// switch (docs/PERFORMANCE.md); states agree with the kernel's samples
-    /// on 99.97 % of switches (the rest: a thread woken while it switched out).
+    /// switch (docs/PERFORMANCE.md); either way, states agree with perf's
+    /// samples of every switch on 99.96-100 % of switches (tested).
     #[arg(long)]
     pub all_switch_samples: bool,
 

@@ -620,9 +620,16 @@ fn perf_switch_samples(script: &str) -> Vec<PerfSwitchSample> {
 /// preemption. Recorded next to perf's own samples of every switch, each
 /// dispatch's state must be the one the kernel gave: S, D and preemption
 /// all occur (two pinned busy loops, synchronous writes, a pipe ping-pong).
+/// `--all-switch-samples` (every sample written, as before the filter) is
+/// held to the same standard.
 #[test]
 fn dispatch_states_agree_with_perf_sched_switch_samples() {
     let Some(_m) = machine() else { return };
+    states_agree_with_perf(&[]);
+    states_agree_with_perf(&["--all-switch-samples"]);
+}
+
+fn states_agree_with_perf(options: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("states.idleflow");
     let work = format!(
@@ -638,7 +645,9 @@ fn dispatch_states_agree_with_perf_sched_switch_samples() {
         &["-F", "cpu,time,trace"],
         || {
             run(idleflow()
-                .args(["record", "-q", "--no-agent", "-o"])
+                .args(["record", "-q", "--no-agent"])
+                .args(options)
+                .arg("-o")
                 .arg(&rec)
                 .args(["--", "sh", "-c", &work]))
         },
@@ -705,7 +714,7 @@ fn dispatch_states_agree_with_perf_sched_switch_samples() {
         }
     }
     println!(
-        "{matched} switches matched, {agree} agree; perf's states {seen:?}; {disagreements:#?}"
+        "{options:?}: {matched} switches matched, {agree} agree; perf's states {seen:?}; {disagreements:#?}"
     );
     for state in ["S", "D", "R"] {
         assert!(
