@@ -18,9 +18,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use idleflow_format::Record;
@@ -94,6 +94,9 @@ pub struct Watched {
     pub started: Vec<u32>,
     /// JVMs it could not start one in, and why.
     pub notes: Vec<String>,
+    /// Each started JVM's flight-recorder repository (see
+    /// [`repository_of`]) and when idleflow's recording started in it.
+    pub repositories: HashMap<u32, (PathBuf, SystemTime)>,
 }
 
 /// How often a pending process is looked at again.
@@ -148,8 +151,14 @@ impl Watch {
                             return p.since.elapsed() < READY_WITHIN;
                         }
                         seen.insert(pid);
+                        let at = SystemTime::now();
                         match waits.start_in(pid) {
-                            Ok(()) => done.started.push(pid),
+                            Ok(()) => {
+                                done.started.push(pid);
+                                if let Some(dir) = repository_of(pid, &waits.out_dir()) {
+                                    done.repositories.insert(pid, (dir, at));
+                                }
+                            }
                             Err(e) => done.notes.push(format!("JVM {pid}: no Java waits: {e}")),
                         }
                         false
@@ -200,6 +209,19 @@ impl Watch {
         drop(self.renamed);
         self.thread.join().unwrap_or_default()
     }
+}
+
+/// The directory of JVM `pid`'s flight-recorder repository, where JFR
+/// keeps the chunks of all its recordings until it writes them out (by
+/// default `<java.io.tmpdir>/<start time>_<pid>`): that of a `.jfr` file
+/// the JVM has open outside idleflow's own directory `ours`.
+fn repository_of(pid: u32, ours: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .find(|p| p.extension().is_some_and(|x| x == "jfr") && !p.starts_with(ours))
+        .and_then(|p| p.parent().map(Path::to_path_buf))
 }
 
 /// The pid in a JFR file name `hotspot-pid-PID-id-N-TIME.jfr`.
@@ -338,6 +360,82 @@ impl Waits {
             "Stopped recording",
         )
         .map(drop)
+    }
+
+    /// For each JVM in `watched` that ended without writing its recording
+    /// (killed with SIGKILL, crashed), joins the chunks its repository
+    /// still holds from the time idleflow's recording started in it into
+    /// the file [`Waits::collect`] reads: JFR flushes its chunk every
+    /// second, so they hold the waits up to about a second before the
+    /// end. Call after stopping the JVMs that still run. Returns a line
+    /// for the report for each such JVM.
+    pub fn salvage(&self, watched: &Watched) -> Vec<String> {
+        let mut notes = Vec::new();
+        for &pid in &watched.started {
+            // JFR creates the file empty when the recording starts, and
+            // fills it when the recording is stopped or the JVM exits.
+            let file = self.attach_file(pid);
+            if std::fs::metadata(&file).is_ok_and(|m| m.len() > 0) {
+                continue;
+            }
+            let _ = std::fs::remove_file(&file);
+            let Some((dir, since)) = watched.repositories.get(&pid) else {
+                notes.push(format!(
+                    "JVM {pid}: ended without writing its flight recording (killed?), \
+                     and its repository was not found: no Java waits"
+                ));
+                continue;
+            };
+            match self.join_chunks(pid, dir, *since) {
+                Ok(0) => notes.push(format!(
+                    "JVM {pid}: ended without writing its flight recording (killed?), \
+                     and left no chunks in its repository {}: no Java waits",
+                    dir.display()
+                )),
+                Ok(n) => notes.push(format!(
+                    "JVM {pid}: ended without writing its flight recording (killed?): \
+                     its waits were read from the {n} chunk{} it left in its repository {}, \
+                     up to its last flush (about a second before it ended)",
+                    if n == 1 { "" } else { "s" },
+                    dir.display()
+                )),
+                Err(e) => notes.push(format!(
+                    "JVM {pid}: ended without writing its flight recording (killed?), \
+                     and its repository {} could not be read: {e}",
+                    dir.display()
+                )),
+            }
+        }
+        notes
+    }
+
+    /// Concatenates the chunk files of `dir` written since `since` (a
+    /// `.jfr` file is a sequence of chunks), in time order, into JVM
+    /// `pid`'s file; returns how many.
+    fn join_chunks(&self, pid: u32, dir: &Path, since: SystemTime) -> std::io::Result<usize> {
+        let mut chunks: Vec<PathBuf> = std::fs::read_dir(dir)?
+            .flatten()
+            .filter(|e| {
+                e.metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t >= since)
+            })
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jfr"))
+            .collect();
+        // Chunk files are named by their start time.
+        chunks.sort();
+        if chunks.is_empty() {
+            return Ok(0);
+        }
+        let mut out = std::fs::File::create(
+            self.out_dir()
+                .join(format!("hotspot-pid-{pid}-id-0-repository.jfr")),
+        )?;
+        for c in &chunks {
+            std::io::copy(&mut std::fs::File::open(c)?, &mut out)?;
+        }
+        Ok(chunks.len())
     }
 
     /// Reads every JVM's file into the recording (after

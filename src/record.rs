@@ -219,7 +219,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         recorder
             .stop()
             .with_context(|| format!("cannot stop the recording{kept}"))?;
-        let mut notes = watched.notes;
+        let mut notes = watched.notes.clone();
         // JVMs still running write their recording when it is stopped;
         // those that exited wrote it then.
         for &jvm in &watched.started {
@@ -231,6 +231,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
                 }
             }
         }
+        notes.extend(w.salvage(&watched));
         if watched.started.is_empty() && notes.is_empty() && !args.quiet {
             eprintln!("idleflow: note: no JVM ran in the recorded processes: no Java waits");
         }

@@ -276,6 +276,49 @@ fn a_jvm_still_running_when_the_recording_stops_gives_its_waits() {
     );
 }
 
+/// A JVM killed with SIGKILL never writes its flight recording; the chunks
+/// its repository holds (JFR flushes them every second) still give its
+/// waits, and the report says where they came from.
+#[test]
+fn a_jvm_killed_with_sigkill_gives_the_waits_its_repository_holds() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("k.idleflow");
+    // Killed 3 s after its recorder opened a chunk: 2 flushes or more.
+    let script = format!(
+        "{} -cp {} Waits convoy 30 & p=$!; \
+         until ls -l /proc/$p/fd 2>/dev/null | grep -q '[.]jfr$'; do sleep 0.1; done; \
+         sleep 3; kill -9 $p; wait $p; exit 0",
+        Path::new(JDK17).join("bin/java").display(),
+        classes.path().display()
+    );
+    let out = run(idleflow()
+        .args(["record", "-q", "--wait-threshold", "0", "-o"])
+        .arg(&rec)
+        .args(["--", "sh", "-c", &script]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let r = report_json(&rec);
+    let p = heaviest(&r);
+    assert_eq!(p["reason"], "monitor enter", "{p}");
+    assert_eq!(p["object"], "Waits$Ledger", "{p}");
+    assert_eq!(frames(p)[0], "Waits$Ledger.post", "{p}");
+    assert!(f(p, "share_pct") > 80.0, "{p}");
+    let notes: Vec<&str> = r["java_waits"]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("ended without writing its flight recording")
+                && n.contains("read from the 1 chunk")),
+        "{notes:?}"
+    );
+}
+
 /// A recording written here (no kernel, no JVM): three threads of JVM 7
 /// each make CPU 0 idle once; only the first leaves inside a wait of its
 /// own. The second leaves outside its wait; the third inside a wait of

@@ -33,8 +33,8 @@ use crate::workarea::LiveWorkArea;
 use idleflow_format::twa::WorkArea;
 use idleflow_format::{kind, tree};
 use idleflow_format::{
-    FormatError, Lost, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, Wakeup,
-    Writer,
+    Dispatch, FormatError, Lost, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo,
+    Wakeup, Writer,
 };
 use std::sync::Arc;
 
@@ -139,9 +139,16 @@ struct Output {
 /// What the merge holds: records ready to write, and task events whose
 /// THREAD records need the names known at their time ([`crate::names`]).
 #[derive(Debug)]
+///
+/// Kept small (the rare name events boxed): every record moves into the
+/// merge's queue and out of it, and on a busy server those moves were a
+/// tenth of the recorder's CPU when this held a whole [`Record`].
 enum Merged {
-    Record(Record),
-    Task(TaskEvent),
+    Dispatch(Dispatch),
+    Wakeup(Wakeup),
+    Exit(ThreadExit),
+    Lost(Lost),
+    Task(Box<TaskEvent>),
 }
 
 /// A recording in progress. See the module documentation.
@@ -503,7 +510,7 @@ impl Recorder {
                     if let Some(wa) = work_area {
                         wa.tag(&mut d, summary);
                     }
-                    merge.push(slot, d.time, Merged::Record(Record::Dispatch(d)))
+                    merge.push(slot, d.time, Merged::Dispatch(d))
                 });
                 match rec {
                     PerfRecord::Wakeup {
@@ -514,14 +521,14 @@ impl Recorder {
                     } => merge.push(
                         slot,
                         id.time,
-                        Merged::Record(Record::Wakeup(Wakeup {
+                        Merged::Wakeup(Wakeup {
                             time: id.time,
                             cpu,
                             waker_tid: id.tid,
                             wakee_tid,
                             target_cpu,
                             new_thread,
-                        })),
+                        }),
                     ),
                     PerfRecord::Comm { id, pid, tid, comm } => {
                         // Bounded for a caller that never asks.
@@ -531,12 +538,12 @@ impl Recorder {
                         merge.push(
                             slot,
                             id.time,
-                            Merged::Task(TaskEvent::Comm {
+                            Merged::Task(Box::new(TaskEvent::Comm {
                                 time: id.time,
                                 pid,
                                 tid,
                                 comm,
-                            }),
+                            })),
                         )
                     }
                     PerfRecord::Fork {
@@ -548,33 +555,33 @@ impl Recorder {
                     } => merge.push(
                         slot,
                         id.time,
-                        Merged::Task(TaskEvent::Fork {
+                        Merged::Task(Box::new(TaskEvent::Fork {
                             time: id.time,
                             pid,
                             ppid,
                             tid,
                             ptid,
-                        }),
+                        })),
                     ),
                     PerfRecord::Exit { id, pid, tid } => merge.push(
                         slot,
                         id.time,
-                        Merged::Record(Record::Exit(ThreadExit {
+                        Merged::Exit(ThreadExit {
                             time: id.time,
                             tid,
                             pid,
-                        })),
+                        }),
                     ),
                     PerfRecord::Lost { id, count } => {
                         *lost += count;
                         merge.push(
                             slot,
                             id.time,
-                            Merged::Record(Record::Lost(Lost {
+                            Merged::Lost(Lost {
                                 time: id.time,
                                 cpu,
                                 count,
-                            })),
+                            }),
                         );
                     }
                     _ => {}
@@ -602,8 +609,11 @@ impl Recorder {
                 return;
             }
             let r = match m {
-                Merged::Record(r) => r,
-                Merged::Task(e) => Record::Thread(names.apply(e)),
+                Merged::Dispatch(d) => Record::Dispatch(d),
+                Merged::Wakeup(w) => Record::Wakeup(w),
+                Merged::Exit(e) => Record::Exit(e),
+                Merged::Lost(l) => Record::Lost(l),
+                Merged::Task(e) => Record::Thread(names.apply(*e)),
             };
             match &r {
                 Record::Dispatch(_) => summary.dispatches += 1,
