@@ -4,7 +4,8 @@
 //! duration on the recording's clock, the JVM's reason (monitor enter on a
 //! class held by a thread, park, socket read, …) and its exact Java stack.
 //!
-//! The file is parsed by the `jfrs` crate one chunk at a time (a chunk is
+//! The file is parsed by our own bounded reader ([`reader`]) one chunk at
+//! a time (a chunk is
 //! what the JVM rotates its recording in, ≈ 12 MiB at most by default), so
 //! memory holds one chunk plus the interned stacks and texts. Stacks and
 //! texts are interned by content, so the ids the JVM used per chunk do not
@@ -13,22 +14,22 @@
 //!
 //! Invariants: a symbol or stack record is emitted before the first record
 //! that uses it; a damaged file (a JVM killed while writing) gives what its
-//! readable chunks hold and a note, never a panic (parsing runs under
-//! `catch_unwind`).
+//! readable chunks hold and a note, never a panic, a hang or an allocation
+//! the file does not hold (the reader checks every length it reads; the
+//! fuzz target `tracer/jfr/fuzz` holds it to that).
 
 pub use idleflow_format::names;
 
+pub mod reader;
+
 use std::fs::File;
-use std::io::BufReader;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::io::{BufReader, Read, Seek};
 use std::path::Path;
 
 use idleflow_format::{
     FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, Record, WaitReason,
 };
-use jfrs::reader::event::Accessor;
-use jfrs::reader::value_descriptor::{Primitive, ValueDescriptor};
-use jfrs::reader::{Chunk, JfrReader};
+use reader::{Access, Chunk, Chunks};
 use rustc_hash::FxHashMap;
 
 /// What [`convert`] needs to know besides the file.
@@ -96,19 +97,37 @@ pub enum Error<E: std::error::Error + 'static> {
 pub fn convert<E: std::error::Error + 'static>(
     path: &Path,
     opts: &Options,
-    mut out: impl FnMut(Record) -> Result<(), E>,
+    out: impl FnMut(Record) -> Result<(), E>,
 ) -> Result<JvmWaits, Error<E>> {
     let file = File::open(path).map_err(|source| Error::Open {
         path: path.display().to_string(),
         source,
     })?;
     let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    convert_from(
+        BufReader::new(file),
+        &path.display().to_string(),
+        file_bytes,
+        opts,
+        out,
+    )
+}
+
+/// [`convert`] of the `file_bytes` bytes `input` reads, named `name` in
+/// what it returns (the fuzz target's entry: no file).
+pub fn convert_from<E: std::error::Error + 'static>(
+    input: impl Read + Seek,
+    name: &str,
+    file_bytes: u64,
+    opts: &Options,
+    mut out: impl FnMut(Record) -> Result<(), E>,
+) -> Result<JvmWaits, Error<E>> {
     let mut conv = Converter {
         opts: *opts,
         head: JvmWaits {
             pid: opts.pid,
             source: "jfr".into(),
-            file: path.display().to_string(),
+            file: name.to_string(),
             file_bytes,
             threshold_ns: opts.threshold_ns,
             clock_offset_ns: opts.offset_ns,
@@ -119,23 +138,13 @@ pub fn convert<E: std::error::Error + 'static>(
         threads: FxHashMap::default(),
         pending: Vec::new(),
     };
-    let mut reader = JfrReader::new(BufReader::new(file));
-    let mut chunks = reader.chunks();
-    loop {
-        let step = catch_unwind(AssertUnwindSafe(|| chunks.next()));
-        let (mut chunk_reader, chunk) = match step {
-            Ok(None) => break,
-            Ok(Some(Ok(c))) => c,
-            Ok(Some(Err(e))) => {
+    let mut chunks = Chunks::new(input, file_bytes);
+    while let Some(next) = chunks.next_chunk() {
+        let chunk = match next {
+            Ok(c) => c,
+            Err(e) => {
                 conv.note(format!(
                     "chunk {} unreadable ({e}): the file ends there",
-                    conv.head.chunks + 1
-                ));
-                break;
-            }
-            Err(_) => {
-                conv.note(format!(
-                    "chunk {} could not be parsed: the file ends there",
                     conv.head.chunks + 1
                 ));
                 break;
@@ -155,48 +164,32 @@ pub fn convert<E: std::error::Error + 'static>(
             }
             conv.head.recorded_to_ns = conv.head.recorded_to_ns.max(to);
         }
-        let mut stack_ids: FxHashMap<i64, u64> = FxHashMap::default();
-        let mut events = chunk_reader.events(&chunk);
-        loop {
-            let next = catch_unwind(AssertUnwindSafe(|| match events.next() {
-                None => Ok(None),
-                Some(Err(e)) => Err(e.to_string()),
-                Some(Ok(ev)) => {
-                    let reason = WaitReason::from_jfr_event(ev.class.name());
-                    Ok(Some(reason.and_then(|r| {
-                        conv.wait(&chunk, r, ev.value(), &mut stack_ids)
-                    })))
-                }
-            }));
-            match next {
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(wait))) => {
-                    conv.head.events += 1;
-                    for r in conv.pending.drain(..) {
-                        out(r).map_err(Error::Output)?;
-                    }
-                    if let Some(w) = wait {
-                        conv.head.waits += 1;
-                        conv.head.waits_without_stack += u64::from(w.stack == 0);
-                        out(Record::JavaWait(w)).map_err(Error::Output)?;
-                    }
-                }
-                Ok(Err(e)) => {
+        let mut cache = ChunkCache::default();
+        let mut events = chunk.events();
+        let wanted = |name: &str| WaitReason::from_jfr_event(name).is_some();
+        while let Some(next) = events.next_where(wanted) {
+            let ev = match next {
+                Ok(ev) => ev,
+                Err(e) => {
                     conv.note(format!(
                         "chunk {}: an event could not be read ({e}); the rest of the chunk is left out",
                         conv.head.chunks
                     ));
                     break;
                 }
-                Err(_) => {
-                    conv.note(format!(
-                        "chunk {}: an event could not be parsed; the rest of the chunk is left out",
-                        conv.head.chunks
-                    ));
-                    break;
-                }
+            };
+            let wait = WaitReason::from_jfr_event(ev.class_name)
+                .and_then(|r| conv.wait(&chunk, r, &ev.value, &mut cache));
+            for r in conv.pending.drain(..) {
+                out(r).map_err(Error::Output)?;
+            }
+            if let Some(w) = wait {
+                conv.head.waits += 1;
+                conv.head.waits_without_stack += u64::from(w.stack == 0);
+                out(Record::JavaWait(w)).map_err(Error::Output)?;
             }
         }
+        conv.head.events += events.seen();
     }
     for r in conv.pending.drain(..) {
         out(r).map_err(Error::Output)?;
@@ -205,6 +198,14 @@ pub fn convert<E: std::error::Error + 'static>(
     threads.sort();
     conv.head.threads = threads;
     Ok(conv.head)
+}
+
+/// What one chunk's constant-pool entries were converted to, by pool key
+/// (keys are per chunk).
+#[derive(Default)]
+struct ChunkCache {
+    stacks: FxHashMap<(i64, i64), u64>,
+    threads: FxHashMap<(i64, i64), (u32, u64)>,
 }
 
 /// The state of one conversion: interned texts and stacks, thread names.
@@ -253,17 +254,17 @@ impl Converter {
     }
 
     /// A thread's kernel tid (noting its Java name), 0 if none.
-    fn thread(&mut self, t: Option<Accessor<'_>>) -> (u32, u64) {
+    fn thread(&mut self, t: Option<Access<'_>>) -> (u32, u64) {
         let Some(t) = t else { return (0, 0) };
         let tid = t
-            .get_field("osThreadId")
-            .and_then(|v| long(v.value))
+            .field("osThreadId")
+            .and_then(|v| v.long())
             .and_then(|v| u32::try_from(v).ok())
             .unwrap_or(0);
         let name = t
-            .get_field("javaName")
-            .and_then(|v| string(&v))
-            .or_else(|| t.get_field("osName").and_then(|v| string(&v)))
+            .field("javaName")
+            .and_then(|v| v.string())
+            .or_else(|| t.field("osName").and_then(|v| v.string()))
             .unwrap_or_default();
         if tid != 0 && !name.is_empty() {
             self.threads.entry(tid).or_insert_with(|| name.clone());
@@ -271,17 +272,35 @@ impl Converter {
         (tid, self.symbol(name))
     }
 
+    /// [`Converter::thread`] of field `field` of `v`, once per pool entry.
+    fn pooled_thread(
+        &mut self,
+        v: &Access<'_>,
+        field: &str,
+        cache: &mut FxHashMap<(i64, i64), (u32, u64)>,
+    ) -> (u32, u64) {
+        let key = v.field_key(field);
+        if let Some(&t) = key.and_then(|k| cache.get(&k)) {
+            return t;
+        }
+        let t = self.thread(v.field(field));
+        if let Some(k) = key {
+            cache.insert(k, t);
+        }
+        t
+    }
+
     /// One wait event, converted; `None` if it names no thread.
     fn wait(
         &mut self,
         chunk: &Chunk,
         reason: WaitReason,
-        v: Accessor<'_>,
-        stack_ids: &mut FxHashMap<i64, u64>,
+        v: &Access<'_>,
+        cache: &mut ChunkCache,
     ) -> Option<JavaWait> {
-        let start = v.get_field("startTime").and_then(|f| long(f.value))?;
-        let duration = v.get_field("duration").and_then(|f| long(f.value))?;
-        let (tid, _) = self.thread(v.get_field("eventThread"));
+        let start = v.field("startTime").and_then(|f| f.long())?;
+        let duration = v.field("duration").and_then(|f| f.long())?;
+        let (tid, _) = self.pooled_thread(v, "eventThread", &mut cache.threads);
         if tid == 0 {
             return None;
         }
@@ -293,7 +312,7 @@ impl Converter {
         if duration_ns < self.opts.threshold_ns {
             return None;
         }
-        let stack = self.stack(&v, stack_ids);
+        let stack = self.stack(v, &mut cache.stacks);
         let (object, other) = match reason {
             WaitReason::MonitorEnter => ("monitorClass", Some("previousOwner")),
             WaitReason::MonitorWait => ("monitorClass", Some("notifier")),
@@ -304,9 +323,9 @@ impl Converter {
         };
         let object = match reason {
             WaitReason::SocketRead | WaitReason::SocketWrite => {
-                let host = v.get_field("host").and_then(|f| string(&f));
-                let address = v.get_field("address").and_then(|f| string(&f));
-                let port = v.get_field("port").and_then(|f| long(f.value));
+                let host = v.field("host").and_then(|f| f.string());
+                let address = v.field("address").and_then(|f| f.string());
+                let port = v.field("port").and_then(|f| f.long());
                 let who = match (host, address) {
                     (Some(h), Some(a)) if !h.is_empty() && h != a => format!("{h}/{a}"),
                     (_, Some(a)) => a,
@@ -324,13 +343,13 @@ impl Converter {
             }
             _ if object.is_empty() => String::new(),
             _ => v
-                .get_field(object)
-                .and_then(|f| class_name(&f).or_else(|| string(&f)))
+                .field(object)
+                .and_then(|f| class_name(&f).or_else(|| f.string()))
                 .unwrap_or_default(),
         };
         let object = self.symbol(object);
         let (other_tid, other) = match other {
-            Some(field) => self.thread(v.get_field(field)),
+            Some(field) => self.pooled_thread(v, field, &mut cache.threads),
             None => (0, 0),
         };
         Some(JavaWait {
@@ -347,50 +366,42 @@ impl Converter {
     }
 
     /// The interned id of the event's stack, 0 if it has none.
-    fn stack(&mut self, v: &Accessor<'_>, stack_ids: &mut FxHashMap<i64, u64>) -> u64 {
-        let Some(raw) = v.get_field_raw("stackTrace") else {
-            return 0;
-        };
-        let pool_index = match raw.value {
-            ValueDescriptor::ConstantPool { constant_index, .. } => Some(*constant_index),
-            _ => None,
-        };
-        if let Some(&id) = pool_index.and_then(|i| stack_ids.get(&i)) {
+    fn stack(&mut self, v: &Access<'_>, stack_ids: &mut FxHashMap<(i64, i64), u64>) -> u64 {
+        let pool_key = v.field_key("stackTrace");
+        if let Some(&id) = pool_key.and_then(|k| stack_ids.get(&k)) {
             return id;
         }
-        let Some(st) = raw.resolve() else { return 0 };
-        let truncated = st.get_field("truncated").is_some_and(|t| {
-            matches!(
-                t.value,
-                ValueDescriptor::Primitive(Primitive::Boolean(true))
-            )
-        });
+        let Some(st) = v.field("stackTrace") else {
+            return 0;
+        };
+        let truncated = st
+            .field("truncated")
+            .and_then(|t| t.bool())
+            .unwrap_or(false);
         let mut frames = Vec::new();
-        if let Some(it) = st.get_field("frames").and_then(|f| f.as_iter()) {
-            for f in it {
-                let method = f.get_field("method");
-                let class = method
-                    .as_ref()
-                    .and_then(|m| m.get_field("type"))
-                    .and_then(|c| class_name(&c))
-                    .unwrap_or_default();
-                let name = method
-                    .as_ref()
-                    .and_then(|m| m.get_field("name"))
-                    .and_then(|n| string(&n))
-                    .unwrap_or_default();
-                let line = f
-                    .get_field("lineNumber")
-                    .and_then(|l| long(l.value))
-                    .and_then(|l| u32::try_from(l).ok())
-                    .unwrap_or(0);
-                let kind = f
-                    .get_field("type")
-                    .and_then(|t| t.get_field("description").and_then(|d| string(&d)))
-                    .map_or(FrameKind::Unknown, |d| FrameKind::from_jfr(&d));
-                let method = self.symbol(names::method(&class, &name));
-                frames.push(JavaFrame { method, line, kind });
-            }
+        for f in st.field("frames").map(|f| f.elements()).unwrap_or_default() {
+            let method = f.field("method");
+            let class = method
+                .as_ref()
+                .and_then(|m| m.field("type"))
+                .and_then(|c| class_name(&c))
+                .unwrap_or_default();
+            let name = method
+                .as_ref()
+                .and_then(|m| m.field("name"))
+                .and_then(|n| n.string())
+                .unwrap_or_default();
+            let line = f
+                .field("lineNumber")
+                .and_then(|l| l.long())
+                .and_then(|l| u32::try_from(l).ok())
+                .unwrap_or(0);
+            let kind = f
+                .field("type")
+                .and_then(|t| t.field("description").and_then(|d| d.string()))
+                .map_or(FrameKind::Unknown, |d| FrameKind::from_jfr(&d));
+            let method = self.symbol(names::method(&class, &name));
+            frames.push(JavaFrame { method, line, kind });
         }
         if frames.is_empty() {
             return 0;
@@ -410,40 +421,16 @@ impl Converter {
                 id
             }
         };
-        if let Some(i) = pool_index {
-            stack_ids.insert(i, id);
+        if let Some(k) = pool_key {
+            stack_ids.insert(k, id);
         }
         id
     }
 }
 
-/// An integer field's value.
-fn long(v: &ValueDescriptor) -> Option<i64> {
-    match v {
-        ValueDescriptor::Primitive(Primitive::Long(x)) => Some(*x),
-        ValueDescriptor::Primitive(Primitive::Integer(x)) => Some(i64::from(*x)),
-        ValueDescriptor::Primitive(Primitive::Short(x)) => Some(i64::from(*x)),
-        ValueDescriptor::Primitive(Primitive::Byte(x)) => Some(i64::from(*x)),
-        _ => None,
-    }
-}
-
-/// A string field's value: a plain string, or a symbol (`jdk.types.Symbol`,
-/// whose `string` holds it).
-fn string(a: &Accessor<'_>) -> Option<String> {
-    match a.value {
-        ValueDescriptor::Primitive(Primitive::String(s)) => Some(s.to_string()),
-        ValueDescriptor::Primitive(Primitive::NullString) => None,
-        _ => a.get_field("string").and_then(|s| match s.value {
-            ValueDescriptor::Primitive(Primitive::String(s)) => Some(s.to_string()),
-            _ => None,
-        }),
-    }
-}
-
 /// A class field's name in Java form, normalized.
-fn class_name(a: &Accessor<'_>) -> Option<String> {
-    let n = a.get_field("name").and_then(|n| string(&n))?;
+fn class_name(a: &Access<'_>) -> Option<String> {
+    let n = a.field("name").and_then(|n| n.string())?;
     Some(names::class(&n))
 }
 
