@@ -600,15 +600,42 @@ fn waits(reps: usize) {
             vec!["HandOff", "4", "200000"],
         ),
     ];
-    println!("| workload | plain (ms) | JFR waits ≥ 0 ms | ≥ 1 ms | ≥ 10 ms (default) | ratio 0 / 1 / 10 ms | waits recorded (0 / 1 / 10 ms) | JFR bytes per wait (0 ms) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| workload | plain (ms) | JFR waits ≥ 0 ms | ≥ 1 ms | ≥ 10 ms (default) | ratio 0 / 1 / 10 ms | waits recorded (0 / 1 / 10 ms) | JFR bytes per wait (0 ms) | `idleflow record` (default mode, JFR through attach): ms, ratio, waits |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (name, args) in workloads {
-        let mut t: Vec<Vec<f64>> = vec![Vec::new(); 1 + thresholds_ms.len()];
+        // Modes: plain, JFR from the command line at each threshold, and
+        // what a user runs: `idleflow record -- java …` in its default
+        // mode (JFR started through the attach mechanism, 10 ms).
+        let recorded = 1 + thresholds_ms.len();
+        let mut t: Vec<Vec<f64>> = vec![Vec::new(); recorded + 1];
+        let mut recorded_waits = 0u64;
         let mut waits = vec![0u64; thresholds_ms.len()];
         let mut bytes = 0u64;
         for _ in 0..reps {
             for (mode, times) in t.iter_mut().enumerate() {
                 let dir = tempfile::tempdir().unwrap();
+                if mode == recorded {
+                    let rec = dir.path().join("w.idleflow");
+                    let (_, _, out, _) = measure(
+                        Command::new(idleflow())
+                            .args(["record", "-q", "-o"])
+                            .arg(&rec)
+                            .arg("--")
+                            .arg(jdk.join("java"))
+                            .arg("-cp")
+                            .arg(classes.path())
+                            .args(&args),
+                    );
+                    times.push(program_ms(&out));
+                    let json = Command::new(idleflow())
+                        .args(["report", "--format", "json"])
+                        .arg(&rec)
+                        .output()
+                        .unwrap();
+                    let r: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+                    recorded_waits = r["java_waits"]["jvms"][0]["waits"].as_u64().unwrap_or(0);
+                    continue;
+                }
                 let mut cmd = Command::new(jdk.join("java"));
                 let jfr = dir.path().join("w.jfr");
                 if mode > 0 {
@@ -641,7 +668,7 @@ fn waits(reps: usize) {
         }
         let med: Vec<f64> = t.iter_mut().map(|v| median(v)).collect();
         println!(
-            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}× / {:.2}× / {:.2}× | {} / {} / {} | {:.1} |",
+            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}× / {:.2}× / {:.2}× | {} / {} / {} | {:.1} | {:.0}, {:.2}×, {} |",
             med[0],
             med[1],
             med[2],
@@ -652,7 +679,10 @@ fn waits(reps: usize) {
             waits[0],
             waits[1],
             waits[2],
-            bytes as f64 / waits[0].max(1) as f64
+            bytes as f64 / waits[0].max(1) as f64,
+            med[recorded],
+            med[recorded] / med[0],
+            recorded_waits
         );
     }
     println!("\n(median of {reps} runs, interleaved; times measured inside each program; waits and bytes of the last run; the file includes JFR's metadata, ≈ 100 KB)");
