@@ -394,7 +394,7 @@ fn synthesize(path: &Path, n: u64) {
         };
         let state = if prev == 0 {
             PrevState::Unknown
-        } else if seed % 5 == 0 {
+        } else if seed.is_multiple_of(5) {
             PrevState::Preempted
         } else {
             PrevState::Sleeping

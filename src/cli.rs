@@ -208,6 +208,14 @@ pub struct RecordArgs {
     #[arg(long)]
     pub all_switch_samples: bool,
 
+    /// Take no kernel stacks. By default the kernel's call chain of every
+    /// thread whose leaving makes a CPU idle is recorded at that switch-out
+    /// (up to 48 frames, named from /proc/kallsyms when the recording ends),
+    /// and the report's "Idle-causing kernel waits" says where in the kernel
+    /// threads waited: pipe_read, futex_wait_queue, do_nanosleep, ep_poll.
+    #[arg(long)]
+    pub no_stacks: bool,
+
     /// Print no summary line.
     #[arg(short, long)]
     pub quiet: bool,

@@ -61,6 +61,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         ring_bytes: args.ring_size,
         drain_priority: args.drain_priority,
         all_switch_samples: args.all_switch_samples,
+        kernel_stacks: !args.no_stacks,
     })?;
     recorder.enable()?;
     let started = Instant::now();

@@ -14,6 +14,7 @@ use idleflow_format::{
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::kwaits::KernelWaits;
 use crate::nodes::NodeAttribution;
 use crate::views::{BuiltViews, ViewOptions, Views};
 use crate::waits::JavaWaits;
@@ -77,6 +78,8 @@ pub struct Analysis {
     pub after_startup: bool,
     /// The JVMs' waits (their flight recorders) and what they caused.
     pub java: JavaWaits,
+    /// The kernel stacks taken at switch-outs, and what they caused.
+    pub kernel: KernelWaits,
 }
 
 /// Which part of a recording to analyse, in seconds from its start.
@@ -158,6 +161,7 @@ impl Analysis {
             cut_short: None,
             summary: RunSummary::default(),
             java: JavaWaits::default(),
+            kernel: KernelWaits::default(),
             info,
         };
         if a.info.java_waits {
@@ -178,7 +182,7 @@ impl Analysis {
                 break;
             };
             n = n.wrapping_add(1);
-            if n % (1 << 18) == 0 {
+            if n.is_multiple_of(1 << 18) {
                 progress(reader.offset());
             }
             match rec {
@@ -225,6 +229,13 @@ impl Analysis {
                         a.names.insert(t.tid, (t.pid, t.comm));
                     }
                 }
+                Record::SwitchStack(s) if s.time < skip_before || s.time >= to => {}
+                Record::SwitchStack(s) => {
+                    let ci = a.accounting.cpu_slot(s.cpu);
+                    a.kernel.switch_stack(ci, &s);
+                }
+                Record::KernelStack(k) => a.kernel.stack(*k),
+                Record::KernelSymbols(k) => a.kernel.symbols(*k),
                 Record::Exit(_)
                 | Record::JvmWaits(_)
                 | Record::JavaSymbol(_)
@@ -355,6 +366,7 @@ impl Analysis {
             let pid = self.names.get(&tid).map(|n| n.0);
             self.java.idle_cause(tid, pid, time, idle_ns);
         }
+        self.kernel.idle_cause(ci, tid, time, idle_ns);
         let c = self.causes.entry((ci, tid)).or_default();
         c.dispatches += 1;
         c.by_state[state.code() as usize] += 1;

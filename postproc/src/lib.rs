@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod arcflow;
 pub mod flame;
+pub mod kwaits;
 pub mod nodes;
 pub mod report;
 pub mod script;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::analysis::{Analysis, IdleCause};
 use crate::arcflow::{Arcflow, RowWait};
+use crate::kwaits::KernelWaitsSection;
 use crate::waits::JavaWaitsSection;
 use idleflow_format::PrevState;
 
@@ -239,6 +240,8 @@ pub struct Report {
     pub arcflow: Option<Arcflow>,
     /// Idle-causing Java waits, from the JVMs' flight recorders.
     pub java_waits: Option<JavaWaitsSection>,
+    /// Idle-causing kernel waits, from the kernel stacks at the switch-outs.
+    pub kernel_waits: Option<KernelWaitsSection>,
 }
 
 /// What one dispatch out of idle can take from the kernel's idle clock
@@ -542,6 +545,11 @@ impl Report {
             undecodable_records: a.summary.undecodable,
             arcflow,
             java_waits: JavaWaitsSection::new(&a.java, a.window, &no_waits_reasons(a)),
+            kernel_waits: KernelWaitsSection::new(&a.kernel, &a.tool_tids, idle_caused(a), |tid| {
+                a.names
+                    .get(&tid)
+                    .map_or_else(|| format!("tid {tid}"), |(_, comm)| comm.clone())
+            }),
             per_cpu,
             total,
             threads,
@@ -553,6 +561,17 @@ impl Report {
             }),
         }
     }
+}
+
+/// Dispatches to idle and the idle after them, caused by all threads but
+/// idleflow's own.
+fn idle_caused(a: &Analysis) -> (u64, u64) {
+    a.causes
+        .iter()
+        .filter(|((_, tid), _)| !a.tool_tids.contains(tid))
+        .fold((0, 0), |(n, ns), (_, c)| {
+            (n + c.dispatches, ns.saturating_add(c.idle_ns))
+        })
 }
 
 /// The JVMs of the recording (processes with HotSpot's `VM Thread`) among

@@ -89,6 +89,34 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
                 "                         tree     pid {} tid {:>7} {}: {} nodes",
                 t.pid, t.tid, t.name, t.node_count
             )?,
+            Record::SwitchStack(st) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} kstack   {:>7} stack {}",
+                rel(st.time),
+                st.cpu,
+                st.tid,
+                st.stack
+            )?,
+            Record::KernelStack(k) => writeln!(
+                out,
+                "                         kstack   {} = {}",
+                k.id,
+                k.ips
+                    .iter()
+                    .map(|ip| format!("{ip:#x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )?,
+            Record::KernelSymbols(k) => writeln!(
+                out,
+                "                         ksyms    {} addresses named from {}{}",
+                k.symbols.iter().filter(|s| !s.name.is_empty()).count(),
+                k.source,
+                k.notes
+                    .iter()
+                    .map(|n| format!("; {n}"))
+                    .collect::<String>()
+            )?,
             Record::JavaWait(w) => writeln!(
                 out,
                 "{:14.9}         java     {:>7} pid {} {} for {:.3} ms, stack {}, object {}, other {} ({})",

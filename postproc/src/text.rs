@@ -35,7 +35,7 @@ fn count(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);
@@ -460,6 +460,9 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     if let Some(jw) = &r.java_waits {
         render_java_waits(o, jw, opts.max_paths)?;
     }
+    if let Some(kw) = &r.kernel_waits {
+        render_kernel_waits(o, kw, opts.max_paths)?;
+    }
     if !r.no_tree.is_empty() {
         writeln!(o)?;
         writeln!(o, "## No call tree")?;
@@ -530,6 +533,89 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
 
 /// Frames shown per idle-causing Java path (JSON has all).
 const PATH_FRAMES: usize = 8;
+
+/// Idle-causing kernel waits: per stack, its wait, the threads, and the
+/// frames outside the scheduler (innermost first).
+fn render_kernel_waits(
+    o: &mut String,
+    kw: &crate::kwaits::KernelWaitsSection,
+    max_paths: usize,
+) -> std::fmt::Result {
+    writeln!(o)?;
+    writeln!(
+        o,
+        "## Idle-causing kernel waits (the kernel's stack at each switch-out that left a CPU idle)"
+    )?;
+    writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "# {} of {} dispatches to idle have a stack ({} of {} ms idle after them; idleflow's own threads left out)",
+                count(kw.idle_dispatches_with_stack),
+                count(kw.idle_dispatches_to),
+                ms(kw.idle_ns_with_stack),
+                ms(kw.idle_ns)
+            ),
+            WIDTH
+        )
+    )?;
+    for n in &kw.notes {
+        for l in wrap(n, "# NOTE:", "#  ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+    }
+    writeln!(
+        o,
+        "{:>10} {:>6} {:>9}  wait, the threads, then the kernel stack (innermost first)",
+        "idle ms", "share", "to-idle"
+    )?;
+    const INDENT: usize = 29;
+    for p in kw.paths.iter().take(max_paths) {
+        writeln!(
+            o,
+            "{:>10} {:>5.1}% {:>9}  {}",
+            ms(p.idle_ns),
+            p.share_pct,
+            count(p.idle_dispatches_to),
+            fit(&p.wait, WIDTH - INDENT)
+        )?;
+        let who: Vec<String> = p
+            .threads
+            .iter()
+            .take(4)
+            .map(|(name, n)| format!("{name} ×{}", count(*n)))
+            .collect();
+        let more = if p.threads.len() > 4 {
+            format!(", {} more", p.threads.len() - 4)
+        } else {
+            String::new()
+        };
+        writeln!(
+            o,
+            "{:INDENT$}{}",
+            "",
+            fit(&format!("by {}{more}", who.join(", ")), WIDTH - INDENT)
+        )?;
+        let frames: Vec<&str> = p
+            .frames
+            .iter()
+            .map(String::as_str)
+            .skip_while(|f| crate::kwaits::is_scheduler_frame(f))
+            .collect();
+        for l in wrap(&frames.join(" ← "), "at", "  ", WIDTH - INDENT) {
+            writeln!(o, "{:INDENT$}{l}", "")?;
+        }
+    }
+    if kw.paths.len() > max_paths {
+        writeln!(
+            o,
+            "({} more paths: --paths N shows more, --format json all)",
+            kw.paths.len() - max_paths
+        )?;
+    }
+    Ok(())
+}
 
 fn render_java_waits(
     o: &mut String,

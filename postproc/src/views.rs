@@ -566,7 +566,7 @@ impl Views {
                     children[n.parent as usize].push(i as u32);
                 }
             }
-            if !sk.nodes.first().is_some_and(|r| r.shown != NOT_SHOWN) {
+            if sk.nodes.first().is_none_or(|r| r.shown == NOT_SHOWN) {
                 continue;
             }
             // Depth-first, children by descending subtree key.

@@ -218,7 +218,7 @@ impl JavaWaits {
         let inside = |pid: u32| {
             self.recorded
                 .get(&pid)
-                .map_or(true, |&(from, to)| (from..=to).contains(&time))
+                .is_none_or(|&(from, to)| (from..=to).contains(&time))
         };
         match self.java_tids.get(&tid) {
             Some(&p) => Some(inside(p)),

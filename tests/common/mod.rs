@@ -4,8 +4,9 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -219,4 +220,37 @@ pub fn dispatch(
         next_tid: next,
         prev_node: tag,
     })
+}
+
+/// Runs `perf record -a EVENTS` (on our clock) around `work`; returns what
+/// `work` returned and `perf script ARGS` of what perf recorded.
+pub fn under_perf<T>(
+    dir: &tempfile::TempDir,
+    events: &[&str],
+    script_args: &[&str],
+    work: impl FnOnce() -> T,
+) -> (T, String) {
+    let pdata = dir.path().join("perf.data");
+    let mut perf = Command::new("perf")
+        .args(["record", "-q", "-k", "CLOCK_MONOTONIC", "-a"])
+        .args(events)
+        .arg("-o")
+        .arg(&pdata)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("perf is installed (Debian's linux-perf)");
+    std::thread::sleep(Duration::from_millis(700));
+    let result = work();
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+    let status = perf.wait().unwrap();
+    assert!(status.success() || status.code() == Some(130) || status.code().is_none());
+    let script = run(Command::new("perf")
+        .args(["script", "--ns"])
+        .args(script_args)
+        .arg("-i")
+        .arg(&pdata));
+    assert!(script.status.success(), "perf script: {}", stderr(&script));
+    (result, stdout(&script))
 }

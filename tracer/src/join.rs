@@ -141,6 +141,7 @@ impl Joiner {
                 prev_tid,
                 prev_state,
                 next_tid,
+                ..
             } => {
                 self.flush(out);
                 self.pending = Some(Pending {
@@ -279,6 +280,7 @@ mod tests {
             prev_tid: prev,
             prev_state: state,
             next_tid: next,
+            kernel_stack: None,
         }
     }
     fn sw_out(t: u64, prev: u32, next: u32, preempt: bool) -> PerfRecord {

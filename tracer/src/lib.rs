@@ -12,6 +12,7 @@
 
 pub mod drain;
 pub mod join;
+pub mod ksyms;
 pub mod merge;
 pub mod names;
 pub mod parse;

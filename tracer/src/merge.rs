@@ -156,7 +156,7 @@ impl<T> Merge<T> {
                 // A recording's end after a long quiet stretch: absolute
                 // times, sorted with their sources by comparison below.
                 self.keys.extend(q.range(..n).map(|(t, _)| *t));
-                self.sources.extend(std::iter::repeat(i).take(n));
+                self.sources.extend(std::iter::repeat_n(i, n));
             }
         }
         if span >= 1 << 32 {

@@ -79,6 +79,9 @@ pub enum PerfRecord {
         prev_state: u64,
         /// Thread coming.
         next_tid: u32,
+        /// The kernel's call chain at the switch, innermost first (samples
+        /// of switches that leave the CPU idle, when asked for).
+        kernel_stack: Option<Box<[u64]>>,
     },
     /// A `sched_wakeup` or `sched_wakeup_new` sample.
     Wakeup {
@@ -165,6 +168,21 @@ fn sample_id(b: &[u8], at: usize) -> Option<SampleId> {
 
 const TRAILER: usize = 24;
 
+/// Call-chain entries at or above this are context markers
+/// (`PERF_CONTEXT_KERNEL`, `PERF_CONTEXT_USER`, …), not addresses.
+const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
+
+/// The kernel addresses of a sample's call chain (`nr` u64s), innermost
+/// first, without the context markers; `None` if there are none.
+fn kernel_frames(chain: &[u8]) -> Option<Box<[u64]>> {
+    let ips: Box<[u64]> = chain
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+        .filter(|&ip| ip < PERF_CONTEXT_MAX)
+        .collect();
+    (!ips.is_empty()).then_some(ips)
+}
+
 /// Decodes one record (starting with its `perf_event_header`).
 pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
     let kind = u32_at(rec, 0)?;
@@ -173,8 +191,11 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
     Some(match kind {
         PERF_RECORD_SAMPLE => {
             let id = sample_id(rec, 8)?;
-            let size = u32_at(rec, 32)? as usize;
-            let raw = rec.get(36..36 + size)?;
+            let nr = usize::try_from(u64_at(rec, 32)?).ok()?;
+            let chain = rec.get(40..40usize.checked_add(nr.checked_mul(8)?)?)?;
+            let at = 40 + chain.len();
+            let size = u32_at(rec, at)? as usize;
+            let raw = rec.get(at + 4..at + 4 + size)?;
             let tp = u64::from(u16::from_ne_bytes(raw.get(0..2)?.try_into().ok()?));
             if tp == layout.switch_id {
                 PerfRecord::SchedSwitch {
@@ -182,6 +203,7 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
                     prev_tid: layout.prev_pid.read(raw)? as u32,
                     prev_state: layout.prev_state.read(raw)?,
                     next_tid: layout.next_pid.read(raw)? as u32,
+                    kernel_stack: kernel_frames(chain),
                 }
             } else if tp == layout.wakeup_id {
                 PerfRecord::Wakeup {

@@ -33,9 +33,10 @@ use crate::workarea::LiveWorkArea;
 use idleflow_format::twa::WorkArea;
 use idleflow_format::{kind, tree};
 use idleflow_format::{
-    Dispatch, FormatError, Lost, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo,
-    Wakeup, Writer,
+    Dispatch, FormatError, KernelStack, Lost, ProcStatCpu, Record, RunInfo, RunSummary,
+    SwitchStack, ThreadExit, ThreadInfo, Wakeup, Writer,
 };
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// The longest written records wait in memory before they are handed to
@@ -94,6 +95,9 @@ pub struct RecordOptions {
     /// only for the states a switch-out record cannot tell
     /// ([`crate::join::SWITCH_SAMPLE_FILTER`]).
     pub all_switch_samples: bool,
+    /// Take the kernel's call chain at each switch that leaves a CPU idle
+    /// (and at each uninterruptible wait).
+    pub kernel_stacks: bool,
 }
 
 impl Default for RecordOptions {
@@ -102,6 +106,7 @@ impl Default for RecordOptions {
             ring_bytes: DEFAULT_RING_BYTES,
             drain_priority: crate::drain::DRAIN_PRIORITY,
             all_switch_samples: false,
+            kernel_stacks: true,
         }
     }
 }
@@ -126,6 +131,9 @@ struct CpuRing {
     cpu: u32,
     joiner: Joiner,
     lost: u64,
+    /// The kernel stack of the last switch sample that had one: (prev,
+    /// next, stack), until the joiner emits that switch's dispatch.
+    stack: Option<(u32, u32, Box<[u64]>)>,
 }
 
 struct Output {
@@ -145,6 +153,8 @@ struct Output {
 /// tenth of the recorder's CPU when this held a whole [`Record`].
 enum Merged {
     Dispatch(Dispatch),
+    KernelStack(Box<KernelStack>),
+    SwitchStack(SwitchStack),
     Wakeup(Wakeup),
     Exit(ThreadExit),
     Lost(Lost),
@@ -180,6 +190,8 @@ pub struct Recorder {
     /// Processes whose main thread took a new name (an `exec`, mostly)
     /// since [`Recorder::take_renamed_processes`] last asked.
     renamed: Vec<u32>,
+    /// Kernel stacks seen, interned: stack → id (from 1).
+    kernel_stacks: FxHashMap<Box<[u64]>, u64>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -197,7 +209,7 @@ impl Recorder {
     pub fn open(options: &RecordOptions) -> Result<Self, RecorderError> {
         let page = page_size();
         let rb = options.ring_bytes;
-        if rb < page || !(rb / page).is_power_of_two() || rb % page != 0 {
+        if rb < page || !(rb / page).is_power_of_two() || !rb.is_multiple_of(page) {
             return Err(RecorderError::RingSize(rb));
         }
         let tracefs = tracefs::find_or_mount().map_err(privilege_or)?;
@@ -230,6 +242,7 @@ impl Recorder {
                     switch_records: true,
                     task_records: true,
                     wakeup_bytes,
+                    kernel_callchain: options.kernel_stacks,
                 },
                 cpu,
                 &switch.name,
@@ -237,12 +250,18 @@ impl Recorder {
             .map_err(priv_err)?;
             // A kernel that refuses the filter writes every sample: the
             // joiner then reads each state from its sample, as before.
-            let samples =
-                if options.all_switch_samples || main.set_filter(SWITCH_SAMPLE_FILTER).is_err() {
-                    SwitchSamples::All
-                } else {
-                    SwitchSamples::Filtered
-                };
+            // With stacks, the switches that leave the CPU idle are sampled
+            // too (their state is then read from the sample).
+            let filter = if options.kernel_stacks {
+                format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0")
+            } else {
+                SWITCH_SAMPLE_FILTER.to_string()
+            };
+            let samples = if options.all_switch_samples || main.set_filter(&filter).is_err() {
+                SwitchSamples::All
+            } else {
+                SwitchSamples::Filtered
+            };
             let ring = Ring::map(&main, rb)?;
             for tp in [&wakeup, &wakeup_new] {
                 let ev = PerfEvent::open_cpu_wide(
@@ -251,6 +270,7 @@ impl Recorder {
                         switch_records: false,
                         task_records: false,
                         wakeup_bytes,
+                        kernel_callchain: false,
                     },
                     cpu,
                     &tp.name,
@@ -266,6 +286,7 @@ impl Recorder {
                 cpu,
                 joiner: Joiner::new(cpu, samples),
                 lost: 0,
+                stack: None,
             });
         }
         Ok(Recorder {
@@ -291,6 +312,7 @@ impl Recorder {
             java_waits: false,
             renamed: Vec::new(),
             stop_ns: None,
+            kernel_stacks: FxHashMap::default(),
         })
     }
 
@@ -493,13 +515,19 @@ impl Recorder {
         let merge = &mut self.merge;
         let summary = &mut self.summary;
         let renamed = &mut self.renamed;
+        let kernel_stacks = &mut self.kernel_stacks;
         let mut scratch = Vec::new();
         for (slot, bytes) in &round.chunks {
             let slot = *slot;
             let Some(r) = self.rings.get_mut(slot) else {
                 continue;
             };
-            let CpuRing { cpu, joiner, lost } = r;
+            let CpuRing {
+                cpu,
+                joiner,
+                lost,
+                stack,
+            } = r;
             let cpu = *cpu;
             read_records(bytes, 0, bytes.len() as u64, &mut scratch, |bytes| {
                 let Some(rec) = parse(bytes, layout) else {
@@ -510,9 +538,43 @@ impl Recorder {
                     if let Some(wa) = work_area {
                         wa.tag(&mut d, summary);
                     }
-                    merge.push(slot, d.time, Merged::Dispatch(d))
+                    merge.push(slot, d.time, Merged::Dispatch(d));
+                    if stack
+                        .as_ref()
+                        .is_some_and(|(p, n, _)| *p == d.prev_tid && *n == d.next_tid)
+                    {
+                        let (_, _, ips) = stack.take().expect("checked");
+                        let next_id = kernel_stacks.len() as u64 + 1;
+                        let id = *kernel_stacks.entry(ips).or_insert_with_key(|ips| {
+                            merge.push(
+                                slot,
+                                d.time,
+                                Merged::KernelStack(Box::new(KernelStack {
+                                    id: next_id,
+                                    ips: ips.to_vec(),
+                                })),
+                            );
+                            next_id
+                        });
+                        merge.push(
+                            slot,
+                            d.time,
+                            Merged::SwitchStack(SwitchStack {
+                                time: d.time,
+                                cpu: d.cpu,
+                                tid: d.prev_tid,
+                                stack: id,
+                            }),
+                        );
+                    }
                 });
                 match rec {
+                    PerfRecord::SchedSwitch {
+                        prev_tid,
+                        next_tid,
+                        kernel_stack: Some(ips),
+                        ..
+                    } => *stack = Some((prev_tid, next_tid, ips)),
                     PerfRecord::Wakeup {
                         id,
                         wakee_tid,
@@ -610,6 +672,8 @@ impl Recorder {
             }
             let r = match m {
                 Merged::Dispatch(d) => Record::Dispatch(d),
+                Merged::KernelStack(k) => Record::KernelStack(k),
+                Merged::SwitchStack(st) => Record::SwitchStack(st),
                 Merged::Wakeup(w) => Record::Wakeup(w),
                 Merged::Exit(e) => Record::Exit(e),
                 Merged::Lost(l) => Record::Lost(l),
@@ -740,6 +804,19 @@ impl Recorder {
             path: PathBuf::from("the recording"),
             source: std::io::Error::other("finish called before begin"),
         })?;
+        // The stacks' addresses are named now, after the program's window.
+        let mut addrs: Vec<u64> = self
+            .kernel_stacks
+            .keys()
+            .flat_map(|k| k.iter().copied())
+            .collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        let mut out = out;
+        if !addrs.is_empty() {
+            out.writer
+                .write(&Record::KernelSymbols(Box::new(crate::ksyms::name(&addrs))))?;
+        }
         let summary = self.summary.clone();
         let result = out
             .writer

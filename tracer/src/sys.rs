@@ -7,8 +7,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use perf_event_open_sys as sys;
 use sys::bindings::{
-    perf_event_attr, PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_CPU, PERF_SAMPLE_RAW, PERF_SAMPLE_TID,
-    PERF_SAMPLE_TIME, PERF_TYPE_TRACEPOINT,
+    perf_event_attr, PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU, PERF_SAMPLE_RAW,
+    PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_TRACEPOINT,
 };
 
 /// A failed system call, with its name.
@@ -30,10 +30,18 @@ impl SysError {
 }
 
 /// The sample layout every idleflow event uses; records in one ring must
-/// agree on it. Samples carry `pid, tid | time | cpu, res | raw`; other
-/// records carry the trailer `pid, tid | time | cpu, res` (`sample_id_all`).
-pub const SAMPLE_TYPE: u64 =
-    (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_RAW) as u64;
+/// agree on it. Samples carry `pid, tid | time | cpu, res | nr, ips[nr] |
+/// raw`; other records carry the trailer `pid, tid | time | cpu, res`
+/// (`sample_id_all`). The call chain is empty (`nr` 0) unless the event
+/// asks for the kernel's ([`EventSpec::kernel_callchain`]).
+pub const SAMPLE_TYPE: u64 = (PERF_SAMPLE_TID
+    | PERF_SAMPLE_TIME
+    | PERF_SAMPLE_CPU
+    | PERF_SAMPLE_CALLCHAIN
+    | PERF_SAMPLE_RAW) as u64;
+
+/// The deepest kernel call chain taken (the kernel's default is 127).
+pub const MAX_KERNEL_FRAMES: u16 = 48;
 
 /// What to open on one CPU.
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +54,9 @@ pub struct EventSpec {
     pub task_records: bool,
     /// Wake a `poll` when this many bytes are in the ring.
     pub wakeup_bytes: u32,
+    /// Samples carry the kernel's call chain (never the user's: user
+    /// stacks are not walked by frame pointers here).
+    pub kernel_callchain: bool,
 }
 
 /// An open perf event, closed on drop.
@@ -76,6 +87,9 @@ impl PerfEvent {
         attr.set_comm(u64::from(spec.task_records));
         attr.set_comm_exec(u64::from(spec.task_records));
         attr.set_task(u64::from(spec.task_records));
+        attr.set_exclude_callchain_user(1);
+        attr.set_exclude_callchain_kernel(u64::from(!spec.kernel_callchain));
+        attr.sample_max_stack = MAX_KERNEL_FRAMES;
         // SAFETY: `attr` is a fully initialized perf_event_attr whose `size`
         // is its own size; the kernel only reads it during the call.
         let fd = unsafe {

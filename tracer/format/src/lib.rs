@@ -29,6 +29,7 @@ pub mod handoff;
 pub mod names;
 mod reader;
 mod record;
+pub mod stacks;
 pub mod tree;
 pub mod twa;
 pub mod waits;
@@ -40,6 +41,7 @@ pub use record::{
     Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
     ThreadInfo, ThreadTree, TreeDump, TreeNode, Wakeup, IDLE_TID,
 };
+pub use stacks::{KernelStack, KernelSymbol, KernelSymbols, SwitchStack};
 pub use tree::{EncodedThread, TreeHead};
 pub use waits::{FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, WaitReason};
 pub use writer::Writer;
@@ -71,10 +73,13 @@ pub mod kind {
     /// [`crate::TreeDump`], JSON payload: one JVM's call trees, whole (the
     /// first form of the trees; still read, no longer written).
     pub const TREE: u8 = 9;
-    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (10–127) are reserved for
+    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (11–127) are reserved for
     /// timed records of later versions: their payload starts with the time
     /// delta, which a reader that does not know the kind still applies.
-    pub const FIRST_FUTURE_TIMED: u8 = 10;
+    pub const FIRST_FUTURE_TIMED: u8 = 11;
+    /// [`crate::SwitchStack`]: the kernel stack of the thread that left at
+    /// the dispatch just before (timed: delta, cpu, tid, stack id).
+    pub const SWITCH_STACK: u8 = 10;
     /// Kinds 128–255 are reserved for untimed records of later versions: a
     /// reader that does not know them skips them whole.
     pub const FIRST_UNTIMED: u8 = 128;
@@ -93,4 +98,8 @@ pub mod kind {
     pub const JAVA_STACK: u8 = 132;
     /// [`crate::JavaWait`], binary: one wait of one Java thread.
     pub const JAVA_WAIT: u8 = 133;
+    /// [`crate::KernelStack`], binary: an interned kernel stack.
+    pub const KERNEL_STACK: u8 = 134;
+    /// [`crate::KernelSymbols`], JSON: the names of the stacks' addresses.
+    pub const KERNEL_SYMBOLS: u8 = 135;
 }

@@ -331,6 +331,21 @@ impl<R: Read> Reader<R> {
                     Record::JavaStack(Box::new(crate::waits::decode_stack(&mut p)?))
                 }
                 kind::JAVA_WAIT => Record::JavaWait(crate::waits::decode_wait(&mut p)?),
+                kind::SWITCH_STACK => Record::SwitchStack(crate::SwitchStack {
+                    time: p.time(&mut self.last_time)?,
+                    cpu: p.cpu()?,
+                    tid: p.u32()?,
+                    stack: p.uint()?,
+                }),
+                kind::KERNEL_STACK => {
+                    Record::KernelStack(Box::new(crate::stacks::decode_kernel_stack(&mut p)?))
+                }
+                kind::KERNEL_SYMBOLS => Record::KernelSymbols(Box::new(
+                    serde_json::from_slice(p.data).map_err(|e| FormatError::Corrupt {
+                        offset,
+                        what: format!("kernel symbols record: {e}"),
+                    })?,
+                )),
                 kind::TREE => {
                     // Version 1's whole JSON dump: handed out as its head,
                     // then its threads one by one.

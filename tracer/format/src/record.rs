@@ -415,6 +415,12 @@ pub enum Record {
     JavaStack(Box<JavaStack>),
     /// One wait of one Java thread.
     JavaWait(JavaWait),
+    /// See [`crate::SwitchStack`].
+    SwitchStack(crate::SwitchStack),
+    /// See [`crate::KernelStack`].
+    KernelStack(Box<crate::KernelStack>),
+    /// See [`crate::KernelSymbols`].
+    KernelSymbols(Box<crate::KernelSymbols>),
 }
 
 impl TreeDump {
@@ -455,6 +461,8 @@ impl Record {
             Record::Lost(l) => l.time,
             Record::TreeHead(t) => t.time_ns,
             Record::JavaWait(w) => w.start,
+            Record::SwitchStack(s) => s.time,
+            Record::KernelStack(_) | Record::KernelSymbols(_) => 0,
             Record::TreeThread(_)
             | Record::TreeThreadEncoded(_)
             | Record::JvmWaits(_)

@@ -124,6 +124,21 @@ impl<W: Write> Writer<W> {
                 crate::waits::encode_wait(w, &mut self.buf);
                 kind::JAVA_WAIT
             }
+            Record::SwitchStack(st) => {
+                self.put_time(st.time);
+                put(&mut self.buf, st.cpu.into());
+                put(&mut self.buf, st.tid.into());
+                put(&mut self.buf, st.stack);
+                kind::SWITCH_STACK
+            }
+            Record::KernelStack(st) => {
+                crate::stacks::encode_kernel_stack(st, &mut self.buf);
+                kind::KERNEL_STACK
+            }
+            Record::KernelSymbols(k) => {
+                self.buf.truncate(start);
+                return self.write_json(kind::KERNEL_SYMBOLS, k);
+            }
             Record::Lost(l) => {
                 self.put_time(l.time);
                 put(&mut self.buf, l.cpu.into());

@@ -1,0 +1,273 @@
+//! Idle-causing kernel waits: the kernel's stack of each thread whose
+//! leaving made a CPU idle, as the recorder took it at the switch-out
+//! ([`idleflow_format::stacks`]), summed by stack with the idle time that
+//! followed.
+//!
+//! A `SWITCH_STACK` record follows its dispatch; the stack is credited when
+//! that dispatch's idle interval closes, as the idle causes are (so the
+//! two always agree). What a report shows of a stack is its frames' names
+//! and its *wait*: the innermost frame outside the scheduler's own
+//! functions (`pipe_read`, `do_nanosleep`, `futex_wait_queue`, `ep_poll`).
+//!
+//! Invariant: memory grows with distinct stacks and (stack, thread) pairs,
+//! never with the number of dispatches.
+
+use idleflow_format::{KernelStack, KernelSymbols, SwitchStack};
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+
+/// Idle caused through one stack by one thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Caused {
+    /// Dispatches to idle.
+    pub dispatches: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+}
+
+/// What one pass collects of the kernel stacks.
+#[derive(Debug, Default)]
+pub struct KernelWaits {
+    stacks: FxHashMap<u64, Box<[u64]>>,
+    symbols: FxHashMap<u64, String>,
+    /// Why some addresses have no names (from the recording).
+    pub notes: Vec<String>,
+    /// Per CPU slot, the stack of its last dispatch: (time, tid, stack id).
+    pending: Vec<Option<(u64, u32, u64)>>,
+    /// (stack id, tid) → what followed.
+    pub caused: FxHashMap<(u64, u32), Caused>,
+    /// `SWITCH_STACK` records read.
+    pub switch_stacks: u64,
+}
+
+impl KernelWaits {
+    /// Whether the recording has kernel stacks at all.
+    pub fn is_empty(&self) -> bool {
+        self.switch_stacks == 0
+    }
+
+    /// An interned stack's definition.
+    pub fn stack(&mut self, s: KernelStack) {
+        self.stacks.insert(s.id, s.ips.into_boxed_slice());
+    }
+
+    /// The stack of the dispatch just read on CPU slot `ci`.
+    pub fn switch_stack(&mut self, ci: usize, s: &SwitchStack) {
+        self.switch_stacks += 1;
+        if self.pending.len() <= ci {
+            self.pending.resize(ci + 1, None);
+        }
+        self.pending[ci] = Some((s.time, s.tid, s.stack));
+    }
+
+    /// The names of the stacks' addresses.
+    pub fn symbols(&mut self, k: KernelSymbols) {
+        self.notes.extend(k.notes);
+        self.symbols.extend(
+            k.symbols
+                .into_iter()
+                .filter(|s| !s.name.is_empty())
+                .map(|s| (s.addr, s.name)),
+        );
+    }
+
+    /// `tid` leaving CPU slot `ci` at `time` made it idle for `idle_ns`:
+    /// credited to the stack taken at that switch-out, if there is one.
+    pub fn idle_cause(&mut self, ci: usize, tid: u32, time: u64, idle_ns: u64) {
+        let Some(Some((t, who, stack))) = self.pending.get(ci).copied() else {
+            return;
+        };
+        if t == time && who == tid {
+            let c = self.caused.entry((stack, tid)).or_default();
+            c.dispatches += 1;
+            c.idle_ns = c.idle_ns.saturating_add(idle_ns);
+        }
+    }
+
+    /// The names of stack `id`'s frames, innermost first (`0x…` where the
+    /// recording has no name).
+    pub fn frames(&self, id: u64) -> Vec<String> {
+        self.stacks
+            .get(&id)
+            .map(|ips| {
+                ips.iter()
+                    .map(|ip| {
+                        self.symbols
+                            .get(ip)
+                            .cloned()
+                            .unwrap_or_else(|| format!("{ip:#x}"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Functions of the scheduler (and of the tracing that took the stack)
+/// that every blocked thread passes: a stack's wait is the first frame
+/// that is not one of them.
+pub fn is_scheduler_frame(name: &str) -> bool {
+    let name = name.trim_start_matches('_');
+    name.starts_with("schedule")
+        || name.starts_with("traceiter")
+        || name.starts_with("perf_")
+        || name.starts_with("trace_")
+        || name.starts_with("preempt_schedule")
+        || name.starts_with("io_schedule")
+        || name.starts_with("cond_resched")
+        || name == "finish_task_switch"
+}
+
+/// One idle-causing kernel path of the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelPath {
+    /// The wait: the innermost frame outside the scheduler.
+    pub wait: String,
+    /// Its frames, innermost first.
+    pub frames: Vec<String>,
+    /// Dispatches to idle through it.
+    pub idle_dispatches_to: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+    /// Its share of the idle after the threads with a stack left, %.
+    pub share_pct: f64,
+    /// The threads that waited there, most idle first: (name, dispatches to idle).
+    pub threads: Vec<(String, u64)>,
+}
+
+/// The report's section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelWaitsSection {
+    /// Dispatches to idle caused by threads (idleflow's own left out).
+    pub idle_dispatches_to: u64,
+    /// Idle time after them, ns.
+    pub idle_ns: u64,
+    /// Of those, dispatches to idle whose thread's kernel stack was taken.
+    pub idle_dispatches_with_stack: u64,
+    /// Idle time after them, ns.
+    pub idle_ns_with_stack: u64,
+    /// Paths, most idle first.
+    pub paths: Vec<KernelPath>,
+    /// Why names are missing.
+    pub notes: Vec<String>,
+}
+
+impl KernelWaitsSection {
+    /// The section for `kw`, leaving out `tool_tids` (idleflow's own),
+    /// thread names from `name`; `all` is (dispatches to idle, idle ns)
+    /// caused by all threads but idleflow's, with a stack or not.
+    pub fn new(
+        kw: &KernelWaits,
+        tool_tids: &FxHashSet<u32>,
+        all: (u64, u64),
+        name: impl Fn(u32) -> String,
+    ) -> Option<Self> {
+        if kw.is_empty() {
+            return None;
+        }
+        let mut by_stack: FxHashMap<u64, (Caused, FxHashMap<String, u64>)> = FxHashMap::default();
+        for (&(stack, tid), c) in &kw.caused {
+            if tool_tids.contains(&tid) {
+                continue;
+            }
+            let e = by_stack.entry(stack).or_default();
+            e.0.dispatches += c.dispatches;
+            e.0.idle_ns = e.0.idle_ns.saturating_add(c.idle_ns);
+            *e.1.entry(name(tid)).or_default() += c.dispatches;
+        }
+        let total_idle: u64 = by_stack.values().map(|(c, _)| c.idle_ns).sum();
+        let total_dispatches: u64 = by_stack.values().map(|(c, _)| c.dispatches).sum();
+        let mut paths: Vec<KernelPath> = by_stack
+            .into_iter()
+            .map(|(stack, (c, threads))| {
+                let frames = kw.frames(stack);
+                let wait = frames
+                    .iter()
+                    .find(|f| !is_scheduler_frame(f))
+                    .or(frames.first())
+                    .cloned()
+                    .unwrap_or_default();
+                let mut threads: Vec<(String, u64)> = threads.into_iter().collect();
+                threads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                KernelPath {
+                    wait,
+                    frames,
+                    idle_dispatches_to: c.dispatches,
+                    idle_ns: c.idle_ns,
+                    share_pct: if total_idle == 0 {
+                        0.0
+                    } else {
+                        c.idle_ns as f64 * 100.0 / total_idle as f64
+                    },
+                    threads,
+                }
+            })
+            .collect();
+        paths.sort_by(|a, b| {
+            b.idle_ns
+                .cmp(&a.idle_ns)
+                .then_with(|| b.idle_dispatches_to.cmp(&a.idle_dispatches_to))
+                .then_with(|| a.frames.cmp(&b.frames))
+        });
+        Some(KernelWaitsSection {
+            idle_dispatches_to: all.0,
+            idle_ns: all.1,
+            idle_dispatches_with_stack: total_dispatches,
+            idle_ns_with_stack: total_idle,
+            paths,
+            notes: kw.notes.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idleflow_format::KernelSymbol;
+
+    #[test]
+    fn a_stack_is_credited_only_to_its_own_dispatch_and_named_by_its_wait() {
+        let mut kw = KernelWaits::default();
+        kw.stack(KernelStack {
+            id: 1,
+            ips: vec![10, 20, 30],
+        });
+        kw.symbols(KernelSymbols {
+            source: "test".into(),
+            symbols: [(10, "__schedule"), (20, "schedule"), (30, "pipe_read")]
+                .into_iter()
+                .map(|(addr, name)| KernelSymbol {
+                    addr,
+                    name: name.into(),
+                    offset: 0,
+                })
+                .collect(),
+            notes: Vec::new(),
+        });
+        kw.switch_stack(
+            1,
+            &SwitchStack {
+                time: 100,
+                cpu: 1,
+                tid: 7,
+                stack: 1,
+            },
+        );
+        // Another thread, another time, another CPU: not this stack's.
+        kw.idle_cause(1, 8, 100, 5);
+        kw.idle_cause(1, 7, 99, 5);
+        kw.idle_cause(0, 7, 100, 5);
+        kw.idle_cause(1, 7, 100, 40);
+        let s = KernelWaitsSection::new(&kw, &FxHashSet::default(), (1, 40), |t| format!("t{t}"))
+            .unwrap();
+        assert_eq!(s.paths.len(), 1);
+        let p = &s.paths[0];
+        assert_eq!(p.wait, "pipe_read");
+        assert_eq!((p.idle_dispatches_to, p.idle_ns), (1, 40));
+        assert_eq!(p.threads, vec![("t7".to_string(), 1)]);
+        // idleflow's own threads are left out.
+        let tool: FxHashSet<u32> = [7].into_iter().collect();
+        let s = KernelWaitsSection::new(&kw, &tool, (0, 0), |t| format!("t{t}")).unwrap();
+        assert!(s.paths.is_empty());
+    }
+}
