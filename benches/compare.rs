@@ -131,72 +131,98 @@ fn overhead(reps: usize) {
             vec!["bench", "sched", "messaging", "-l", "200"],
         ),
     ];
-    println!("| workload | measure | none (s) | idleflow record (s) | perf record (s) | idleflow slowdown | perf slowdown | idleflow --all-switch-samples slowdown |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| workload | measure | none (s) | idleflow record (s) | perf record (s) | idleflow slowdown | perf slowdown | idleflow --all-switch-samples | idleflow --no-stacks | perf, kernel stacks of switches to idle only |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut extra = Vec::new();
     for (name, args) in workloads {
+        // Modes: 0 none, 1 idleflow (default: kernel stacks at switches to
+        // idle), 2 perf (the same events), 3 idleflow with every
+        // sched_switch sample (what the filter saves), 4 idleflow without
+        // kernel stacks (what they cost), 5 perf taking only the kernel
+        // stacks of the switches to idle (`-g`, the stacks' cost in perf).
         // [mode][0 = benchmark's Total time, 1 = wall time of the whole command]
-        let mut t: [[Vec<f64>; 2]; 4] = Default::default();
+        let mut t: [[Vec<f64>; 2]; 6] = Default::default();
         let (mut our_lost, mut perf_lost, mut our_bytes, mut perf_bytes) = (0, 0u64, 0, 0);
         for _ in 0..reps {
-            let (wall, _, out, _) = measure(Command::new("perf").args(&args));
-            t[0][0].push(total_time(&out));
-            t[0][1].push(wall);
-            let (wall, _, out, err) = measure(
-                Command::new(idleflow())
-                    .args(["record", "-o"])
-                    .arg(&rec)
-                    .args(["--", "perf"])
-                    .args(&args),
-            );
-            t[1][0].push(total_time(&out));
-            t[1][1].push(wall);
-            our_lost += lost_from_summary(&err);
-            our_bytes = std::fs::metadata(&rec).unwrap().len();
-            let (wall, _, out, err) = measure(
-                Command::new("perf")
-                    .args([
-                        "record",
-                        "-e",
-                        "sched:sched_switch,sched:sched_wakeup",
-                        "--switch-events",
-                        "-a",
-                        "-o",
-                    ])
-                    .arg(&pdata)
-                    .args(["--", "perf"])
-                    .args(&args),
-            );
-            t[2][0].push(total_time(&out));
-            t[2][1].push(wall);
-            perf_lost += perf_lost_chunks(&err);
-            perf_bytes = std::fs::metadata(&pdata).unwrap().len();
-            // The kernel's sched_switch sample for every switch, as before
-            // the filter: what the filter saves.
-            let (wall, _, out, err) = measure(
-                Command::new(idleflow())
-                    .args(["record", "--all-switch-samples", "-o"])
-                    .arg(&rec)
-                    .args(["--", "perf"])
-                    .args(&args),
-            );
-            t[3][0].push(total_time(&out));
-            t[3][1].push(wall);
-            our_lost += lost_from_summary(&err);
+            for (mode, times) in t.iter_mut().enumerate() {
+                let mut cmd = match mode {
+                    0 => Command::new("perf"),
+                    1 | 3 | 4 => {
+                        let mut c = Command::new(idleflow());
+                        c.args(["record", "-o"]).arg(&rec);
+                        if mode == 3 {
+                            c.arg("--all-switch-samples");
+                        }
+                        if mode == 4 {
+                            c.arg("--no-stacks");
+                        }
+                        c.args(["--", "perf"]);
+                        c
+                    }
+                    2 => {
+                        let mut c = Command::new("perf");
+                        c.args([
+                            "record",
+                            "-e",
+                            "sched:sched_switch,sched:sched_wakeup",
+                            "--switch-events",
+                            "-a",
+                            "-o",
+                        ])
+                        .arg(&pdata)
+                        .args(["--", "perf"]);
+                        c
+                    }
+                    _ => {
+                        let mut c = Command::new("perf");
+                        c.args([
+                            "record",
+                            "-e",
+                            "sched:sched_switch",
+                            "--filter",
+                            "next_pid == 0",
+                            "-g",
+                            "-a",
+                            "-o",
+                        ])
+                        .arg(&pdata)
+                        .args(["--", "perf"]);
+                        c
+                    }
+                };
+                let (wall, _, out, err) = measure(cmd.args(&args));
+                times[0].push(total_time(&out));
+                times[1].push(wall);
+                match mode {
+                    1 => {
+                        our_lost += lost_from_summary(&err);
+                        our_bytes = std::fs::metadata(&rec).unwrap().len();
+                    }
+                    3 | 4 => our_lost += lost_from_summary(&err),
+                    2 => {
+                        perf_lost += perf_lost_chunks(&err);
+                        perf_bytes = std::fs::metadata(&pdata).unwrap().len();
+                    }
+                    5 => perf_lost += perf_lost_chunks(&err),
+                    _ => {}
+                }
+            }
         }
         for (m, measure_name) in ["benchmark's Total time", "wall time of the command"]
             .iter()
             .enumerate()
         {
-            let n = median(&mut t[0][m]);
-            let o = median(&mut t[1][m]);
-            let p = median(&mut t[2][m]);
-            let a = median(&mut t[3][m]);
+            let med: Vec<f64> = t.iter_mut().map(|v| median(&mut v[m])).collect();
+            let n = med[0];
             println!(
-                "| {name} | {measure_name} | {n:.3} | {o:.3} | {p:.3} | {:.2}× | {:.2}× | {:.2}× |",
-                o / n,
-                p / n,
-                a / n
+                "| {name} | {measure_name} | {n:.3} | {:.3} | {:.3} | {:.2}× | {:.2}× | {:.2}× | {:.2}× | {:.2}× |",
+                med[1],
+                med[2],
+                med[1] / n,
+                med[2] / n,
+                med[3] / n,
+                med[4] / n,
+                med[5] / n
             );
         }
         extra.push(format!(

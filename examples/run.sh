@@ -5,7 +5,8 @@
 # (--java tree: the arcflow call tree), print the report and draw the flame
 # graph of idle-causing paths (idle.svg); then the same program in the
 # default Java mode (the JVM's flight recorder: wait stacks and reasons). Run as root (recording
-# needs root or CAP_PERFMON). The native duty-cycle workload is recorded too.
+# needs root or CAP_PERFMON). The native duty-cycle workload is recorded too,
+# and a native program whose threads wait in the kernel (its kernel stacks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release            # idleflow and libidleflow_agent.so beside it
@@ -26,3 +27,8 @@ echo "flame graph of idle-causing Java paths: idle.svg"
 echo "flame graph of idle-causing Java waits: waits.svg"
 ./target/release/idleflow record -o dutycycle.idleflow -- ./target/release/examples/dutycycle --seconds 2
 ./target/release/idleflow report dutycycle.idleflow --threads 5
+# A native program whose threads wait in known kernel functions (a pipe read,
+# a nanosleep): the kernel's stack at each switch-out that left a CPU idle.
+cc -O2 -pthread -o target/pipewait examples/c/pipewait.c
+./target/release/idleflow record -o pipewait.idleflow -- target/pipewait 2000
+./target/release/idleflow report pipewait.idleflow --threads 5 --paths 3

@@ -551,7 +551,7 @@ fn render_kernel_waits(
         "{}",
         fit(
             &format!(
-                "# {} of {} dispatches to idle have a stack ({} of {} ms idle after them; idleflow's own threads left out)",
+                "# {} of {} dispatches to idle have a stack: {} of {} ms idle (idleflow's own threads left out)",
                 count(kw.idle_dispatches_with_stack),
                 count(kw.idle_dispatches_to),
                 ms(kw.idle_ns_with_stack),
