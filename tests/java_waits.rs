@@ -35,6 +35,17 @@ fn record_waits_into(rec: &Path, classes: &Path, mode: &str) -> (Value, String) 
     (report_json(rec), stdout(&out))
 }
 
+/// Records `sh -c SCRIPT` in the default Java mode with every wait
+/// recorded into `rec`; returns the JSON report.
+fn record_script(rec: &Path, script: &str) -> Value {
+    let out = run(idleflow()
+        .args(["record", "-q", "--wait-threshold", "0", "-o"])
+        .arg(rec)
+        .args(["--", "sh", "-c", script]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    report_json(rec)
+}
+
 /// The section's heaviest path, after checking the section as a whole.
 fn heaviest(r: &Value) -> &Value {
     let jw = &r["java_waits"];
@@ -293,12 +304,7 @@ fn a_jvm_killed_with_sigkill_gives_the_waits_its_repository_holds() {
         Path::new(JDK17).join("bin/java").display(),
         classes.path().display()
     );
-    let out = run(idleflow()
-        .args(["record", "-q", "--wait-threshold", "0", "-o"])
-        .arg(&rec)
-        .args(["--", "sh", "-c", &script]));
-    assert!(out.status.success(), "record: {}", stderr(&out));
-    let r = report_json(&rec);
+    let r = record_script(&rec, &script);
     let p = heaviest(&r);
     assert_eq!(p["reason"], "monitor enter", "{p}");
     assert_eq!(p["object"], "Waits$Ledger", "{p}");
@@ -507,12 +513,7 @@ fn a_jvm_started_later_by_a_child_shell_is_found_from_its_exec() {
         Path::new(JDK17).join("bin/java").display(),
         classes.path().display()
     );
-    let out = run(idleflow()
-        .args(["record", "-q", "--wait-threshold", "0", "-o"])
-        .arg(&rec)
-        .args(["--", "sh", "-c", &script]));
-    assert!(out.status.success(), "record: {}", stderr(&out));
-    let r = report_json(&rec);
+    let r = record_script(&rec, &script);
     let p = heaviest(&r);
     assert_eq!(p["reason"], "sleep", "{p}");
     assert!(frames(p).contains(&"Waits.nap"), "{p}");

@@ -534,6 +534,18 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
 /// Frames shown per idle-causing Java path (JSON has all).
 const PATH_FRAMES: usize = 8;
 
+/// The line after a section's first `shown` of `total` paths.
+fn more_paths(o: &mut String, total: usize, shown: usize) -> std::fmt::Result {
+    if total > shown {
+        writeln!(
+            o,
+            "({} more paths: --paths N shows more, --format json all)",
+            total - shown
+        )?;
+    }
+    Ok(())
+}
+
 /// Idle-causing kernel waits: per stack, its wait, the threads, and the
 /// frames outside the scheduler (innermost first).
 fn render_kernel_waits(
@@ -607,14 +619,7 @@ fn render_kernel_waits(
             writeln!(o, "{:INDENT$}{l}", "")?;
         }
     }
-    if kw.paths.len() > max_paths {
-        writeln!(
-            o,
-            "({} more paths: --paths N shows more, --format json all)",
-            kw.paths.len() - max_paths
-        )?;
-    }
-    Ok(())
+    more_paths(o, kw.paths.len(), max_paths)
 }
 
 fn render_java_waits(
@@ -829,14 +834,7 @@ fn render_java_waits(
             )?;
         }
     }
-    if jw.paths.len() > max_paths {
-        writeln!(
-            o,
-            "({} more paths in --format json)",
-            jw.paths.len() - max_paths
-        )?;
-    }
-    Ok(())
+    more_paths(o, jw.paths.len(), max_paths)
 }
 
 fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Result {

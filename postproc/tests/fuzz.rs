@@ -4,8 +4,10 @@
 //! `report`, `flamegraph` or `script` must give an error or a report,
 //! never a panic. `IDLEFLOW_FUZZ_SECONDS` sets the time (default 60).
 
+#[path = "../../tests/support/fuzz.rs"]
+mod fuzz;
+
 use std::path::Path;
-use std::process::Command;
 
 use idleflow_format::{
     Dispatch, FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, NodeTag, PrevState,
@@ -143,57 +145,15 @@ fn seed() -> Vec<u8> {
 
 #[test]
 fn the_reader_and_reports_survive_fuzzing() {
-    let have = Command::new("cargo")
-        .args(["+nightly", "fuzz", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        let why = "cargo-fuzz on the nightly toolchain is needed (`cargo install cargo-fuzz`; .ci/run installs it)";
-        if std::env::var_os("IDLEFLOW_ALLOW_SKIP").is_some() {
-            eprintln!("SKIPPED: {why}");
-            return;
-        }
-        panic!("{why}; or set IDLEFLOW_ALLOW_SKIP=1 to skip knowingly");
-    }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let corpus = tempfile::tempdir().unwrap();
     let s = seed();
     std::fs::write(corpus.path().join("seed"), &s).unwrap();
     std::fs::write(corpus.path().join("seed-cut"), &s[..s.len() * 2 / 3]).unwrap();
-    let artifacts = tempfile::tempdir().unwrap();
-    let seconds = std::env::var("IDLEFLOW_FUZZ_SECONDS").unwrap_or_else(|_| "60".into());
-    let out = Command::new("cargo")
-        .current_dir(here)
-        .args(["+nightly", "fuzz", "run", "--fuzz-dir"])
-        .arg(here.join("fuzz"))
-        .arg("report")
-        .arg(corpus.path())
-        .arg("--")
-        .arg(format!("-max_total_time={seconds}"))
-        .arg(format!("-artifact_prefix={}/", artifacts.path().display()))
-        .args(["-rss_limit_mb=2048", "-max_len=65536"])
-        .output()
-        .expect("run cargo fuzz");
-    let err = String::from_utf8_lossy(&out.stderr);
-    // libFuzzer's closing line: "#RUNS DONE cov: … exec/s: …".
-    let done = err.lines().rev().find(|l| l.contains("DONE")).unwrap_or("");
-    println!("fuzz ({seconds} s): {done}");
-    // The crash's own lines (the panic message, the sanitizer's summary)
-    // and the end of the log.
-    let cause: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("panicked") || l.contains("ERROR") || l.contains("SUMMARY"))
-        .collect();
-    assert!(
-        out.status.success(),
-        "the fuzz target found a crash:\n{}\n…\n{}",
-        cause.join("\n"),
-        err.lines().rev().take(40).collect::<Vec<_>>().join("\n")
+    fuzz::run_fuzz_target(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        "report",
+        corpus.path(),
+        &["-rss_limit_mb=2048".into(), "-max_len=65536".into()],
+        10_000,
     );
-    let runs: u64 = done
-        .split_whitespace()
-        .next()
-        .and_then(|w| w.trim_start_matches('#').parse().ok())
-        .unwrap_or(0);
-    assert!(runs > 10_000, "the fuzzer ran only {runs} inputs: {done}");
 }

@@ -7,6 +7,8 @@
 //! the time (default 60).
 
 mod common;
+#[path = "../../../tests/support/fuzz.rs"]
+mod fuzz;
 
 use std::path::Path;
 use std::process::Command;
@@ -66,14 +68,6 @@ fn real_recording(dir: &Path) -> Vec<u8> {
 
 #[test]
 fn the_jfr_reader_survives_fuzzing() {
-    let have = Command::new("cargo")
-        .args(["+nightly", "fuzz", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        have,
-        "cargo-fuzz on the nightly toolchain is needed (`cargo install cargo-fuzz`; .ci/run installs it)"
-    );
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let corpus = tempfile::tempdir().unwrap();
     let made = common::chunk();
@@ -101,39 +95,15 @@ fn the_jfr_reader_survives_fuzzing() {
     .unwrap();
     assert!(head.waits >= 100 && waits == head.waits, "{head:?}");
     std::fs::write(corpus.path().join("real.jfr"), &real).unwrap();
-    let artifacts = tempfile::tempdir().unwrap();
-    let seconds = std::env::var("IDLEFLOW_FUZZ_SECONDS").unwrap_or_else(|_| "60".into());
-    let out = Command::new("cargo")
-        .current_dir(here)
-        .args(["+nightly", "fuzz", "run", "--fuzz-dir"])
-        .arg(here.join("fuzz"))
-        .arg("jfr")
-        .arg(corpus.path())
-        .arg("--")
-        .arg(format!("-max_total_time={seconds}"))
-        .arg(format!("-artifact_prefix={}/", artifacts.path().display()))
-        .arg(format!("-max_len={}", real.len() + 4096))
-        .args(["-rss_limit_mb=1024", "-malloc_limit_mb=256"])
-        .output()
-        .expect("run cargo fuzz");
-    let err = String::from_utf8_lossy(&out.stderr);
-    // libFuzzer's closing line: "#RUNS DONE cov: … exec/s: …".
-    let done = err.lines().rev().find(|l| l.contains("DONE")).unwrap_or("");
-    println!("fuzz ({seconds} s): {done}");
-    let cause: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("panicked") || l.contains("ERROR") || l.contains("SUMMARY"))
-        .collect();
-    assert!(
-        out.status.success(),
-        "the fuzz target found a crash:\n{}\n…\n{}",
-        cause.join("\n"),
-        err.lines().rev().take(40).collect::<Vec<_>>().join("\n")
+    fuzz::run_fuzz_target(
+        here,
+        "jfr",
+        corpus.path(),
+        &[
+            format!("-max_len={}", real.len() + 4096),
+            "-rss_limit_mb=1024".into(),
+            "-malloc_limit_mb=256".into(),
+        ],
+        5_000,
     );
-    let runs: u64 = done
-        .split_whitespace()
-        .next()
-        .and_then(|w| w.trim_start_matches('#').parse().ok())
-        .unwrap_or(0);
-    assert!(runs > 5_000, "the fuzzer ran only {runs} inputs: {done}");
 }
