@@ -32,3 +32,5 @@ echo "flame graph of idle-causing Java waits: waits.svg"
 cc -O2 -pthread -o target/pipewait examples/c/pipewait.c
 ./target/release/idleflow record -o pipewait.idleflow -- target/pipewait 2000
 ./target/release/idleflow report pipewait.idleflow --threads 5 --paths 3
+./target/release/idleflow flamegraph pipewait.idleflow -o pipewait.svg
+echo "flame graph of the kernel waits: pipewait.svg"

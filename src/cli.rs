@@ -79,7 +79,7 @@ pub enum Command {
     /// (thread ids, 0 = idle), `wakeup WAKER wakes WAKEE on cpu N`, thread names, exits,
     /// and LOST lines where the kernel dropped records.
     Script(ScriptArgs),
-    /// Draw a flame graph of the Java call paths whose leaving made CPUs idle.
+    /// Draw a flame graph of the call paths whose leaving made CPUs idle.
     ///
     /// Frames run root → `java PID` → thread name → Java frames; a frame's
     /// width is the idle time (or the dispatches to idle) that followed a
@@ -88,7 +88,9 @@ pub enum Command {
     /// wait stacks of their flight recorders (`--java waits`, the default),
     /// with the JVM's reason on top (`[monitor enter] CLASS`, red), frames
     /// coloured by how they ran: JIT-compiled (`_[j]`, green), inlined
-    /// (`_[i]`, aqua), interpreted (`_[0]`) and native (`_[n]`).
+    /// (`_[i]`, aqua), interpreted (`_[0]`) and native (`_[n]`). Without
+    /// Java paths, from the kernel stacks taken at the switch-outs: root →
+    /// process → thread → kernel frames, the wait on top (`_[k]`, orange).
     Flamegraph(FlamegraphArgs),
     /// (internal) Convert one JVM's flight recording into wait records, in
     /// a process of its own so that a damaged file cannot take `record` down.

@@ -230,13 +230,30 @@ fn a_recording_without_a_jvm_has_no_call_trees_and_says_so() {
     let r = report_json(&rec);
     assert!(r["arcflow"].is_null());
     assert!(u(&r, "dispatches") > 0);
+    // Its flame graph draws the kernel stacks: `sleep` waits in the
+    // kernel's nanosleep.
+    let (top, _) = folded(&rec, "idle-ns")
+        .into_iter()
+        .max_by_key(|(_, w)| *w)
+        .unwrap();
+    assert!(
+        top.starts_with("sleep;sleep;") && top.ends_with("do_nanosleep_[k]"),
+        "{top}"
+    );
+    // Without kernel stacks there is nothing to draw, and it says so.
+    let bare = dir.path().join("bare.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--no-stacks", "-o"])
+        .arg(&bare)
+        .args(["--", "sleep", "0.2"]));
+    assert!(out.status.success(), "{}", stderr(&out));
     let out = run(idleflow()
         .arg("flamegraph")
-        .arg(&rec)
+        .arg(&bare)
         .arg("-o")
         .arg(dir.path().join("x.svg")));
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("no Java paths"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no call paths"), "{}", stderr(&out));
     assert!(
         !dir.path().join("x.svg").exists(),
         "no empty file left behind"

@@ -129,6 +129,12 @@ fn each_threads_kernel_wait_is_named_at_the_switch_out_that_left_a_cpu_idle() {
         "reader's switches to idle in pipe_read: idleflow {ours}, perf {theirs}; \
          {with} of {all} dispatches to idle with a stack"
     );
+    // The flame graph draws them: process, thread, kernel frames.
+    let svg = dir.path().join("k.svg");
+    let out = run(idleflow().arg("flamegraph").arg(&rec).arg("-o").arg(&svg));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.contains("pipe_read (") && drawn.contains("do_nanosleep ("));
     // The text report names the waits.
     let text = stdout(&run(idleflow().arg("report").arg(&rec)));
     assert!(text.contains("## Idle-causing kernel waits"), "{text}");

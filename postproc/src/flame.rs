@@ -1,7 +1,8 @@
 //! Flame graphs of idle-causing paths, drawn by `inferno` from folded
 //! stacks: the arcflow call trees' ([`crate::views`]) where a JVM ran the
 //! tree agent, else the Java wait stacks of the JVMs' flight recorders
-//! ([`crate::waits::folded`]).
+//! ([`crate::waits::folded`]), else the kernel stacks taken at the
+//! switch-outs ([`crate::kwaits::folded`]).
 
 use std::io::Write;
 
@@ -19,14 +20,14 @@ pub enum Weight {
 /// Errors of drawing.
 #[derive(Debug, thiserror::Error)]
 pub enum FlameError {
-    /// The recording has neither call trees nor Java waits.
-    #[error("the recording has no Java paths: no JVM ran under `idleflow record` with `--java waits` (the default) or `--java tree`")]
+    /// The recording has no call paths: no trees, Java waits or kernel stacks.
+    #[error("the recording has no call paths: no JVM ran under `idleflow record` with `--java waits` (the default) or `--java tree`, and it has no kernel stacks (recorded with `--no-stacks`, or by an older idleflow)")]
     NoTrees,
     /// `--by-reason` asks for Java waits, and there are none.
     #[error("--by-reason needs Java waits (`record --java waits`, the default); this recording has call trees only")]
     NoWaits,
     /// No dispatch to idle was attributed to any call path.
-    #[error("no dispatch to idle was attributed to a Java call path: nothing to draw")]
+    #[error("no dispatch to idle was attributed to a call path: nothing to draw")]
     Empty,
     /// inferno or the output failed.
     #[error("drawing the flame graph")]
@@ -48,6 +49,13 @@ pub fn folded(a: &Analysis, by_reason: bool) -> Result<Vec<String>, FlameError> 
         crate::waits::folded(&a.java, fold, by_reason)
     } else if by_reason && !a.views.jvms.is_empty() {
         return Err(FlameError::NoWaits);
+    } else if !a.kernel.is_empty() && !by_reason {
+        crate::kwaits::folded(
+            &a.kernel,
+            &a.names,
+            |tid| a.shows(tid) && !a.tool_tids.contains(&tid),
+            fold,
+        )
     } else {
         return Err(FlameError::NoTrees);
     };
@@ -62,17 +70,17 @@ pub fn svg(lines: &[String], weight: Weight, out: impl Write) -> Result<(), Flam
     let mut opts = inferno::flamegraph::Options::default();
     let (title, count) = match weight {
         Weight::IdleNs => (
-            "Idle time after a Java thread left a CPU, by call path",
+            "Idle time after a thread left a CPU, by call path",
             "ns idle",
         ),
         Weight::Dispatches => (
-            "Dispatches to idle caused by a Java thread leaving a CPU, by call path",
+            "Dispatches to idle caused by a thread leaving a CPU, by call path",
             "dispatches to idle",
         ),
     };
     opts.title = title.to_string();
-    // Frame kinds by async-profiler's suffixes: JIT green, inlined aqua;
-    // JVM reasons (`[monitor enter] …`) red.
+    // Frame kinds by async-profiler's suffixes: JIT green, inlined aqua,
+    // kernel orange; JVM reasons (`[monitor enter] …`) red.
     opts.colors =
         inferno::flamegraph::Palette::Multi(inferno::flamegraph::color::MultiPalette::Java);
     opts.count_name = count.to_string();

@@ -220,6 +220,62 @@ impl KernelWaitsSection {
     }
 }
 
+/// Folded stacks of the kernel waits for `inferno`: `PROCESS;THREAD;kernel
+/// frames outermost first, the wait on top WEIGHT`, frames suffixed `_[k]`
+/// (inferno's `java` palette draws them as kernel frames). Pool threads are
+/// merged by name pattern unless `fold` says otherwise; only the threads
+/// `shown` accepts (the recorded command's, or all), never idleflow's own.
+/// `names`: tid → (pid, name).
+pub fn folded(
+    kw: &KernelWaits,
+    names: &FxHashMap<u32, (u32, String)>,
+    shown: impl Fn(u32) -> bool,
+    fold: crate::views::FoldOptions,
+) -> Vec<String> {
+    let mut lines: std::collections::BTreeMap<String, u64> = Default::default();
+    for (&(stack, tid), c) in &kw.caused {
+        if !shown(tid) {
+            continue;
+        }
+        let (pid, name) = names
+            .get(&tid)
+            .map_or((0, format!("tid {tid}")), |(pid, n)| (*pid, n.clone()));
+        let process = names
+            .get(&pid)
+            .map_or_else(|| format!("pid {pid}"), |n| n.1.clone());
+        let thread = if fold.merge_threads {
+            crate::arcflow::thread_pattern(&name)
+        } else {
+            name
+        };
+        let all = kw.frames(stack);
+        let inner = all.iter().position(|f| !is_scheduler_frame(f)).unwrap_or(0);
+        let frames: Vec<String> = all[inner..]
+            .iter()
+            .rev()
+            .map(|f| format!("{}_[k]", f.replace(';', ":")))
+            .collect();
+        let line = format!(
+            "{};{};{}",
+            process.replace(';', ":"),
+            thread.replace(';', ":"),
+            frames.join(";")
+        );
+        let weight = if fold.dispatches {
+            c.dispatches
+        } else {
+            c.idle_ns
+        };
+        let e = lines.entry(line).or_default();
+        *e = e.saturating_add(weight);
+    }
+    lines
+        .into_iter()
+        .filter(|(_, w)| *w > 0)
+        .map(|(l, w)| format!("{l} {w}"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
