@@ -131,7 +131,8 @@ pub struct KernelPath {
     pub idle_ns: u64,
     /// Its share of the idle after the threads with a stack left, %.
     pub share_pct: f64,
-    /// The threads that waited there, most idle first: (name, dispatches to idle).
+    /// The threads that waited there, most first: (name, or a pool's name
+    /// pattern such as `http-nio-8080-exec-*`; dispatches to idle).
     pub threads: Vec<(String, u64)>,
 }
 
@@ -173,7 +174,9 @@ impl KernelWaitsSection {
             let e = by_stack.entry(stack).or_default();
             e.0.dispatches += c.dispatches;
             e.0.idle_ns = e.0.idle_ns.saturating_add(c.idle_ns);
-            *e.1.entry(name(tid)).or_default() += c.dispatches;
+            // Pool threads by name pattern (`http-nio-8080-exec-*`).
+            *e.1.entry(crate::arcflow::thread_pattern(&name(tid)))
+                .or_default() += c.dispatches;
         }
         let total_idle: u64 = by_stack.values().map(|(c, _)| c.idle_ns).sum();
         let total_dispatches: u64 = by_stack.values().map(|(c, _)| c.dispatches).sum();
@@ -320,7 +323,11 @@ mod tests {
         let p = &s.paths[0];
         assert_eq!(p.wait, "pipe_read");
         assert_eq!((p.idle_dispatches_to, p.idle_ns), (1, 40));
-        assert_eq!(p.threads, vec![("t7".to_string(), 1)]);
+        assert_eq!(
+            p.threads,
+            vec![("t*".to_string(), 1)],
+            "a pool by its pattern"
+        );
         // idleflow's own threads are left out.
         let tool: FxHashSet<u32> = [7].into_iter().collect();
         let s = KernelWaitsSection::new(&kw, &tool, (0, 0), |t| format!("t{t}")).unwrap();
