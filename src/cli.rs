@@ -210,13 +210,24 @@ pub struct RecordArgs {
     #[arg(long)]
     pub all_switch_samples: bool,
 
-    /// Take no kernel stacks. By default the kernel's call chain of every
-    /// thread whose leaving makes a CPU idle is recorded at that switch-out
-    /// (up to 48 frames, named from /proc/kallsyms when the recording ends),
-    /// and the report's "Idle-causing kernel waits" says where in the kernel
-    /// threads waited: pipe_read, futex_wait_queue, do_nanosleep, ep_poll.
+    /// Take no stacks. By default, at every switch-out that leaves a CPU
+    /// idle, the leaving thread's kernel call chain (up to 48 frames) and a
+    /// copy of the top of its user stack with its registers are recorded;
+    /// when the recording ends (after the program's window) the copies are
+    /// unwound (CFI from .eh_frame, frame pointers through JIT code) and
+    /// every address is named (kallsyms, ELF and DWARF symbols, perf maps)
+    /// into the recording, so it reports the same on another machine. The
+    /// report's "Idle-causing call paths" and "kernel waits" say where the
+    /// threads waited: read ← pipe_read, pthread_cond_wait ← futex_wait, ...
     #[arg(long)]
     pub no_stacks: bool,
+
+    /// Bytes of each thread's user stack to copy at an idle-causing
+    /// switch-out (K suffix allowed; at most 65528). A stack deeper than the
+    /// copy keeps its innermost frames and is counted as truncated in the
+    /// report. 0 takes kernel stacks only.
+    #[arg(long, default_value = "8K", value_parser = parse_stack_size, value_name = "BYTES")]
+    pub stack_size: u32,
 
     /// Print no summary line.
     #[arg(short, long)]
@@ -357,11 +368,35 @@ pub struct FlamegraphArgs {
     #[arg(long)]
     pub by_reason: bool,
 
+    /// Draw the stacks taken at the idle-causing switch-outs (process →
+    /// thread → user frames → the kernel's, wait on top) even when the
+    /// recording has Java paths; without Java paths they are the default.
+    #[arg(long, conflicts_with = "by_reason")]
+    pub stacks: bool,
+
+    /// Of the switch-out stacks, draw the user frames only (no kernel frames).
+    #[arg(long)]
+    pub user_only: bool,
+
     /// One stack per thread. By default threads whose names differ only in
     /// their last number (a pool: `http-nio-8080-exec-1`, `-exec-2`, …) are
     /// merged under one name (`http-nio-8080-exec-*`).
     #[arg(long)]
     pub per_thread: bool,
+}
+
+fn parse_stack_size(s: &str) -> Result<u32, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    let n = parse_size(s)?;
+    if n > 65528 {
+        return Err(format!("{n} bytes is more than the kernel copies (65528)"));
+    }
+    if n % 8 != 0 {
+        return Err(format!("{n} is not a multiple of 8"));
+    }
+    Ok(n as u32)
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {

@@ -62,6 +62,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         drain_priority: args.drain_priority,
         all_switch_samples: args.all_switch_samples,
         kernel_stacks: !args.no_stacks,
+        user_stack_bytes: if args.no_stacks { 0 } else { args.stack_size },
     })?;
     recorder.enable()?;
     let started = Instant::now();
@@ -247,6 +248,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             args.output.display()
         )
     })?;
+    if !args.no_stacks && args.stack_size > 0 {
+        resolve_stacks(&path, args.quiet)?;
+    }
     if !args.quiet {
         let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         let lost: u64 = summary.lost_per_cpu.iter().sum();
@@ -267,4 +271,33 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         );
     }
     Ok(exit.map_or(0, |c| c.clamp(0, 255) as u8))
+}
+
+/// Unwinds and names the recording's user-stack copies in place, now that
+/// the program's window closed and while its binaries are still there.
+fn resolve_stacks(path: &std::path::Path, quiet: bool) -> anyhow::Result<()> {
+    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let bar = crate::progress::bytes_bar(total, "resolving user stacks");
+    let started = Instant::now();
+    let r = idleflow_unwind::resolve(path, &mut |done, _| bar.set_position(done));
+    bar.finish_and_clear();
+    let r = r.with_context(|| {
+        format!(
+            "cannot resolve the user stacks of {} (the recording itself is complete; \
+             its report leaves the user stacks out)",
+            path.display()
+        )
+    })?;
+    if !quiet {
+        let c = &r.counts;
+        eprintln!(
+            "idleflow: {} user stacks unwound ({} distinct, {} truncated at the copy size, {} frames named) in {:.2} s",
+            c.resolved,
+            c.stacks,
+            c.truncated,
+            r.frames,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
 }

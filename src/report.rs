@@ -190,8 +190,13 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let analysis = analyse(&args.input, &args.window, views)?;
-    let lines = flame::folded(&analysis, args.by_reason)
-        .with_context(|| format!("{}", args.input.display()))?;
+    let source = flame::Source {
+        by_reason: args.by_reason,
+        stacks: args.stacks,
+        user_only: args.user_only,
+    };
+    let lines =
+        flame::folded(&analysis, source).with_context(|| format!("{}", args.input.display()))?;
     let out_path = &args.output;
     let file = std::fs::File::create(out_path)
         .with_context(|| format!("cannot create {}", out_path.display()))?;

@@ -236,6 +236,15 @@ impl Analysis {
                 }
                 Record::KernelStack(k) => a.kernel.stack(*k),
                 Record::KernelSymbols(k) => a.kernel.symbols(*k),
+                Record::SwitchUserStack(s) if s.time < skip_before || s.time >= to => {}
+                Record::SwitchUserStack(s) => {
+                    let ci = a.accounting.cpu_slot(s.cpu);
+                    a.kernel.switch_user_stack(ci, &s);
+                }
+                Record::UserStack(u) => a.kernel.user_stack(*u),
+                Record::UserSymbols(u) => a.kernel.user_symbols = Some(u),
+                Record::StackCopy(_) => a.kernel.unresolved_copies += 1,
+                Record::ModuleMap(_) => {}
                 Record::Exit(_)
                 | Record::JvmWaits(_)
                 | Record::JavaSymbol(_)

@@ -1,8 +1,10 @@
 //! Flame graphs of idle-causing paths, drawn by `inferno` from folded
 //! stacks: the arcflow call trees' ([`crate::views`]) where a JVM ran the
 //! tree agent, else the Java wait stacks of the JVMs' flight recorders
-//! ([`crate::waits::folded`]), else the kernel stacks taken at the
-//! switch-outs ([`crate::kwaits::folded`]).
+//! ([`crate::waits::folded`]), else the stacks taken at the switch-outs:
+//! user frames with the kernel's on top where the user stacks were
+//! unwound ([`crate::callpaths::folded`]), kernel frames alone otherwise
+//! ([`crate::kwaits::folded`]).
 
 use std::io::Write;
 
@@ -34,28 +36,46 @@ pub enum FlameError {
     Io(#[from] std::io::Error),
 }
 
+/// Which paths to draw.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Source {
+    /// Java waits grouped by their JVM reason first.
+    pub by_reason: bool,
+    /// The stacks taken at the switch-outs, even where Java paths exist.
+    pub stacks: bool,
+    /// Of those, the user frames only (no kernel frames on top).
+    pub user_only: bool,
+}
+
 /// The folded stacks of `a`: its call trees', built while it was read as
 /// its [`crate::views::FoldOptions`] asked (weight, pool threads merged by
 /// name pattern: [`crate::arcflow::thread_pattern`]); without trees, or
-/// with `by_reason`, its Java wait stacks, the same way.
-pub fn folded(a: &Analysis, by_reason: bool) -> Result<Vec<String>, FlameError> {
+/// with `by_reason`, its Java wait stacks, the same way; without either,
+/// or with `stacks`, the stacks taken at the switch-outs.
+pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
+    let by_reason = source.by_reason;
     let fold = a.view_options.fold.unwrap_or(crate::views::FoldOptions {
         dispatches: false,
         merge_threads: true,
     });
-    let lines = if !a.views.jvms.is_empty() && !by_reason {
+    let shown = |tid| a.shows(tid) && !a.tool_tids.contains(&tid);
+    let user_stacks = a.kernel.switch_user_stacks > 0;
+    let lines = if source.stacks && user_stacks {
+        crate::callpaths::folded(&a.kernel, &a.names, shown, fold, source.user_only)
+    } else if source.stacks && !a.kernel.is_empty() {
+        crate::kwaits::folded(&a.kernel, &a.names, shown, fold)
+    } else if source.stacks {
+        return Err(FlameError::NoTrees);
+    } else if !a.views.jvms.is_empty() && !by_reason {
         a.views.folded.clone()
     } else if !a.java.is_empty() {
         crate::waits::folded(&a.java, fold, by_reason)
     } else if by_reason && !a.views.jvms.is_empty() {
         return Err(FlameError::NoWaits);
+    } else if user_stacks && !by_reason {
+        crate::callpaths::folded(&a.kernel, &a.names, shown, fold, source.user_only)
     } else if !a.kernel.is_empty() && !by_reason {
-        crate::kwaits::folded(
-            &a.kernel,
-            &a.names,
-            |tid| a.shows(tid) && !a.tool_tids.contains(&tid),
-            fold,
-        )
+        crate::kwaits::folded(&a.kernel, &a.names, shown, fold)
     } else {
         return Err(FlameError::NoTrees);
     };

@@ -1,9 +1,12 @@
 //! Idle-causing kernel waits: the kernel's stack of each thread whose
 //! leaving made a CPU idle, as the recorder took it at the switch-out
 //! ([`idleflow_format::stacks`]), summed by stack with the idle time that
-//! followed.
+//! followed. The user stack taken at the same switch-out (unwound when the
+//! recording ended, [`idleflow_format::ustacks`]) is kept beside it, for
+//! the call paths ([`crate::callpaths`]).
 //!
-//! A `SWITCH_STACK` record follows its dispatch; the stack is credited when
+//! A `SWITCH_STACK` (and a `SWITCH_USER_STACK`) record follows its
+//! dispatch; the stacks are credited when
 //! that dispatch's idle interval closes, as the idle causes are (so the
 //! two always agree). What a report shows of a stack is its frames' names
 //! and its *wait*: the innermost frame outside the scheduler's own
@@ -12,7 +15,7 @@
 //! Invariant: memory grows with distinct stacks and (stack, thread) pairs,
 //! never with the number of dispatches.
 
-use idleflow_format::{KernelStack, KernelSymbols, SwitchStack};
+use idleflow_format::{CodeKind, KernelStack, KernelSymbols, SwitchStack, UserStack, UserSymbols};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
@@ -25,25 +28,119 @@ pub struct Caused {
     pub idle_ns: u64,
 }
 
-/// What one pass collects of the kernel stacks.
+/// The stacks taken at the last dispatch of a CPU.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    time: u64,
+    tid: u32,
+    /// Kernel stack id (0: none).
+    kernel: u64,
+    /// User stack id (0: none).
+    user: u64,
+}
+
+/// The key of [`KernelWaits::caused`]: (kernel stack id, user stack id,
+/// tid), a stack id 0 where there is none.
+pub type StacksKey = (u64, u64, u32);
+
+/// What one pass collects of the stacks taken at switch-outs.
 #[derive(Debug, Default)]
 pub struct KernelWaits {
     stacks: FxHashMap<u64, Box<[u64]>>,
     symbols: FxHashMap<u64, String>,
     /// Why some addresses have no names (from the recording).
     pub notes: Vec<String>,
-    /// Per CPU slot, the stack of its last dispatch: (time, tid, stack id).
-    pending: Vec<Option<(u64, u32, u64)>>,
-    /// (stack id, tid) → what followed.
-    pub caused: FxHashMap<(u64, u32), Caused>,
+    /// Per CPU slot, the stacks of its last dispatch.
+    pending: Vec<Option<Pending>>,
+    /// What followed each thread leaving with its stacks.
+    pub caused: FxHashMap<StacksKey, Caused>,
     /// `SWITCH_STACK` records read.
     pub switch_stacks: u64,
+    /// `SWITCH_USER_STACK` records read.
+    pub switch_user_stacks: u64,
+    /// `STACK_COPY` records read: a recording whose user stacks were never
+    /// resolved.
+    pub unresolved_copies: u64,
+    user_stacks: FxHashMap<u64, UserStack>,
+    /// The user stacks' modules, frames and counts.
+    pub user_symbols: Option<Box<UserSymbols>>,
 }
 
 impl KernelWaits {
-    /// Whether the recording has kernel stacks at all.
+    /// Whether the recording has stacks of either kind at all.
     pub fn is_empty(&self) -> bool {
-        self.switch_stacks == 0
+        self.switch_stacks == 0 && self.switch_user_stacks == 0
+    }
+
+    /// An interned user stack's definition.
+    pub fn user_stack(&mut self, s: UserStack) {
+        self.user_stacks.insert(s.id, s);
+    }
+
+    /// The user stack of the dispatch just read on CPU slot `ci`.
+    pub fn switch_user_stack(&mut self, ci: usize, s: &SwitchStack) {
+        self.switch_user_stacks += 1;
+        self.pending_at(ci, s).user = s.stack;
+    }
+
+    /// The pending stacks of CPU slot `ci` for the switch-out `s` names.
+    fn pending_at(&mut self, ci: usize, s: &SwitchStack) -> &mut Pending {
+        if self.pending.len() <= ci {
+            self.pending.resize(ci + 1, None);
+        }
+        let p = &mut self.pending[ci];
+        if !p.is_some_and(|p| p.time == s.time && p.tid == s.tid) {
+            *p = Some(Pending {
+                time: s.time,
+                tid: s.tid,
+                kernel: 0,
+                user: 0,
+            });
+        }
+        p.as_mut().expect("just set")
+    }
+
+    /// An interned user stack by id.
+    pub fn user(&self, id: u64) -> Option<&UserStack> {
+        self.user_stacks.get(&id)
+    }
+
+    /// The frames of user stack `id`, innermost first, inlined functions
+    /// as frames of their own: (what ran, name). A frame without a name is
+    /// `module+0xoffset` (a stripped binary), `[unknown]` outside any
+    /// module.
+    pub fn user_frames(&self, id: u64) -> Vec<(CodeKind, String)> {
+        let (Some(st), Some(sy)) = (self.user_stacks.get(&id), self.user_symbols.as_ref()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::with_capacity(st.frames.len());
+        for &f in &st.frames {
+            let Some(fr) = usize::try_from(f)
+                .ok()
+                .and_then(|f| f.checked_sub(1))
+                .and_then(|i| sy.frames.get(i))
+            else {
+                out.push((CodeKind::Unknown, "[unknown]".to_string()));
+                continue;
+            };
+            for inl in fr.inlined.iter().rev() {
+                out.push((fr.kind, inl.clone()));
+            }
+            let name = if !fr.name.is_empty() {
+                fr.name.clone()
+            } else if fr.kind == CodeKind::Unknown || fr.module == 0 {
+                "[unknown]".to_string()
+            } else {
+                let module = usize::try_from(fr.module)
+                    .ok()
+                    .and_then(|m| m.checked_sub(1))
+                    .and_then(|i| sy.modules.get(i))
+                    .map_or("?", |m| m.path.rsplit('/').next().unwrap_or(&m.path));
+                format!("{module}+{:#x}", fr.addr)
+            };
+            out.push((fr.kind, name));
+        }
+        out
     }
 
     /// An interned stack's definition.
@@ -54,10 +151,7 @@ impl KernelWaits {
     /// The stack of the dispatch just read on CPU slot `ci`.
     pub fn switch_stack(&mut self, ci: usize, s: &SwitchStack) {
         self.switch_stacks += 1;
-        if self.pending.len() <= ci {
-            self.pending.resize(ci + 1, None);
-        }
-        self.pending[ci] = Some((s.time, s.tid, s.stack));
+        self.pending_at(ci, s).kernel = s.stack;
     }
 
     /// The names of the stacks' addresses.
@@ -74,11 +168,11 @@ impl KernelWaits {
     /// `tid` leaving CPU slot `ci` at `time` made it idle for `idle_ns`:
     /// credited to the stack taken at that switch-out, if there is one.
     pub fn idle_cause(&mut self, ci: usize, tid: u32, time: u64, idle_ns: u64) {
-        let Some(Some((t, who, stack))) = self.pending.get(ci).copied() else {
+        let Some(Some(p)) = self.pending.get(ci).copied() else {
             return;
         };
-        if t == time && who == tid {
-            let c = self.caused.entry((stack, tid)).or_default();
+        if p.time == time && p.tid == tid {
+            let c = self.caused.entry((p.kernel, p.user, tid)).or_default();
             c.dispatches += 1;
             c.idle_ns = c.idle_ns.saturating_add(idle_ns);
         }
@@ -163,12 +257,12 @@ impl KernelWaitsSection {
         all: (u64, u64),
         name: impl Fn(u32) -> String,
     ) -> Option<Self> {
-        if kw.is_empty() {
+        if kw.switch_stacks == 0 {
             return None;
         }
         let mut by_stack: FxHashMap<u64, (Caused, FxHashMap<String, u64>)> = FxHashMap::default();
-        for (&(stack, tid), c) in &kw.caused {
-            if tool_tids.contains(&tid) {
+        for (&(stack, _, tid), c) in &kw.caused {
+            if stack == 0 || tool_tids.contains(&tid) {
                 continue;
             }
             let e = by_stack.entry(stack).or_default();
@@ -236,8 +330,8 @@ pub fn folded(
     fold: crate::views::FoldOptions,
 ) -> Vec<String> {
     let mut lines: std::collections::BTreeMap<String, u64> = Default::default();
-    for (&(stack, tid), c) in &kw.caused {
-        if !shown(tid) {
+    for (&(stack, _, tid), c) in &kw.caused {
+        if stack == 0 || !shown(tid) {
             continue;
         }
         let (pid, name) = names

@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod arcflow;
+pub mod callpaths;
 pub mod flame;
 pub mod kwaits;
 pub mod nodes;

@@ -242,6 +242,8 @@ pub struct Report {
     pub java_waits: Option<JavaWaitsSection>,
     /// Idle-causing kernel waits, from the kernel stacks at the switch-outs.
     pub kernel_waits: Option<KernelWaitsSection>,
+    /// Idle-causing call paths, from the user stacks at the switch-outs.
+    pub call_paths: Option<crate::callpaths::CallPathsSection>,
 }
 
 /// What one dispatch out of idle can take from the kernel's idle clock
@@ -550,6 +552,28 @@ impl Report {
                     .get(&tid)
                     .map_or_else(|| format!("tid {tid}"), |(_, comm)| comm.clone())
             }),
+            call_paths: crate::callpaths::CallPathsSection::new(
+                &a.kernel,
+                &a.tool_tids,
+                |tid| a.shows(tid),
+                a.causes
+                    .iter()
+                    .filter(|((_, tid), _)| !a.tool_tids.contains(tid) && a.shows(*tid))
+                    .fold((0, 0), |(n, ns), (_, c)| {
+                        (n + c.dispatches, ns.saturating_add(c.idle_ns))
+                    }),
+                |tid| {
+                    let (pid, thread) = a
+                        .names
+                        .get(&tid)
+                        .map_or_else(|| (0, format!("tid {tid}")), |(p, c)| (*p, c.clone()));
+                    let process = a
+                        .names
+                        .get(&pid)
+                        .map_or_else(|| format!("pid {pid}"), |(_, c)| c.clone());
+                    (process, thread)
+                },
+            ),
             per_cpu,
             total,
             threads,

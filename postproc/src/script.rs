@@ -97,6 +97,70 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
                 st.tid,
                 st.stack
             )?,
+            Record::SwitchUserStack(st) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} ustack   {:>7} stack {}",
+                rel(st.time),
+                st.cpu,
+                st.tid,
+                st.stack
+            )?,
+            Record::StackCopy(c) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} ucopy    {:>7} pid {} ip {:#x} sp {:#x} bp {:#x}: {} of {} bytes",
+                rel(c.time),
+                c.cpu,
+                c.tid,
+                c.pid,
+                c.ip,
+                c.sp,
+                c.bp,
+                c.bytes.len(),
+                c.requested
+            )?,
+            Record::ModuleMap(m) => writeln!(
+                out,
+                "{:14.9}         mmap     pid {} {:#x}-{:#x} @{:#x} {}{}",
+                rel(m.time),
+                m.pid,
+                m.start,
+                m.start.saturating_add(m.len),
+                m.pgoff,
+                m.path,
+                if m.build_id.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " build id {}",
+                        m.build_id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                    )
+                }
+            )?,
+            Record::UserStack(u) => writeln!(
+                out,
+                "                         ustack   {} = {:?}: frames {}",
+                u.id,
+                u.end,
+                u.frames
+                    .iter()
+                    .map(|f| f.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )?,
+            Record::UserSymbols(u) => writeln!(
+                out,
+                "                         usyms    {} modules, {} frames ({} named); {} copies, {} unwound, {} truncated{}",
+                u.modules.len(),
+                u.frames.len(),
+                u.frames.iter().filter(|f| !f.name.is_empty()).count(),
+                u.counts.copies,
+                u.counts.resolved,
+                u.counts.truncated,
+                u.notes
+                    .iter()
+                    .map(|n| format!("; {n}"))
+                    .collect::<String>()
+            )?,
             Record::KernelStack(k) => writeln!(
                 out,
                 "                         kstack   {} = {}",

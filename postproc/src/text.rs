@@ -460,6 +460,9 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     if let Some(jw) = &r.java_waits {
         render_java_waits(o, jw, opts.max_paths)?;
     }
+    if let Some(cp) = &r.call_paths {
+        render_call_paths(o, cp, opts.max_paths)?;
+    }
     if let Some(kw) = &r.kernel_waits {
         render_kernel_waits(o, kw, opts.max_paths)?;
     }
@@ -544,6 +547,112 @@ fn more_paths(o: &mut String, total: usize, shown: usize) -> std::fmt::Result {
         )?;
     }
     Ok(())
+}
+
+/// Idle-causing call paths: per path, the process and the kernel's wait,
+/// the threads, and the user frames (innermost first).
+fn render_call_paths(
+    o: &mut String,
+    cp: &crate::callpaths::CallPathsSection,
+    max_paths: usize,
+) -> std::fmt::Result {
+    writeln!(o)?;
+    writeln!(
+        o,
+        "## Idle-causing call paths (each thread's user stack at the switch-out that left a CPU idle)"
+    )?;
+    writeln!(
+        o,
+        "# threads of the recorded processes (of all processes when recorded system-wide)"
+    )?;
+    writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "# {} of {} dispatches to idle have a user stack: {} of {} ms idle (idleflow's own threads left out)",
+                count(cp.idle_dispatches_with_stack),
+                count(cp.idle_dispatches_to),
+                ms(cp.idle_ns_with_stack),
+                ms(cp.idle_ns)
+            ),
+            WIDTH
+        )
+    )?;
+    let c = &cp.counts;
+    if c.copies > 0 {
+        let line = format!(
+            "{} stack copies unwound when the recording ended: {} to the stack's bottom, {} cut at the copy's end              (--stack-size), {} stopped early; {} distinct stacks; {} frames in no module",
+            count(c.copies),
+            count(c.resolved - c.truncated.min(c.resolved) - c.stopped.min(c.resolved)),
+            count(c.truncated),
+            count(c.stopped),
+            count(c.stacks),
+            count(c.unknown_frames)
+        );
+        for l in wrap(&line, "#", "# ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+    }
+    for n in &cp.notes {
+        for l in wrap(n, "# NOTE:", "#  ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+    }
+    writeln!(
+        o,
+        "{:>10} {:>6} {:>9}  process: kernel wait, the threads, then the user stack (innermost first)",
+        "idle ms", "share", "to-idle"
+    )?;
+    const INDENT: usize = 29;
+    for p in cp.paths.iter().take(max_paths) {
+        let head = if p.wait.is_empty() {
+            p.process.clone()
+        } else {
+            format!("{}: {}", p.process, p.wait)
+        };
+        writeln!(
+            o,
+            "{:>10} {:>5.1}% {:>9}  {}",
+            ms(p.idle_ns),
+            p.share_pct,
+            count(p.idle_dispatches_to),
+            fit(&head, WIDTH - INDENT)
+        )?;
+        let who: Vec<String> = p
+            .threads
+            .iter()
+            .take(4)
+            .map(|(name, n)| format!("{name} ×{}", count(*n)))
+            .collect();
+        let more = if p.threads.len() > 4 {
+            format!(", {} more", p.threads.len() - 4)
+        } else {
+            String::new()
+        };
+        writeln!(
+            o,
+            "{:INDENT$}{}",
+            "",
+            fit(&format!("by {}{more}", who.join(", ")), WIDTH - INDENT)
+        )?;
+        let mut frames: Vec<String> = p
+            .frames
+            .iter()
+            .map(|f| match f.kind {
+                crate::callpaths::FrameKind::Jit => format!("{} [jit]", f.name),
+                crate::callpaths::FrameKind::Interpreted => format!("{} [interpreted]", f.name),
+                _ => f.name.clone(),
+            })
+            .collect();
+        if p.partial {
+            frames.push("… (cut)".into());
+        }
+        for l in wrap(&frames.join(" ← "), "at", "  ", WIDTH - INDENT) {
+            writeln!(o, "{:INDENT$}{l}", "")?;
+        }
+    }
+    more_paths(o, cp.paths.len(), max_paths)
 }
 
 /// Idle-causing kernel waits: per stack, its wait, the threads, and the

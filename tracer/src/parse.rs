@@ -7,7 +7,8 @@
 
 use perf_event_open_sys::bindings::{
     PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
-    PERF_RECORD_MISC_SWITCH_OUT, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT, PERF_RECORD_SAMPLE,
+    PERF_RECORD_MISC_MMAP_BUILD_ID, PERF_RECORD_MISC_SWITCH_OUT,
+    PERF_RECORD_MISC_SWITCH_OUT_PREEMPT, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
     PERF_RECORD_SWITCH_CPU_WIDE,
 };
 
@@ -29,6 +30,9 @@ pub struct Layout {
     wakeup_target_cpu: Field,
     new_pid: Field,
     new_target_cpu: Field,
+    /// `sched_switch` samples carry user registers and a stack copy
+    /// ([`crate::sys::EventSpec::user_stack_bytes`]).
+    pub user_stacks: bool,
 }
 
 impl Layout {
@@ -49,6 +53,7 @@ impl Layout {
             wakeup_target_cpu: wakeup.int_field("target_cpu")?,
             new_pid: wakeup_new.int_field("pid")?,
             new_target_cpu: wakeup_new.int_field("target_cpu")?,
+            user_stacks: false,
         })
     }
 }
@@ -82,6 +87,26 @@ pub enum PerfRecord {
         /// The kernel's call chain at the switch, innermost first (samples
         /// of switches that leave the CPU idle, when asked for).
         kernel_stack: Option<Box<[u64]>>,
+        /// The leaving thread's user registers and stack copy (samples
+        /// with user stacks, of threads that have a user space).
+        user_stack: Option<Box<UserStackCopy>>,
+    },
+    /// `PERF_RECORD_MMAP2`: an executable mapping.
+    Mmap {
+        /// Context.
+        id: SampleId,
+        /// Process.
+        pid: u32,
+        /// First address.
+        start: u64,
+        /// Length.
+        len: u64,
+        /// File offset of `start`.
+        pgoff: u64,
+        /// GNU build id, if the kernel read it.
+        build_id: Vec<u8>,
+        /// The file.
+        path: String,
     },
     /// A `sched_wakeup` or `sched_wakeup_new` sample.
     Wakeup {
@@ -149,6 +174,48 @@ pub enum PerfRecord {
     Other,
 }
 
+/// A thread's user registers and the top of its user stack, as a sample
+/// carries them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserStackCopy {
+    /// Instruction pointer.
+    pub ip: u64,
+    /// Stack pointer (the address of `bytes[0]`).
+    pub sp: u64,
+    /// Frame pointer.
+    pub bp: u64,
+    /// Bytes asked for.
+    pub requested: u32,
+    /// The bytes the kernel could copy.
+    pub bytes: Vec<u8>,
+}
+
+/// Decodes `abi | regs[3] | size | data[size] | dyn_size` at the start of
+/// `b`: `Some(None)` for a task without a user space (abi 0, size 0).
+fn user_stack(b: &[u8]) -> Option<Option<Box<UserStackCopy>>> {
+    let abi = u64_at(b, 0)?;
+    if abi == 0 {
+        return Some(None);
+    }
+    // Registers in mask order: BP, SP, IP.
+    let bp = u64_at(b, 8)?;
+    let sp = u64_at(b, 16)?;
+    let ip = u64_at(b, 24)?;
+    let size = usize::try_from(u64_at(b, 32)?).ok()?;
+    if size == 0 {
+        return Some(None);
+    }
+    let data = b.get(40..40usize.checked_add(size)?)?;
+    let dyn_size = usize::try_from(u64_at(b, 40 + size)?).ok()?.min(size);
+    Some(Some(Box::new(UserStackCopy {
+        ip,
+        sp,
+        bp,
+        requested: size as u32,
+        bytes: data[..dyn_size].to_vec(),
+    })))
+}
+
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
@@ -198,12 +265,18 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
             let raw = rec.get(at + 4..at + 4 + size)?;
             let tp = u64::from(u16::from_ne_bytes(raw.get(0..2)?.try_into().ok()?));
             if tp == layout.switch_id {
+                let user_stack = if layout.user_stacks {
+                    user_stack(rec.get(at + 4 + size..)?)?
+                } else {
+                    None
+                };
                 PerfRecord::SchedSwitch {
                     id,
                     prev_tid: layout.prev_pid.read(raw)? as u32,
                     prev_state: layout.prev_state.read(raw)?,
                     next_tid: layout.next_pid.read(raw)? as u32,
                     kernel_stack: kernel_frames(chain),
+                    user_stack,
                 }
             } else if tp == layout.wakeup_id {
                 PerfRecord::Wakeup {
@@ -252,6 +325,28 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
             pid: u32_at(rec, 8)?,
             tid: u32_at(rec, 16)?,
         },
+        PERF_RECORD_MMAP2 => {
+            // pid tid | addr len pgoff | (maj min ino ino_gen) or (size,
+            // 3 reserved, build_id[20]) | prot flags | filename | trailer
+            let end = rec.len().checked_sub(TRAILER)?;
+            let build_id = if misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+                let n = usize::from(*rec.get(40)?).min(20);
+                rec.get(44..44 + n)?.to_vec()
+            } else {
+                Vec::new()
+            };
+            let name = rec.get(72..end)?;
+            let n = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+            PerfRecord::Mmap {
+                id: trailer()?,
+                pid: u32_at(rec, 8)?,
+                start: u64_at(rec, 16)?,
+                len: u64_at(rec, 24)?,
+                pgoff: u64_at(rec, 32)?,
+                build_id,
+                path: String::from_utf8_lossy(&name[..n]).into_owned(),
+            }
+        }
         PERF_RECORD_LOST => PerfRecord::Lost {
             id: trailer()?,
             count: u64_at(rec, 16)?,

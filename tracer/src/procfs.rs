@@ -1,6 +1,7 @@
 //! What the recorder reads from `/proc` and `/sys`: online CPUs, the
 //! kernel's own idle counters (`/proc/stat`), the threads that exist when
-//! recording starts, and the machine's identity.
+//! recording starts, their processes' executable mappings, and the
+//! machine's identity.
 
 use std::fs;
 use std::io;
@@ -47,6 +48,50 @@ pub fn parse_proc_stat(text: &str) -> Vec<ProcStatCpu> {
                 cpu,
                 idle: *v.get(3)?,
                 iowait: *v.get(4)?,
+            })
+        })
+        .collect()
+}
+
+/// An executable file mapping of a process, as `/proc/PID/maps` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecMap {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Offset in the file of `start`.
+    pub pgoff: u64,
+    /// The file, or a pseudo path such as `[vdso]`.
+    pub path: String,
+}
+
+/// The executable mappings of `pid` that have a path (empty if the process
+/// is gone or its maps cannot be read).
+pub fn exec_maps(pid: u32) -> Vec<ExecMap> {
+    fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map(|t| parse_exec_maps(&t))
+        .unwrap_or_default()
+}
+
+/// Parses the text of `/proc/PID/maps`: `start-end perms offset dev inode
+/// path`, keeping the executable lines with a path.
+pub fn parse_exec_maps(text: &str) -> Vec<ExecMap> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(6, ' ');
+            let (start, end) = f.next()?.split_once('-')?;
+            let perms = f.next()?;
+            let pgoff = f.next()?;
+            let path = f.nth(2)?.trim_start();
+            if perms.as_bytes().get(2) != Some(&b'x') || path.is_empty() {
+                return None;
+            }
+            Some(ExecMap {
+                start: u64::from_str_radix(start, 16).ok()?,
+                end: u64::from_str_radix(end, 16).ok()?,
+                pgoff: u64::from_str_radix(pgoff, 16).ok()?,
+                path: path.trim_end_matches(" (deleted)").to_string(),
             })
         })
         .collect()
@@ -186,5 +231,30 @@ mod tests {
         assert!(super::descends_from(me, parent));
         assert!(!super::descends_from(parent, me));
         assert!(!super::descends_from(me, u32::MAX));
+    }
+}
+
+#[cfg(test)]
+mod maps_tests {
+    use super::*;
+
+    #[test]
+    fn executable_mappings_with_a_path_are_kept() {
+        let text = "\
+55d0c0a00000-55d0c0a02000 r--p 00000000 fe:01 1234 /usr/bin/cat
+55d0c0a02000-55d0c0a07000 r-xp 00002000 fe:01 1234 /usr/bin/cat
+7f1e2c000000-7f1e2c021000 rw-p 00000000 00:00 0 
+7f1e2c400000-7f1e2c580000 r-xp 00026000 fe:01 99 /usr/lib/x86_64-linux-gnu/libc.so.6
+7ffd4b5f0000-7ffd4b5f2000 r-xp 00000000 00:00 0                          [vdso]
+7f00000000-7f00001000 r-xp 00000000 00:00 0 /tmp/a b (deleted)
+";
+        let m = parse_exec_maps(text);
+        assert_eq!(m.len(), 4, "{m:?}");
+        assert_eq!(m[0].start, 0x55d0c0a02000);
+        assert_eq!(m[0].pgoff, 0x2000);
+        assert_eq!(m[0].path, "/usr/bin/cat");
+        assert_eq!(m[1].path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+        assert_eq!(m[2].path, "[vdso]");
+        assert_eq!(m[3].path, "/tmp/a b", "a path with a space, deleted");
     }
 }

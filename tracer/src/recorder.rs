@@ -24,7 +24,7 @@ use crate::drain::{Drain, Round};
 use crate::join::{Joiner, SwitchSamples, SWITCH_SAMPLE_FILTER};
 use crate::merge::Merge;
 use crate::names::{TaskEvent, ThreadNames};
-use crate::parse::{parse, Layout, PerfRecord};
+use crate::parse::{parse, Layout, PerfRecord, UserStackCopy};
 use crate::procfs;
 use crate::ring::{page_size, read_records, Ring};
 use crate::sys::{self, EventSpec, PerfEvent, SysError};
@@ -33,8 +33,8 @@ use crate::workarea::LiveWorkArea;
 use idleflow_format::twa::WorkArea;
 use idleflow_format::{kind, tree};
 use idleflow_format::{
-    Dispatch, FormatError, KernelStack, Lost, ProcStatCpu, Record, RunInfo, RunSummary,
-    SwitchStack, ThreadExit, ThreadInfo, Wakeup, Writer,
+    Dispatch, FormatError, KernelStack, Lost, ModuleMap, ProcStatCpu, Record, RunInfo, RunSummary,
+    StackCopy, SwitchStack, ThreadExit, ThreadInfo, Wakeup, Writer,
 };
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -98,7 +98,15 @@ pub struct RecordOptions {
     /// Take the kernel's call chain at each switch that leaves a CPU idle
     /// (and at each uninterruptible wait).
     pub kernel_stacks: bool,
+    /// At the same switches, copy this many bytes of the leaving thread's
+    /// user stack with its registers, and record executable mappings, for
+    /// unwinding once the window closed (0: no user stacks).
+    pub user_stack_bytes: u32,
 }
+
+/// Default user stack copy, bytes: held the wait and park stacks of a JVM
+/// (19–22 frames) and the native examples' blocking chains here.
+pub const DEFAULT_USER_STACK_BYTES: u32 = 8192;
 
 impl Default for RecordOptions {
     fn default() -> Self {
@@ -107,6 +115,7 @@ impl Default for RecordOptions {
             drain_priority: crate::drain::DRAIN_PRIORITY,
             all_switch_samples: false,
             kernel_stacks: true,
+            user_stack_bytes: DEFAULT_USER_STACK_BYTES,
         }
     }
 }
@@ -131,9 +140,18 @@ struct CpuRing {
     cpu: u32,
     joiner: Joiner,
     lost: u64,
-    /// The kernel stack of the last switch sample that had one: (prev,
-    /// next, stack), until the joiner emits that switch's dispatch.
-    stack: Option<(u32, u32, Box<[u64]>)>,
+    /// The stacks of the last switch sample that had one, until the
+    /// joiner emits that switch's dispatch.
+    stack: Option<SampledStacks>,
+}
+
+/// The stacks a `sched_switch` sample carried, waiting for its dispatch.
+struct SampledStacks {
+    prev: u32,
+    next: u32,
+    pid: u32,
+    kernel: Option<Box<[u64]>>,
+    user: Option<Box<UserStackCopy>>,
 }
 
 struct Output {
@@ -155,6 +173,8 @@ enum Merged {
     Dispatch(Dispatch),
     KernelStack(Box<KernelStack>),
     SwitchStack(SwitchStack),
+    StackCopy(Box<StackCopy>),
+    Module(Box<ModuleMap>),
     Wakeup(Wakeup),
     Exit(ThreadExit),
     Lost(Lost),
@@ -192,6 +212,8 @@ pub struct Recorder {
     renamed: Vec<u32>,
     /// Kernel stacks seen, interned: stack → id (from 1).
     kernel_stacks: FxHashMap<Box<[u64]>, u64>,
+    /// User stacks are copied (and executable mappings recorded).
+    user_stacks: bool,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -217,7 +239,8 @@ impl Recorder {
         let switch = load("sched_switch")?;
         let wakeup = load("sched_wakeup")?;
         let wakeup_new = load("sched_wakeup_new")?;
-        let layout = Layout::new(&switch, &wakeup, &wakeup_new)?;
+        let mut layout = Layout::new(&switch, &wakeup, &wakeup_new)?;
+        layout.user_stacks = options.user_stack_bytes > 0;
         let cpus = procfs::online_cpus().map_err(|source| RecorderError::Io {
             what: "reading",
             path: "/sys/devices/system/cpu/online".into(),
@@ -243,6 +266,8 @@ impl Recorder {
                     task_records: true,
                     wakeup_bytes,
                     kernel_callchain: options.kernel_stacks,
+                    user_stack_bytes: options.user_stack_bytes,
+                    mmap_records: options.user_stack_bytes > 0,
                 },
                 cpu,
                 &switch.name,
@@ -252,7 +277,7 @@ impl Recorder {
             // joiner then reads each state from its sample, as before.
             // With stacks, the switches that leave the CPU idle are sampled
             // too (their state is then read from the sample).
-            let filter = if options.kernel_stacks {
+            let filter = if options.kernel_stacks || options.user_stack_bytes > 0 {
                 format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0")
             } else {
                 SWITCH_SAMPLE_FILTER.to_string()
@@ -271,6 +296,8 @@ impl Recorder {
                         task_records: false,
                         wakeup_bytes,
                         kernel_callchain: false,
+                        user_stack_bytes: 0,
+                        mmap_records: false,
                     },
                     cpu,
                     &tp.name,
@@ -313,6 +340,7 @@ impl Recorder {
             renamed: Vec::new(),
             stop_ns: None,
             kernel_stacks: FxHashMap::default(),
+            user_stacks: options.user_stack_bytes > 0,
         })
     }
 
@@ -405,6 +433,21 @@ impl Recorder {
             };
             output.writer.write(&Record::Thread(t.clone()))?;
             self.names.existing(&t);
+            // The mappings of processes that ran before the window: the
+            // kernel reports only those made from now on.
+            if self.user_stacks && t.tid == t.pid {
+                for m in procfs::exec_maps(t.pid) {
+                    output.writer.write(&Record::ModuleMap(Box::new(ModuleMap {
+                        time: self.start_ns,
+                        pid: t.pid,
+                        start: m.start,
+                        len: m.end.saturating_sub(m.start),
+                        pgoff: m.pgoff,
+                        build_id: Vec::new(),
+                        path: m.path,
+                    })))?;
+                }
+            }
         }
         self.output = Some(output);
         Ok(())
@@ -539,11 +582,12 @@ impl Recorder {
                         wa.tag(&mut d, summary);
                     }
                     merge.push(slot, d.time, Merged::Dispatch(d));
-                    if stack
-                        .as_ref()
-                        .is_some_and(|(p, n, _)| *p == d.prev_tid && *n == d.next_tid)
-                    {
-                        let (_, _, ips) = stack.take().expect("checked");
+                    let Some(st) =
+                        stack.take_if(|st| st.prev == d.prev_tid && st.next == d.next_tid)
+                    else {
+                        return;
+                    };
+                    if let Some(ips) = st.kernel {
                         let next_id = kernel_stacks.len() as u64 + 1;
                         let id = *kernel_stacks.entry(ips).or_insert_with_key(|ips| {
                             merge.push(
@@ -567,14 +611,69 @@ impl Recorder {
                             }),
                         );
                     }
+                    if let Some(u) = st.user {
+                        let UserStackCopy {
+                            ip,
+                            sp,
+                            bp,
+                            requested,
+                            bytes,
+                        } = *u;
+                        merge.push(
+                            slot,
+                            d.time,
+                            Merged::StackCopy(Box::new(StackCopy {
+                                time: d.time,
+                                cpu: d.cpu,
+                                tid: d.prev_tid,
+                                pid: st.pid,
+                                ip,
+                                sp,
+                                bp,
+                                requested,
+                                bytes,
+                            })),
+                        );
+                    }
                 });
                 match rec {
                     PerfRecord::SchedSwitch {
+                        id,
                         prev_tid,
                         next_tid,
-                        kernel_stack: Some(ips),
+                        kernel_stack,
+                        user_stack,
                         ..
-                    } => *stack = Some((prev_tid, next_tid, ips)),
+                    } if kernel_stack.is_some() || user_stack.is_some() => {
+                        *stack = Some(SampledStacks {
+                            prev: prev_tid,
+                            next: next_tid,
+                            pid: id.pid,
+                            kernel: kernel_stack,
+                            user: user_stack,
+                        })
+                    }
+                    PerfRecord::Mmap {
+                        id,
+                        pid,
+                        start,
+                        len,
+                        pgoff,
+                        build_id,
+                        path,
+                    } => merge.push(
+                        slot,
+                        id.time,
+                        Merged::Module(Box::new(ModuleMap {
+                            time: id.time,
+                            pid,
+                            start,
+                            len,
+                            pgoff,
+                            build_id,
+                            path,
+                        })),
+                    ),
                     PerfRecord::Wakeup {
                         id,
                         wakee_tid,
@@ -674,6 +773,8 @@ impl Recorder {
                 Merged::Dispatch(d) => Record::Dispatch(d),
                 Merged::KernelStack(k) => Record::KernelStack(k),
                 Merged::SwitchStack(st) => Record::SwitchStack(st),
+                Merged::StackCopy(c) => Record::StackCopy(c),
+                Merged::Module(m) => Record::ModuleMap(m),
                 Merged::Wakeup(w) => Record::Wakeup(w),
                 Merged::Exit(e) => Record::Exit(e),
                 Merged::Lost(l) => Record::Lost(l),

@@ -8,7 +8,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use perf_event_open_sys as sys;
 use sys::bindings::{
     perf_event_attr, PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU, PERF_SAMPLE_RAW,
-    PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_TRACEPOINT,
+    PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+    PERF_TYPE_TRACEPOINT,
 };
 
 /// A failed system call, with its name.
@@ -43,6 +44,15 @@ pub const SAMPLE_TYPE: u64 = (PERF_SAMPLE_TID
 /// The deepest kernel call chain taken (the kernel's default is 127).
 pub const MAX_KERNEL_FRAMES: u16 = 48;
 
+/// The user registers a sample with a user stack carries, as bits of
+/// x86-64's `perf_regs` numbering: BP (6), SP (7), IP (8), written in that
+/// order. They are all an unwinder needs (CFI gives the rest).
+pub const USER_REGS_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+
+/// The largest user stack copy the kernel takes (`sample_stack_user` must
+/// be below 64 KiB and a multiple of 8).
+pub const MAX_USER_STACK_BYTES: u32 = 65528;
+
 /// What to open on one CPU.
 #[derive(Debug, Clone, Copy)]
 pub struct EventSpec {
@@ -57,6 +67,14 @@ pub struct EventSpec {
     /// Samples carry the kernel's call chain (never the user's: user
     /// stacks are not walked by frame pointers here).
     pub kernel_callchain: bool,
+    /// Samples also carry the user registers ([`USER_REGS_MASK`]) and a
+    /// copy of this many bytes from the top of the user stack (0: none; a
+    /// multiple of 8, at most [`MAX_USER_STACK_BYTES`]). They follow the
+    /// raw data, so a ring can mix events with and without them.
+    pub user_stack_bytes: u32,
+    /// Also emit `MMAP2` records of executable mappings, with build ids
+    /// where the kernel reads them.
+    pub mmap_records: bool,
 }
 
 /// An open perf event, closed on drop.
@@ -77,6 +95,16 @@ impl PerfEvent {
             clockid: libc::CLOCK_MONOTONIC,
             ..Default::default()
         };
+        if spec.user_stack_bytes > 0 {
+            attr.sample_type |= (PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER) as u64;
+            attr.sample_regs_user = USER_REGS_MASK;
+            attr.sample_stack_user = spec.user_stack_bytes.min(MAX_USER_STACK_BYTES) & !7;
+        }
+        if spec.mmap_records {
+            attr.set_mmap(1);
+            attr.set_mmap2(1);
+            attr.set_build_id(1);
+        }
         attr.__bindgen_anon_1.sample_period = 1;
         attr.__bindgen_anon_2.wakeup_watermark = spec.wakeup_bytes;
         attr.set_watermark(1);

@@ -32,6 +32,7 @@ mod record;
 pub mod stacks;
 pub mod tree;
 pub mod twa;
+pub mod ustacks;
 pub mod waits;
 mod writer;
 
@@ -43,6 +44,10 @@ pub use record::{
 };
 pub use stacks::{KernelStack, KernelSymbol, KernelSymbols, SwitchStack};
 pub use tree::{EncodedThread, TreeHead};
+pub use ustacks::{
+    CodeKind, ModuleMap, StackCopy, UnwindEnd, UserFrame, UserModule, UserStack, UserStackCounts,
+    UserSymbols,
+};
 pub use waits::{FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, WaitReason};
 pub use writer::Writer;
 
@@ -73,13 +78,21 @@ pub mod kind {
     /// [`crate::TreeDump`], JSON payload: one JVM's call trees, whole (the
     /// first form of the trees; still read, no longer written).
     pub const TREE: u8 = 9;
-    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (11–127) are reserved for
+    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (14–127) are reserved for
     /// timed records of later versions: their payload starts with the time
     /// delta, which a reader that does not know the kind still applies.
-    pub const FIRST_FUTURE_TIMED: u8 = 11;
+    pub const FIRST_FUTURE_TIMED: u8 = 14;
     /// [`crate::SwitchStack`]: the kernel stack of the thread that left at
     /// the dispatch just before (timed: delta, cpu, tid, stack id).
     pub const SWITCH_STACK: u8 = 10;
+    /// [`crate::StackCopy`]: the user registers and stack bytes of the
+    /// thread that left at the dispatch just before (timed).
+    pub const STACK_COPY: u8 = 11;
+    /// [`crate::ModuleMap`]: an executable mapping of a process (timed).
+    pub const MODULE_MAP: u8 = 12;
+    /// [`crate::SwitchStack`] naming a [`crate::UserStack`]: the user stack
+    /// of the thread that left at the dispatch just before (timed).
+    pub const SWITCH_USER_STACK: u8 = 13;
     /// Kinds 128–255 are reserved for untimed records of later versions: a
     /// reader that does not know them skips them whole.
     pub const FIRST_UNTIMED: u8 = 128;
@@ -102,4 +115,8 @@ pub mod kind {
     pub const KERNEL_STACK: u8 = 134;
     /// [`crate::KernelSymbols`], JSON: the names of the stacks' addresses.
     pub const KERNEL_SYMBOLS: u8 = 135;
+    /// [`crate::UserStack`], binary: an interned user stack.
+    pub const USER_STACK: u8 = 136;
+    /// [`crate::UserSymbols`], JSON: the user stacks' modules and frames.
+    pub const USER_SYMBOLS: u8 = 137;
 }

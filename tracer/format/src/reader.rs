@@ -340,6 +340,31 @@ impl<R: Read> Reader<R> {
                 kind::KERNEL_STACK => {
                     Record::KernelStack(Box::new(crate::stacks::decode_kernel_stack(&mut p)?))
                 }
+                kind::STACK_COPY => {
+                    let time = p.time(&mut self.last_time)?;
+                    Record::StackCopy(Box::new(crate::ustacks::decode_copy(time, &mut p)?))
+                }
+                kind::MODULE_MAP => {
+                    let time = p.time(&mut self.last_time)?;
+                    Record::ModuleMap(Box::new(crate::ustacks::decode_module_map(time, &mut p)?))
+                }
+                kind::SWITCH_USER_STACK => Record::SwitchUserStack(crate::SwitchStack {
+                    time: p.time(&mut self.last_time)?,
+                    cpu: p.cpu()?,
+                    tid: p.u32()?,
+                    stack: p.uint()?,
+                }),
+                kind::USER_STACK => {
+                    Record::UserStack(Box::new(crate::ustacks::decode_user_stack(&mut p)?))
+                }
+                kind::USER_SYMBOLS => {
+                    Record::UserSymbols(Box::new(serde_json::from_slice(p.data).map_err(|e| {
+                        FormatError::Corrupt {
+                            offset,
+                            what: format!("user symbols record: {e}"),
+                        }
+                    })?))
+                }
                 kind::KERNEL_SYMBOLS => Record::KernelSymbols(Box::new(
                     serde_json::from_slice(p.data).map_err(|e| FormatError::Corrupt {
                         offset,

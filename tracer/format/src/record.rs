@@ -421,6 +421,17 @@ pub enum Record {
     KernelStack(Box<crate::KernelStack>),
     /// See [`crate::KernelSymbols`].
     KernelSymbols(Box<crate::KernelSymbols>),
+    /// See [`crate::StackCopy`].
+    StackCopy(Box<crate::StackCopy>),
+    /// See [`crate::ModuleMap`].
+    ModuleMap(Box<crate::ModuleMap>),
+    /// The user stack of the thread that left at the dispatch just before
+    /// (`stack` is a [`crate::UserStack`] id).
+    SwitchUserStack(crate::SwitchStack),
+    /// See [`crate::UserStack`].
+    UserStack(Box<crate::UserStack>),
+    /// See [`crate::UserSymbols`].
+    UserSymbols(Box<crate::UserSymbols>),
 }
 
 impl TreeDump {
@@ -461,8 +472,13 @@ impl Record {
             Record::Lost(l) => l.time,
             Record::TreeHead(t) => t.time_ns,
             Record::JavaWait(w) => w.start,
-            Record::SwitchStack(s) => s.time,
-            Record::KernelStack(_) | Record::KernelSymbols(_) => 0,
+            Record::SwitchStack(s) | Record::SwitchUserStack(s) => s.time,
+            Record::StackCopy(c) => c.time,
+            Record::ModuleMap(m) => m.time,
+            Record::KernelStack(_)
+            | Record::KernelSymbols(_)
+            | Record::UserStack(_)
+            | Record::UserSymbols(_) => 0,
             Record::TreeThread(_)
             | Record::TreeThreadEncoded(_)
             | Record::JvmWaits(_)

@@ -139,6 +139,31 @@ impl<W: Write> Writer<W> {
                 self.buf.truncate(start);
                 return self.write_json(kind::KERNEL_SYMBOLS, k);
             }
+            Record::StackCopy(c) => {
+                self.put_time(c.time);
+                crate::ustacks::encode_copy(c, &mut self.buf);
+                kind::STACK_COPY
+            }
+            Record::ModuleMap(m) => {
+                self.put_time(m.time);
+                crate::ustacks::encode_module_map(m, &mut self.buf);
+                kind::MODULE_MAP
+            }
+            Record::SwitchUserStack(st) => {
+                self.put_time(st.time);
+                put(&mut self.buf, st.cpu.into());
+                put(&mut self.buf, st.tid.into());
+                put(&mut self.buf, st.stack);
+                kind::SWITCH_USER_STACK
+            }
+            Record::UserStack(st) => {
+                crate::ustacks::encode_user_stack(st, &mut self.buf);
+                kind::USER_STACK
+            }
+            Record::UserSymbols(u) => {
+                self.buf.truncate(start);
+                return self.write_json(kind::USER_SYMBOLS, u);
+            }
             Record::Lost(l) => {
                 self.put_time(l.time);
                 put(&mut self.buf, l.cpu.into());

@@ -1,0 +1,285 @@
+//! Idle-causing call paths of any program: the user stack of each thread
+//! whose leaving made a CPU idle (unwound when the recording ended, native,
+//! JIT and interpreted frames), with the kernel's wait under it, summed by
+//! path with the idle time that followed.
+//!
+//! A path is one [`PathFrame`] list from the kernel's wait outward (the
+//! innermost user frame next, the thread's entry last), each frame with
+//! what ran there, and the process it ran in: the same code in two
+//! processes of one name (PostgreSQL's backends) is one path, and a pool's
+//! threads are one pattern (`worker-*`). Every output (text, JSON, folded
+//! stacks) reads these rows.
+//!
+//! Invariant: memory grows with distinct (kernel stack, user stack,
+//! thread) triples ([`crate::kwaits::KernelWaits::caused`]), never with
+//! the number of dispatches; idleflow's own threads are never a row.
+
+use idleflow_format::{CodeKind, UnwindEnd, UserStackCounts};
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+
+use crate::kwaits::{is_scheduler_frame, Caused, KernelWaits};
+
+/// What ran at a frame of a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FrameKind {
+    /// The kernel (its wait).
+    Kernel,
+    /// A module's machine code.
+    Native,
+    /// JIT-compiled code, named from a perf map.
+    Jit,
+    /// An interpreter.
+    Interpreted,
+    /// Nothing known.
+    Unknown,
+}
+
+impl From<CodeKind> for FrameKind {
+    fn from(k: CodeKind) -> Self {
+        match k {
+            CodeKind::Native => FrameKind::Native,
+            CodeKind::Jit => FrameKind::Jit,
+            CodeKind::Interpreted => FrameKind::Interpreted,
+            CodeKind::Unknown => FrameKind::Unknown,
+        }
+    }
+}
+
+/// One frame of a path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct PathFrame {
+    /// What ran there.
+    pub kind: FrameKind,
+    /// Its name (`fill_buffer`, `std::sync::Condvar::wait`, `libc.so.6+0x1234`).
+    pub name: String,
+}
+
+/// One idle-causing call path of the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallPath {
+    /// The process's name.
+    pub process: String,
+    /// The kernel's wait (innermost kernel frame outside the scheduler),
+    /// empty where no kernel stack was taken.
+    pub wait: String,
+    /// The user frames, innermost first.
+    pub frames: Vec<PathFrame>,
+    /// Some of its stacks were cut at the copy's end or stopped early:
+    /// outer frames are missing.
+    pub partial: bool,
+    /// Dispatches to idle through it.
+    pub idle_dispatches_to: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+    /// Its share of the idle after the threads with a user stack left, %.
+    pub share_pct: f64,
+    /// The threads (or pools by name pattern) that left there, most first.
+    pub threads: Vec<(String, u64)>,
+}
+
+/// The report's section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallPathsSection {
+    /// Dispatches to idle caused by threads (idleflow's own left out).
+    pub idle_dispatches_to: u64,
+    /// Idle time after them, ns.
+    pub idle_ns: u64,
+    /// Of those, dispatches to idle whose thread's user stack was unwound.
+    pub idle_dispatches_with_stack: u64,
+    /// Idle time after them, ns.
+    pub idle_ns_with_stack: u64,
+    /// What the resolver counted when the recording ended.
+    pub counts: UserStackCounts,
+    /// Paths, most idle first.
+    pub paths: Vec<CallPath>,
+    /// Modules that could not be read or matched, and the like.
+    pub notes: Vec<String>,
+}
+
+/// A path's key while summing: (process, wait, frames).
+type Key = (String, String, Vec<PathFrame>);
+
+/// The kernel wait of kernel stack `id` (empty for 0).
+fn wait_of(kw: &KernelWaits, id: u64) -> String {
+    if id == 0 {
+        return String::new();
+    }
+    let frames = kw.frames(id);
+    frames
+        .iter()
+        .find(|f| !is_scheduler_frame(f))
+        .or(frames.first())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The user frames of user stack `id` as path frames.
+fn user_path(kw: &KernelWaits, id: u64) -> Vec<PathFrame> {
+    kw.user_frames(id)
+        .into_iter()
+        .map(|(k, name)| PathFrame {
+            kind: k.into(),
+            name,
+        })
+        .collect()
+}
+
+impl CallPathsSection {
+    /// The section for `kw`, of the threads `shown` accepts (the recorded
+    /// command's, or all), leaving out `tool_tids` (idleflow's own);
+    /// `name(tid)` gives (process name, thread name); `all` is (dispatches
+    /// to idle, idle ns) caused by all threads but idleflow's.
+    pub fn new(
+        kw: &KernelWaits,
+        tool_tids: &FxHashSet<u32>,
+        shown: impl Fn(u32) -> bool,
+        all: (u64, u64),
+        name: impl Fn(u32) -> (String, String),
+    ) -> Option<Self> {
+        if kw.switch_user_stacks == 0 && kw.user_symbols.is_none() && kw.unresolved_copies == 0 {
+            return None;
+        }
+        let mut by_path: FxHashMap<Key, (Caused, bool, FxHashMap<String, u64>)> =
+            FxHashMap::default();
+        for (&(kstack, ustack, tid), c) in &kw.caused {
+            if ustack == 0 || tool_tids.contains(&tid) || !shown(tid) {
+                continue;
+            }
+            let (process, thread) = name(tid);
+            let partial = kw
+                .user(ustack)
+                .is_some_and(|s| s.end != UnwindEnd::Complete);
+            let key = (process, wait_of(kw, kstack), user_path(kw, ustack));
+            let e = by_path.entry(key).or_default();
+            e.0.dispatches += c.dispatches;
+            e.0.idle_ns = e.0.idle_ns.saturating_add(c.idle_ns);
+            e.1 |= partial;
+            *e.2.entry(crate::arcflow::thread_pattern(&thread))
+                .or_default() += c.dispatches;
+        }
+        let total_idle: u64 = by_path.values().map(|v| v.0.idle_ns).sum();
+        let total_dispatches: u64 = by_path.values().map(|v| v.0.dispatches).sum();
+        let mut paths: Vec<CallPath> = by_path
+            .into_iter()
+            .map(|((process, wait, frames), (c, partial, threads))| {
+                let mut threads: Vec<(String, u64)> = threads.into_iter().collect();
+                threads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                CallPath {
+                    process,
+                    wait,
+                    frames,
+                    partial,
+                    idle_dispatches_to: c.dispatches,
+                    idle_ns: c.idle_ns,
+                    share_pct: if total_idle == 0 {
+                        0.0
+                    } else {
+                        c.idle_ns as f64 * 100.0 / total_idle as f64
+                    },
+                    threads,
+                }
+            })
+            .collect();
+        paths.sort_by(|a, b| {
+            b.idle_ns
+                .cmp(&a.idle_ns)
+                .then_with(|| b.idle_dispatches_to.cmp(&a.idle_dispatches_to))
+                .then_with(|| a.frames.cmp(&b.frames))
+        });
+        let (counts, mut notes) = kw
+            .user_symbols
+            .as_ref()
+            .map(|s| (s.counts, s.notes.clone()))
+            .unwrap_or_default();
+        if kw.unresolved_copies > 0 {
+            notes.push(format!(
+                "{} user stack copies were never unwound (the recorder stopped before it \
+                 could resolve them): only kernel stacks are shown",
+                kw.unresolved_copies
+            ));
+        }
+        Some(CallPathsSection {
+            idle_dispatches_to: all.0,
+            idle_ns: all.1,
+            idle_dispatches_with_stack: total_dispatches,
+            idle_ns_with_stack: total_idle,
+            counts,
+            paths,
+            notes,
+        })
+    }
+}
+
+/// The suffix inferno's `java` palette colours a frame by (async-profiler's
+/// convention): kernel orange, JIT green, interpreted/inlined aqua.
+fn suffix(kind: FrameKind) -> &'static str {
+    match kind {
+        FrameKind::Kernel => "_[k]",
+        FrameKind::Jit => "_[j]",
+        FrameKind::Interpreted => "_[i]",
+        FrameKind::Native | FrameKind::Unknown => "",
+    }
+}
+
+/// Folded stacks of the call paths for `inferno`: `PROCESS;THREAD;user
+/// frames outermost first;kernel frames, the wait on top WEIGHT` (the
+/// kernel frames left out with `user_only`). Only the threads `shown`
+/// accepts, never idleflow's own. Threads without a user stack (kernel
+/// threads) show their kernel frames alone.
+pub fn folded(
+    kw: &KernelWaits,
+    names: &FxHashMap<u32, (u32, String)>,
+    shown: impl Fn(u32) -> bool,
+    fold: crate::views::FoldOptions,
+    user_only: bool,
+) -> Vec<String> {
+    let mut lines: std::collections::BTreeMap<String, u64> = Default::default();
+    let clean = |s: &str| s.replace(';', ":");
+    for (&(kstack, ustack, tid), c) in &kw.caused {
+        if !shown(tid) || (ustack == 0 && (kstack == 0 || user_only)) {
+            continue;
+        }
+        let (pid, name) = names
+            .get(&tid)
+            .map_or((0, format!("tid {tid}")), |(pid, n)| (*pid, n.clone()));
+        let process = names
+            .get(&pid)
+            .map_or_else(|| format!("pid {pid}"), |n| n.1.clone());
+        let thread = if fold.merge_threads {
+            crate::arcflow::thread_pattern(&name)
+        } else {
+            name
+        };
+        let mut parts = vec![clean(&process), clean(&thread)];
+        parts.extend(
+            user_path(kw, ustack)
+                .iter()
+                .rev()
+                .map(|f| format!("{}{}", clean(&f.name), suffix(f.kind))),
+        );
+        if !user_only && kstack != 0 {
+            let all = kw.frames(kstack);
+            let inner = all.iter().position(|f| !is_scheduler_frame(f)).unwrap_or(0);
+            parts.extend(
+                all[inner..]
+                    .iter()
+                    .rev()
+                    .map(|f| format!("{}_[k]", clean(f))),
+            );
+        }
+        let weight = if fold.dispatches {
+            c.dispatches
+        } else {
+            c.idle_ns
+        };
+        let e = lines.entry(parts.join(";")).or_default();
+        *e = e.saturating_add(weight);
+    }
+    lines
+        .into_iter()
+        .filter(|(_, w)| *w > 0)
+        .map(|(l, w)| format!("{l} {w}"))
+        .collect()
+}

@@ -1,0 +1,213 @@
+//! Resolves the user stacks of a recording, once, when `record` ends (never
+//! in the recorder's hot path, and before the binaries can change or go):
+//! every `STACK_COPY` (registers + the top of a thread's user stack, taken
+//! at an idle-causing switch-out) is unwound ([`unwind`]: framehop on
+//! gimli's CFI, frame pointers outside modules), its addresses are placed
+//! in the modules the process had mapped then ([`maps`], [`elf`]) or in a
+//! JIT's perf map ([`perfmap`]), and named ([`symbols`]: blazesym). The
+//! recording is rewritten with an interned `USER_STACK` and a
+//! `SWITCH_USER_STACK` in place of each copy, and one `USER_SYMBOLS` table
+//! before its end, so it reports the same on another machine, after a
+//! rebuild, or after a JIT's perf map is gone.
+//!
+//! Invariant: the rewrite streams (memory grows with distinct stacks and
+//! frames, not with the recording), keeps every other record as it was, and
+//! replaces the file only once the new one is complete.
+
+pub mod elf;
+pub mod maps;
+pub mod perfmap;
+pub mod symbols;
+pub mod unwind;
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+
+use idleflow_format::{
+    FormatError, Reader, Record, SwitchStack, UserStack, UserStackCounts, Writer,
+};
+use rustc_hash::FxHashMap;
+
+use crate::elf::ElfCache;
+use crate::maps::{AddressSpaces, Space};
+use crate::symbols::Frames;
+use crate::unwind::Unwinders;
+
+/// Why a recording's stacks could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// A file could not be opened, written or renamed.
+    #[error("{what} {path}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The recording could not be read or written.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+}
+
+/// What [`resolve`] did.
+#[derive(Debug, Clone, Default)]
+pub struct Resolved {
+    /// The counts written into the recording.
+    pub counts: UserStackCounts,
+    /// Modules that could not be read, and the like.
+    pub notes: Vec<String>,
+    /// Frames named.
+    pub frames: usize,
+}
+
+/// Resolves the stack copies of the recording at `path` in place.
+/// `progress(bytes read, bytes in all)` is called now and then.
+pub fn resolve(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Resolved, ResolveError> {
+    let io = |what, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ResolveError::Io { what, path, source }
+    };
+    let input = File::open(path).map_err(io("cannot open", path))?;
+    let total = input.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut reader = Reader::new(BufReader::with_capacity(1 << 20, input))?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".resolving");
+    let tmp = PathBuf::from(tmp);
+    let out = File::create(&tmp).map_err(io("cannot create", &tmp))?;
+    let result = (|| {
+        let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, out), reader.info())?;
+        let mut state = State::default();
+        let mut n = 0u64;
+        while let Some(rec) = reader.next_record()? {
+            n += 1;
+            if n.is_multiple_of(1 << 14) {
+                progress(reader.offset(), total);
+            }
+            match rec {
+                Record::StackCopy(c) => {
+                    state.copy(&c, &mut writer)?;
+                }
+                Record::ModuleMap(m) => {
+                    state.spaces.map(&m);
+                    writer.write(&Record::ModuleMap(m))?;
+                }
+                Record::Thread(t) => {
+                    if t.tid == t.pid {
+                        state.spaces.forked(t.pid, t.ppid);
+                    }
+                    writer.write(&Record::Thread(t))?;
+                }
+                r => writer.write(&r)?,
+            }
+        }
+        progress(total, total);
+        let summary = reader.summary().cloned().unwrap_or_default();
+        let mut notes = Vec::new();
+        if reader.unknown_records() > 0 {
+            notes.push(format!(
+                "{} records of kinds this version does not know were left out",
+                reader.unknown_records()
+            ));
+        }
+        let mut counts = state.counts;
+        counts.unknown_frames = state.frames.unknown;
+        counts.stacks = state.stacks.len() as u64;
+        let mut symbols = state.frames.finish(&mut notes);
+        symbols.counts = counts;
+        symbols.notes = notes.clone();
+        let frames = symbols.frames.len();
+        writer.write(&Record::UserSymbols(Box::new(symbols)))?;
+        let out = writer.finish(&summary)?;
+        out.into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|f| f.sync_all())
+            .map_err(io("cannot write", &tmp))?;
+        Ok(Resolved {
+            counts,
+            notes,
+            frames,
+        })
+    })();
+    match result {
+        Ok(r) => {
+            std::fs::rename(&tmp, path).map_err(io("cannot replace", path))?;
+            Ok(r)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// The resolver's state through one pass.
+#[derive(Debug, Default)]
+struct State {
+    spaces: AddressSpaces,
+    elves: ElfCache,
+    unwinders: Unwinders,
+    frames: Frames,
+    stacks: FxHashMap<(Vec<u64>, idleflow_format::UnwindEnd), u64>,
+    counts: UserStackCounts,
+}
+
+impl State {
+    /// Unwinds one copy and writes its `SWITCH_USER_STACK` (and the stack's
+    /// `USER_STACK` the first time).
+    fn copy<W: std::io::Write>(
+        &mut self,
+        c: &idleflow_format::StackCopy,
+        writer: &mut Writer<W>,
+    ) -> Result<(), FormatError> {
+        self.counts.copies += 1;
+        self.counts.copy_bytes += c.bytes.len() as u64;
+        let empty = Space::default();
+        let (owner, space) = match self.spaces.space(c.pid) {
+            Some(s) => s,
+            None => {
+                self.counts.no_maps += 1;
+                (c.pid, &empty)
+            }
+        };
+        let unwound =
+            self.unwinders
+                .unwind(owner, space, &mut self.elves, c.ip, c.sp, c.bp, &c.bytes);
+        if unwound.addrs.is_empty() {
+            return Ok(());
+        }
+        self.counts.resolved += 1;
+        match unwound.end {
+            idleflow_format::UnwindEnd::Truncated => self.counts.truncated += 1,
+            idleflow_format::UnwindEnd::Stopped => self.counts.stopped += 1,
+            idleflow_format::UnwindEnd::Complete => {}
+        }
+        let frames: Vec<u64> = unwound
+            .addrs
+            .iter()
+            .map(|&a| self.frames.frame(c.pid, space, &mut self.elves, a))
+            .collect();
+        let next = self.stacks.len() as u64 + 1;
+        let key = (frames, unwound.end);
+        let id = match self.stacks.get(&key) {
+            Some(&id) => id,
+            None => {
+                writer.write(&Record::UserStack(Box::new(UserStack {
+                    id: next,
+                    end: unwound.end,
+                    frames: key.0.clone(),
+                })))?;
+                self.stacks.insert(key, next);
+                next
+            }
+        };
+        writer.write(&Record::SwitchUserStack(SwitchStack {
+            time: c.time,
+            cpu: c.cpu,
+            tid: c.tid,
+            stack: id,
+        }))
+    }
+}

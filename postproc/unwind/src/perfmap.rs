@@ -1,0 +1,90 @@
+//! Perf maps (`/tmp/perf-PID.map`): the names a JIT compiler gives the code
+//! it generates (one line per blob: `START SIZE name`, hex), written by the
+//! JVM agent's light mode or by any runtime that follows perf's
+//! convention. blazesym reads them only for a live process; the resolver
+//! runs after the window, when a JVM may have exited, so it reads the file.
+//!
+//! Invariant: lookups see the last blob written for an address (a JIT
+//! reuses code space), as perf does.
+
+use std::path::Path;
+
+/// One process's perf map.
+#[derive(Debug, Default)]
+pub struct PerfMap {
+    /// (start, end, name), sorted by start; later lines win on overlap.
+    blobs: Vec<(u64, u64, String)>,
+}
+
+impl PerfMap {
+    /// Reads `path`; `None` if it does not exist or cannot be read.
+    pub fn read(path: &Path) -> Option<Self> {
+        Some(Self::parse(&std::fs::read_to_string(path).ok()?))
+    }
+
+    /// Parses a perf map's text; lines that do not parse are skipped.
+    pub fn parse(text: &str) -> Self {
+        let mut blobs: Vec<(usize, u64, u64, String)> = text
+            .lines()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let mut f = l.splitn(3, ' ');
+                let start = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
+                let size = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
+                let name = f.next()?.trim().to_string();
+                Some((i, start, start.checked_add(size)?, name))
+            })
+            .collect();
+        // By start, then by line: the lookup takes the last line among
+        // those that start at or before an address and hold it.
+        blobs.sort_by_key(|b| (b.1, b.0));
+        PerfMap {
+            blobs: blobs.into_iter().map(|(_, s, e, n)| (s, e, n)).collect(),
+        }
+    }
+
+    /// The name of the blob that holds `addr`, and the blob's start.
+    pub fn find(&self, addr: u64) -> Option<(u64, &str)> {
+        let i = self.blobs.partition_point(|b| b.0 <= addr);
+        self.blobs[..i]
+            .iter()
+            .rev()
+            .take(64)
+            .find(|b| addr < b.1)
+            .map(|b| (b.0, b.2.as_str()))
+    }
+
+    /// Number of blobs.
+    pub fn len(&self) -> usize {
+        self.blobs.len()
+    }
+
+    /// Whether it names nothing.
+    pub fn is_empty(&self) -> bool {
+        self.blobs.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blobs_are_found_by_address() {
+        let m = PerfMap::parse(
+            "7f0000001000 80 Interpreter\n\
+             7f0000002000 40 LWaits$Ledger;::post\n\
+             garbage line\n\
+             7f0000002010 10 Lshort;::inner\n",
+        );
+        assert_eq!(m.len(), 3);
+        assert_eq!(
+            m.find(0x7f0000001010),
+            Some((0x7f0000001000, "Interpreter"))
+        );
+        assert_eq!(m.find(0x7f0000001080), None);
+        assert_eq!(m.find(0x7f0000002014).unwrap().1, "Lshort;::inner");
+        assert_eq!(m.find(0x7f0000002030).unwrap().1, "LWaits$Ledger;::post");
+        assert_eq!(m.find(0x10), None);
+    }
+}

@@ -1,0 +1,246 @@
+//! The frames of the unwound stacks: each address placed in what ran there
+//! (a module's code, JIT code named by a perf map, or nothing known),
+//! interned, and named once at the end with blazesym (ELF symbols, DWARF
+//! with inlined functions and lines where the file has them).
+//!
+//! Invariant: a frame is (module, address in the module's numbering);
+//! module and frame ids start at 1 and are handed out in first-use order;
+//! a module whose file is missing, unreadable or rebuilt (another build id)
+//! keeps its frames as module + offset, with a note, never a wrong name.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use blazesym::symbolize::source::{Elf, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+use idleflow_format::{CodeKind, UserFrame, UserModule, UserSymbols};
+use rustc_hash::FxHashMap;
+
+use crate::elf::{ElfCache, ElfFile};
+use crate::maps::{Mapping, Space};
+use crate::perfmap::PerfMap;
+
+/// What a module id stands for.
+#[derive(Debug)]
+struct ModuleEntry {
+    info: UserModule,
+    /// The file, when it could be read and matches.
+    elf: Option<Arc<ElfFile>>,
+}
+
+/// The frames seen so far.
+#[derive(Debug, Default)]
+pub struct Frames {
+    modules: Vec<ModuleEntry>,
+    module_ids: FxHashMap<(Arc<str>, Arc<[u8]>), u64>,
+    ids: FxHashMap<(u64, u64), u64>,
+    frames: Vec<UserFrame>,
+    perf_maps: FxHashMap<u32, Option<(u64, Arc<PerfMap>)>>,
+    /// Frames in no module and no perf map.
+    pub unknown: u64,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl Frames {
+    fn module(&mut self, m: &Mapping, pid: u32, elves: &mut ElfCache) -> u64 {
+        let (path, build_id) = (&m.path, &m.build_id);
+        let file = path
+            .starts_with('/')
+            .then(|| elves.get(path, pid, m.start..m.end));
+        // One module per file and build: a mapping read from /proc (no
+        // build id) and one the kernel reported (with it) are the same.
+        let effective: Arc<[u8]> = match &file {
+            Some(Ok(elf)) if build_id.is_empty() => Arc::from(elf.build_id.as_slice()),
+            _ => build_id.clone(),
+        };
+        let key = (path.clone(), effective);
+        if let Some(&id) = self.module_ids.get(&key) {
+            return id;
+        }
+        let id = self.modules.len() as u64 + 1;
+        let (elf, note) = if let Some(file) = file {
+            match file {
+                Ok(elf) if !build_id.is_empty() && *elf.build_id != **build_id => (
+                    None,
+                    format!(
+                        "build id differs: recorded {}, the file now has {} (rebuilt?)",
+                        hex(build_id),
+                        hex(&elf.build_id)
+                    ),
+                ),
+                Ok(elf) => (Some(elf), String::new()),
+                Err(e) => (None, format!("not read: {e}")),
+            }
+        } else {
+            (None, String::new())
+        };
+        let recorded = if build_id.is_empty() {
+            elf.as_ref().map(|e| hex(&e.build_id)).unwrap_or_default()
+        } else {
+            hex(build_id)
+        };
+        self.modules.push(ModuleEntry {
+            info: UserModule {
+                id,
+                path: path.to_string(),
+                build_id: recorded,
+                note,
+            },
+            elf,
+        });
+        self.module_ids.insert(key, id);
+        id
+    }
+
+    fn intern(&mut self, module: u64, addr: u64, kind: CodeKind, name: &str) -> u64 {
+        if let Some(&id) = self.ids.get(&(module, addr)) {
+            return id;
+        }
+        let id = self.frames.len() as u64 + 1;
+        self.frames.push(UserFrame {
+            id,
+            kind,
+            module,
+            addr,
+            name: name.to_string(),
+            inlined: Vec::new(),
+            file: String::new(),
+            line: 0,
+        });
+        self.ids.insert((module, addr), id);
+        id
+    }
+
+    /// The frame of `addr` in thread-process `pid`, whose mappings are
+    /// `space`.
+    pub fn frame(&mut self, pid: u32, space: &Space, elves: &mut ElfCache, addr: u64) -> u64 {
+        if let Some(m) = space.find(addr).filter(|m| m.is_file()) {
+            let (start, pgoff) = (m.start, m.pgoff);
+            let module = self.module(m, pid, elves);
+            let entry = &self.modules[module as usize - 1];
+            // The file's own address where it could be read, else the
+            // offset in the file.
+            let local = match entry.elf.as_ref().and_then(|e| e.bias(start, pgoff)) {
+                Some(bias) => addr.wrapping_sub(bias),
+                None => addr - start + pgoff,
+            };
+            return self.intern(module, local, CodeKind::Native, "");
+        }
+        if let Some((module, map)) = self.perf_map(pid) {
+            if let Some((_, name)) = map.find(addr) {
+                let kind = if name.starts_with("Interpreter") {
+                    CodeKind::Interpreted
+                } else {
+                    CodeKind::Jit
+                };
+                let name = name.to_string();
+                return self.intern(module, addr, kind, &name);
+            }
+        }
+        self.unknown += 1;
+        let module = match space.find(addr) {
+            // `[vdso]`, `//anon`, a memfd: a module without a file.
+            Some(m) => self.module(m, pid, elves),
+            None => 0,
+        };
+        self.intern(module, addr, CodeKind::Unknown, "")
+    }
+
+    /// The perf map of `pid` (read once), with its module id.
+    fn perf_map(&mut self, pid: u32) -> Option<(u64, Arc<PerfMap>)> {
+        if let Some(m) = self.perf_maps.get(&pid) {
+            return m.clone();
+        }
+        let path = format!("/tmp/perf-{pid}.map");
+        let found = PerfMap::read(Path::new(&path))
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                let id = self.modules.len() as u64 + 1;
+                self.modules.push(ModuleEntry {
+                    info: UserModule {
+                        id,
+                        path: path.clone(),
+                        build_id: String::new(),
+                        note: String::new(),
+                    },
+                    elf: None,
+                });
+                (id, Arc::new(m))
+            });
+        self.perf_maps.insert(pid, found.clone());
+        found
+    }
+
+    /// Names every native frame and hands out the whole table.
+    pub fn finish(mut self, notes: &mut Vec<String>) -> UserSymbols {
+        let symbolizer = Symbolizer::builder()
+            .enable_code_info(true)
+            .enable_inlined_fns(true)
+            .build();
+        // Native frames per module, in address order.
+        let mut per_module: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        for (i, f) in self.frames.iter().enumerate() {
+            if f.kind == CodeKind::Native {
+                per_module.entry(f.module).or_default().push(i);
+            }
+        }
+        for (module, idx) in per_module {
+            let Some(elf) = self.modules[module as usize - 1].elf.clone() else {
+                continue;
+            };
+            let addrs: Vec<u64> = idx.iter().map(|&i| self.frames[i].addr).collect();
+            let src = Source::Elf(Elf::new(&elf.path));
+            match symbolizer.symbolize(&src, Input::VirtOffset(&addrs)) {
+                Ok(found) => {
+                    for (&i, s) in idx.iter().zip(found) {
+                        if let Symbolized::Sym(sym) = s {
+                            let f = &mut self.frames[i];
+                            f.name = sym.name.into_owned();
+                            // An alias inlined into itself (`__GI___libc_read`
+                            // in libc's read) is one function, not two.
+                            let mut outer = f.name.clone();
+                            f.inlined = sym
+                                .inlined
+                                .iter()
+                                .filter_map(|x| {
+                                    (x.name != outer).then(|| {
+                                        outer = x.name.to_string();
+                                        outer.clone()
+                                    })
+                                })
+                                .collect();
+                            let code = sym
+                                .inlined
+                                .last()
+                                .and_then(|x| x.code_info.as_ref())
+                                .or(sym.code_info.as_deref());
+                            if let Some(c) = code {
+                                f.file = Path::new(&c.file).display().to_string();
+                                f.line = c.line.unwrap_or(0);
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    let m = &mut self.modules[module as usize - 1].info;
+                    m.note = format!("not symbolized: {e}");
+                }
+            }
+        }
+        for m in &self.modules {
+            if !m.info.note.is_empty() {
+                notes.push(format!("{}: {}", m.info.path, m.info.note));
+            }
+        }
+        UserSymbols {
+            modules: self.modules.into_iter().map(|m| m.info).collect(),
+            frames: self.frames,
+            counts: Default::default(),
+            notes: Vec::new(),
+        }
+    }
+}

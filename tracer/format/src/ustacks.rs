@@ -1,0 +1,306 @@
+//! User stacks at switch-outs: what a thread was running in user space when
+//! its leaving made a CPU idle, for any program (native, JIT, interpreted),
+//! with no instrumentation.
+//!
+//! The recorder cannot unwind in its hot path, so it keeps the raw
+//! material, and `record` resolves it once the program's window closed:
+//!
+//! - `STACK_COPY` (11, timed): the outgoing thread's user registers (IP,
+//!   SP, BP) and a copy of the top of its user stack, right after its
+//!   dispatch (same time, CPU and thread). Only in a recording that was
+//!   not resolved (the resolver replaces each with a `SWITCH_USER_STACK`).
+//! - `MODULE_MAP` (12, timed): an executable mapping of a process (from the
+//!   kernel's `MMAP2` records, and `/proc/PID/maps` for processes that ran
+//!   before the window), so every address can be placed in a module.
+//! - `SWITCH_USER_STACK` (13, timed): the interned user stack of the thread
+//!   that left at the dispatch just before, as the resolver unwound it.
+//! - `USER_STACK` (136, untimed): an interned user stack: frame ids,
+//!   innermost first, and how the unwinding ended.
+//! - `USER_SYMBOLS` (137, untimed, JSON): the modules and the named frames
+//!   the stacks use, and what the resolver counted, so a recording reports
+//!   the same after the binaries changed or vanished.
+//!
+//! Invariants: stack and frame ids are unique in a recording and never 0;
+//! decoding what the encoders wrote gives the same values; decoding foreign
+//! bytes never panics and never reserves more than the payload holds.
+
+use serde::{Deserialize, Serialize};
+
+use crate::reader::Payload;
+use crate::writer::put;
+use crate::FormatError;
+
+/// The outgoing thread's user registers and the top of its user stack at a
+/// switch-out (kind `STACK_COPY`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackCopy {
+    /// The dispatch's time, ns on the recording's clock.
+    pub time: u64,
+    /// Its CPU.
+    pub cpu: u32,
+    /// The thread that left.
+    pub tid: u32,
+    /// Its process.
+    pub pid: u32,
+    /// Instruction pointer.
+    pub ip: u64,
+    /// Stack pointer: `bytes[0]` is the byte at this address.
+    pub sp: u64,
+    /// Frame pointer.
+    pub bp: u64,
+    /// Bytes the recorder asked the kernel to copy; a copy this long may
+    /// have been cut short of the stack's bottom.
+    pub requested: u32,
+    /// The copy (as many bytes as the kernel could read).
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
+/// An executable mapping of a process (kind `MODULE_MAP`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleMap {
+    /// When it was mapped (the window's start for mappings read from
+    /// `/proc`), ns on the recording's clock.
+    pub time: u64,
+    /// The process.
+    pub pid: u32,
+    /// First address.
+    pub start: u64,
+    /// Length, bytes.
+    pub len: u64,
+    /// Offset in the file of the first address.
+    pub pgoff: u64,
+    /// The file's GNU build id as the kernel read it (empty if it did not).
+    pub build_id: Vec<u8>,
+    /// The file (`/usr/lib/x86_64-linux-gnu/libc.so.6`), or a pseudo path
+    /// (`[vdso]`, `//anon`).
+    pub path: String,
+}
+
+/// How the unwinding of a [`UserStack`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum UnwindEnd {
+    /// At the stack's bottom: the frames are the whole stack.
+    Complete,
+    /// A frame lay beyond the copied bytes: the outer frames are missing
+    /// (raise `--stack-size`).
+    Truncated,
+    /// No rule and no frame pointer led further (code without unwind
+    /// information, or a corrupt frame): the outer frames are missing.
+    Stopped,
+}
+
+impl UnwindEnd {
+    /// All ends, in code order.
+    pub const ALL: [UnwindEnd; 3] = [
+        UnwindEnd::Complete,
+        UnwindEnd::Truncated,
+        UnwindEnd::Stopped,
+    ];
+
+    /// The stored code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The end for a stored code.
+    pub fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(code)).copied()
+    }
+}
+
+/// An interned user stack (kind `USER_STACK`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserStack {
+    /// Its id, from 1.
+    pub id: u64,
+    /// How the unwinding ended.
+    pub end: UnwindEnd,
+    /// [`UserFrame`] ids, innermost first.
+    pub frames: Vec<u64>,
+}
+
+/// What ran at a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CodeKind {
+    /// Machine code of a module (an ELF file).
+    Native,
+    /// Code a JIT compiler generated, named from the process's perf map.
+    Jit,
+    /// A JVM's interpreter.
+    Interpreted,
+    /// An address outside every known module and map.
+    Unknown,
+}
+
+/// One named code location a stack passes (an item of
+/// [`UserSymbols::frames`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserFrame {
+    /// Its id, from 1.
+    pub id: u64,
+    /// What ran there.
+    pub kind: CodeKind,
+    /// The [`UserModule`] id (0: none).
+    pub module: u64,
+    /// The address in the module's own numbering (ELF virtual address), or
+    /// the process's address where there is no module.
+    pub addr: u64,
+    /// The function, demangled; empty if none was found.
+    pub name: String,
+    /// Functions inlined at this address, outermost first (each a frame of
+    /// its own in a path, after `name`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inlined: Vec<String>,
+    /// Source file and line of the innermost function, where debug
+    /// information exists.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub file: String,
+    /// Line in `file` (0: unknown).
+    #[serde(default)]
+    pub line: u32,
+}
+
+/// A file the stacks' code came from (an item of [`UserSymbols::modules`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserModule {
+    /// Its id, from 1.
+    pub id: u64,
+    /// Its path when recorded.
+    pub path: String,
+    /// Its GNU build id, hex (empty if it has none or it could not be read).
+    pub build_id: String,
+    /// What went wrong reading it (not found, build id differs), if anything.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// What the resolver made of the stack copies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UserStackCounts {
+    /// Stack copies in the recording.
+    pub copies: u64,
+    /// Unwound to at least one frame.
+    pub resolved: u64,
+    /// Of those, cut at the copy's end.
+    pub truncated: u64,
+    /// Of those, stopped without reaching the stack's bottom.
+    pub stopped: u64,
+    /// Frames in no module and no perf map.
+    pub unknown_frames: u64,
+    /// Copies of processes whose executable mappings were not recorded.
+    pub no_maps: u64,
+    /// Distinct stacks.
+    pub stacks: u64,
+    /// Bytes of stack copies read.
+    pub copy_bytes: u64,
+}
+
+/// The modules and named frames of a recording's user stacks (kind
+/// `USER_SYMBOLS`, JSON, written when the stacks were resolved).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserSymbols {
+    /// The files.
+    pub modules: Vec<UserModule>,
+    /// The frames.
+    pub frames: Vec<UserFrame>,
+    /// What the resolver counted.
+    pub counts: UserStackCounts,
+    /// What could not be done, once each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Appends the payload of a `STACK_COPY` record after its time.
+pub(crate) fn encode_copy(c: &StackCopy, out: &mut Vec<u8>) {
+    put(out, c.cpu.into());
+    put(out, c.tid.into());
+    put(out, c.pid.into());
+    put(out, c.ip);
+    put(out, c.sp);
+    put(out, c.bp);
+    put(out, c.requested.into());
+    put(out, c.bytes.len() as u64);
+    out.extend_from_slice(&c.bytes);
+}
+
+pub(crate) fn decode_copy(time: u64, p: &mut Payload<'_>) -> Result<StackCopy, FormatError> {
+    let cpu = p.cpu()?;
+    let tid = p.u32()?;
+    let pid = p.u32()?;
+    let ip = p.uint()?;
+    let sp = p.uint()?;
+    let bp = p.uint()?;
+    let requested = p.u32()?;
+    let n = usize::try_from(p.uint()?).map_err(|_| p.corrupt("copy length".into()))?;
+    let bytes = p.bytes(n)?.to_vec();
+    Ok(StackCopy {
+        time,
+        cpu,
+        tid,
+        pid,
+        ip,
+        sp,
+        bp,
+        requested,
+        bytes,
+    })
+}
+
+/// Appends the payload of a `MODULE_MAP` record after its time.
+pub(crate) fn encode_module_map(m: &ModuleMap, out: &mut Vec<u8>) {
+    put(out, m.pid.into());
+    put(out, m.start);
+    put(out, m.len);
+    put(out, m.pgoff);
+    put(out, m.build_id.len() as u64);
+    out.extend_from_slice(&m.build_id);
+    put(out, m.path.len() as u64);
+    out.extend_from_slice(m.path.as_bytes());
+}
+
+pub(crate) fn decode_module_map(time: u64, p: &mut Payload<'_>) -> Result<ModuleMap, FormatError> {
+    let pid = p.u32()?;
+    let start = p.uint()?;
+    let len = p.uint()?;
+    let pgoff = p.uint()?;
+    let n = usize::try_from(p.uint()?).map_err(|_| p.corrupt("build id length".into()))?;
+    let build_id = p.bytes(n)?.to_vec();
+    let n = usize::try_from(p.uint()?).map_err(|_| p.corrupt("path length".into()))?;
+    let path = String::from_utf8_lossy(p.bytes(n)?).into_owned();
+    Ok(ModuleMap {
+        time,
+        pid,
+        start,
+        len,
+        pgoff,
+        build_id,
+        path,
+    })
+}
+
+/// Appends the payload of a `USER_STACK` record.
+pub(crate) fn encode_user_stack(s: &UserStack, out: &mut Vec<u8>) {
+    put(out, s.id);
+    out.push(s.end.code());
+    put(out, s.frames.len() as u64);
+    for &f in &s.frames {
+        put(out, f);
+    }
+}
+
+pub(crate) fn decode_user_stack(p: &mut Payload<'_>) -> Result<UserStack, FormatError> {
+    let id = p.uint()?;
+    let code = p.byte()?;
+    let end = UnwindEnd::from_code(code)
+        .ok_or_else(|| p.corrupt(format!("unknown unwind end {code}")))?;
+    let n = usize::try_from(p.uint()?).map_err(|_| p.corrupt("frame count".into()))?;
+    // Each frame id takes at least one byte.
+    if n > p.data.len() {
+        return Err(p.corrupt(format!("a stack of {n} frames in a shorter record")));
+    }
+    let frames = (0..n).map(|_| p.uint()).collect::<Result<_, _>>()?;
+    Ok(UserStack { id, end, frames })
+}
