@@ -131,15 +131,16 @@ fn overhead(reps: usize) {
             vec!["bench", "sched", "messaging", "-l", "200"],
         ),
     ];
-    println!("| workload | measure | none (s) | idleflow record (s) | perf record (s) | idleflow slowdown | perf slowdown | idleflow --all-switch-samples | idleflow --no-stacks | perf, kernel stacks of switches to idle only |");
+    println!("| workload | measure | none (s) | idleflow record (s) | perf record (s) | idleflow slowdown | perf slowdown | idleflow --stack-size 0 (kernel stacks only) | idleflow --no-stacks | perf, dwarf stacks (8 KiB) of switches to idle only |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut extra = Vec::new();
     for (name, args) in workloads {
-        // Modes: 0 none, 1 idleflow (default: kernel stacks at switches to
-        // idle), 2 perf (the same events), 3 idleflow with every
-        // sched_switch sample (what the filter saves), 4 idleflow without
-        // kernel stacks (what they cost), 5 perf taking only the kernel
-        // stacks of the switches to idle (`-g`, the stacks' cost in perf).
+        // Modes: 0 none, 1 idleflow (default: kernel and user stacks at
+        // switches to idle), 2 perf (the same events), 3 idleflow with
+        // kernel stacks only (what the user stacks cost), 4 idleflow
+        // without stacks (what all stacks cost), 5 perf taking only the
+        // user and kernel stacks of the switches to idle (`--call-graph
+        // dwarf,8192`: the same stacks in perf).
         // [mode][0 = benchmark's Total time, 1 = wall time of the whole command]
         let mut t: [[Vec<f64>; 2]; 6] = Default::default();
         let (mut our_lost, mut perf_lost, mut our_bytes, mut perf_bytes) = (0, 0u64, 0, 0);
@@ -151,7 +152,7 @@ fn overhead(reps: usize) {
                         let mut c = Command::new(idleflow());
                         c.args(["record", "-o"]).arg(&rec);
                         if mode == 3 {
-                            c.arg("--all-switch-samples");
+                            c.args(["--stack-size", "0"]);
                         }
                         if mode == 4 {
                             c.arg("--no-stacks");
@@ -181,7 +182,8 @@ fn overhead(reps: usize) {
                             "sched:sched_switch",
                             "--filter",
                             "next_pid == 0",
-                            "-g",
+                            "--call-graph",
+                            "dwarf,8192",
                             "-a",
                             "-o",
                         ])
@@ -714,6 +716,71 @@ fn waits(reps: usize) {
     println!("\n(median of {reps} runs, interleaved; times measured inside each program; waits and bytes of the last run; the file includes JFR's metadata, ≈ 100 KB)");
 }
 
+/// Unwinding + symbolization throughput: idleflow's resolver (run by
+/// `record` when the window closes) against `perf script` on perf's own
+/// recording of the same kind (user + kernel stacks of the switches to
+/// idle, `--call-graph dwarf,8192`), both of `perf bench sched pipe`
+/// (its two threads' stacks in libc's read and write).
+fn unwind(loops: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("u.idleflow");
+    let pdata = dir.path().join("u.perf.data");
+    let loops = loops.to_string();
+    let workload = ["bench", "sched", "pipe", "-l", loops.as_str()];
+    let (_, _, _, err) = measure(
+        Command::new(idleflow())
+            .args(["record", "-o"])
+            .arg(&rec)
+            .args(["--", "perf"])
+            .args(workload),
+    );
+    // "idleflow: N user stacks unwound (D distinct, …) in S s"
+    let line = err
+        .lines()
+        .find(|l| l.contains("user stacks unwound"))
+        .unwrap_or_else(|| panic!("no resolver line in: {err}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let ours_n: f64 = words[1].parse().unwrap();
+    let ours_s: f64 = words[words.len() - 2].parse().unwrap();
+    measure(
+        Command::new("perf")
+            .args([
+                "record",
+                "-e",
+                "sched:sched_switch",
+                "--filter",
+                "next_pid == 0",
+                "--call-graph",
+                "dwarf,8192",
+                "-a",
+                "-o",
+            ])
+            .arg(&pdata)
+            .args(["--", "perf"])
+            .args(workload),
+    );
+    let (perf_s, _, out, _) = measure(
+        Command::new("perf")
+            .args(["script", "-F", "comm,tid,ip,sym", "-i"])
+            .arg(&pdata),
+    );
+    let perf_n = out.split("\n\n").filter(|s| !s.trim().is_empty()).count() as f64;
+    println!("| tool | stacks | seconds | stacks/s |");
+    println!("|---|---|---|---|");
+    println!(
+        "| idleflow record's resolver (unwind + name + rewrite) | {ours_n} | {ours_s:.3} | {:.0} |",
+        ours_n / ours_s
+    );
+    println!(
+        "| perf script (dwarf unwind + name) | {perf_n} | {perf_s:.3} | {:.0} |",
+        perf_n / perf_s
+    );
+    println!(
+        "\nidleflow / perf script: {:.1}× the stacks per second (`perf bench sched pipe -l {loops}`)",
+        (ours_n / ours_s) / (perf_n / perf_s)
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -731,9 +798,10 @@ fn main() {
         Some("report") => report(flag("--loops", 2_700_000)),
         Some("agent") => agent(flag("--reps", 5) as usize),
         Some("waits") => waits(flag("--reps", 5) as usize),
+        Some("unwind") => unwind(flag("--loops", 100_000)),
         Some("synthetic") => synthetic(&[1, flag("--millions", 10), 4 * flag("--millions", 10)]),
         _ => eprintln!(
-            "usage: cargo bench --bench compare -- overhead|report|synthetic|agent|waits [options]"
+            "usage: cargo bench --bench compare -- overhead|report|synthetic|agent|waits|unwind [options]"
         ),
     }
 }

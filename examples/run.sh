@@ -6,7 +6,8 @@
 # graph of idle-causing paths (idle.svg); then the same program in the
 # default Java mode (the JVM's flight recorder: wait stacks and reasons). Run as root (recording
 # needs root or CAP_PERFMON). The native duty-cycle workload is recorded too,
-# and a native program whose threads wait in the kernel (its kernel stacks).
+# and a native program whose call path to its wait is known (its user and
+# kernel stacks at the idle-causing switch-outs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release            # idleflow and libidleflow_agent.so beside it
@@ -27,10 +28,12 @@ echo "flame graph of idle-causing Java paths: idle.svg"
 echo "flame graph of idle-causing Java waits: waits.svg"
 ./target/release/idleflow record -o dutycycle.idleflow -- ./target/release/examples/dutycycle --seconds 2
 ./target/release/idleflow report dutycycle.idleflow --threads 5
-# A native program whose threads wait in known kernel functions (a pipe read,
-# a nanosleep): the kernel's stack at each switch-out that left a CPU idle.
-cc -O2 -pthread -o target/pipewait examples/c/pipewait.c
-./target/release/idleflow record -o pipewait.idleflow -- target/pipewait 2000
-./target/release/idleflow report pipewait.idleflow --threads 5 --paths 3
-./target/release/idleflow flamegraph pipewait.idleflow -o pipewait.svg
-echo "flame graph of the kernel waits: pipewait.svg"
+# A native program built without frame pointers whose worker blocks in a
+# chain of named functions ending in libc's read on a pipe: its user stack at
+# each switch-out that left a CPU idle, unwound by CFI when the recording
+# ended, with the kernel's wait under it.
+cc -O2 -fomit-frame-pointer -g -pthread -o target/chain examples/c/chain.c
+./target/release/idleflow record -o chain.idleflow -- target/chain 2000
+./target/release/idleflow report chain.idleflow --threads 5 --paths 2
+./target/release/idleflow flamegraph chain.idleflow -o chain.svg
+echo "flame graph of the idle-causing call paths (user frames, kernel frames on top): chain.svg"

@@ -81,14 +81,16 @@ fn a_full_disk_stops_the_recording_says_why_once_and_keeps_what_was_written() {
     let mnt = dir.path().join("small");
     std::fs::create_dir(&mnt).unwrap();
     let status = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
         .arg(&mnt)
         .status()
         .unwrap();
-    assert!(status.success(), "mount a 256 KiB tmpfs");
+    assert!(status.success(), "mount a 4 MiB tmpfs");
     let _guard = Tmpfs(mnt.clone());
     let rec = mnt.join("r.idleflow");
-    // ~280 k dispatches a second: 256 KiB fill within a fraction of a second.
+    // ~280 k dispatches a second, each switch to idle with its user stack
+    // copy (up to 8 KiB until the recording is resolved): 4 MiB fill within
+    // a fraction of a second (256 KiB held only ~150 dispatches then).
     let out = run(idleflow()
         .args(["record", "-q", "-o"])
         .arg(&rec)

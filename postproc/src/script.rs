@@ -127,13 +127,10 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
                 m.start.saturating_add(m.len),
                 m.pgoff,
                 m.path,
-                if m.build_id.is_empty() {
+                if m.ino == 0 {
                     String::new()
                 } else {
-                    format!(
-                        " build id {}",
-                        m.build_id.iter().map(|b| format!("{b:02x}")).collect::<String>()
-                    )
+                    format!(" inode {}", m.ino)
                 }
             )?,
             Record::UserStack(u) => writeln!(

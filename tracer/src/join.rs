@@ -281,6 +281,7 @@ mod tests {
             prev_state: state,
             next_tid: next,
             kernel_stack: None,
+            user_stack: None,
         }
     }
     fn sw_out(t: u64, prev: u32, next: u32, preempt: bool) -> PerfRecord {

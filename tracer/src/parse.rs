@@ -103,8 +103,8 @@ pub enum PerfRecord {
         len: u64,
         /// File offset of `start`.
         pgoff: u64,
-        /// GNU build id, if the kernel read it.
-        build_id: Vec<u8>,
+        /// The file's inode.
+        ino: u64,
         /// The file.
         path: String,
     },
@@ -326,14 +326,13 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
             tid: u32_at(rec, 16)?,
         },
         PERF_RECORD_MMAP2 => {
-            // pid tid | addr len pgoff | (maj min ino ino_gen) or (size,
-            // 3 reserved, build_id[20]) | prot flags | filename | trailer
+            // pid tid | addr len pgoff | maj min ino ino_gen (or a build
+            // id, which we never ask for) | prot flags | filename | trailer
             let end = rec.len().checked_sub(TRAILER)?;
-            let build_id = if misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
-                let n = usize::from(*rec.get(40)?).min(20);
-                rec.get(44..44 + n)?.to_vec()
+            let ino = if misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+                0
             } else {
-                Vec::new()
+                u64_at(rec, 48)?
             };
             let name = rec.get(72..end)?;
             let n = name.iter().position(|&c| c == 0).unwrap_or(name.len());
@@ -343,7 +342,7 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
                 start: u64_at(rec, 16)?,
                 len: u64_at(rec, 24)?,
                 pgoff: u64_at(rec, 32)?,
-                build_id,
+                ino,
                 path: String::from_utf8_lossy(&name[..n]).into_owned(),
             }
         }
@@ -353,4 +352,34 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
         },
         _ => PerfRecord::Other,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[u64]) -> Vec<u8> {
+        w.iter().flat_map(|x| x.to_ne_bytes()).collect()
+    }
+
+    #[test]
+    fn a_user_stack_is_read_as_the_kernel_lays_it_out() {
+        // abi 64, BP SP IP, size 16, 16 bytes, dyn_size 12.
+        let mut b = words(&[2, 0xb0, 0x5000, 0x401000, 16]);
+        b.extend_from_slice(&[7u8; 16]);
+        b.extend(words(&[12]));
+        let u = user_stack(&b).unwrap().unwrap();
+        assert_eq!((u.ip, u.sp, u.bp), (0x401000, 0x5000, 0xb0));
+        assert_eq!(u.requested, 16);
+        assert_eq!(u.bytes, vec![7u8; 12], "only the bytes the kernel copied");
+        // A kernel thread: abi 0, then only the stack size 0.
+        assert_eq!(user_stack(&words(&[0, 0])), Some(None));
+        // A record cut short is refused, not read past.
+        assert_eq!(user_stack(&b[..50]), None);
+        // A dyn_size beyond the size is held to the size.
+        let mut big = words(&[2, 1, 2, 3, 8]);
+        big.extend_from_slice(&[1u8; 8]);
+        big.extend(words(&[999]));
+        assert_eq!(user_stack(&big).unwrap().unwrap().bytes.len(), 8);
+    }
 }

@@ -62,6 +62,8 @@ pub struct ExecMap {
     pub end: u64,
     /// Offset in the file of `start`.
     pub pgoff: u64,
+    /// The file's inode (0 for pseudo paths).
+    pub ino: u64,
     /// The file, or a pseudo path such as `[vdso]`.
     pub path: String,
 }
@@ -83,7 +85,9 @@ pub fn parse_exec_maps(text: &str) -> Vec<ExecMap> {
             let (start, end) = f.next()?.split_once('-')?;
             let perms = f.next()?;
             let pgoff = f.next()?;
-            let path = f.nth(2)?.trim_start();
+            let _dev = f.next()?;
+            let ino = f.next()?;
+            let path = f.next()?.trim_start();
             if perms.as_bytes().get(2) != Some(&b'x') || path.is_empty() {
                 return None;
             }
@@ -91,6 +95,7 @@ pub fn parse_exec_maps(text: &str) -> Vec<ExecMap> {
                 start: u64::from_str_radix(start, 16).ok()?,
                 end: u64::from_str_radix(end, 16).ok()?,
                 pgoff: u64::from_str_radix(pgoff, 16).ok()?,
+                ino: ino.parse().ok()?,
                 path: path.trim_end_matches(" (deleted)").to_string(),
             })
         })
@@ -253,6 +258,7 @@ mod maps_tests {
         assert_eq!(m[0].start, 0x55d0c0a02000);
         assert_eq!(m[0].pgoff, 0x2000);
         assert_eq!(m[0].path, "/usr/bin/cat");
+        assert_eq!(m[0].ino, 1234);
         assert_eq!(m[1].path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
         assert_eq!(m[2].path, "[vdso]");
         assert_eq!(m[3].path, "/tmp/a b", "a path with a space, deleted");

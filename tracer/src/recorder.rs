@@ -443,7 +443,7 @@ impl Recorder {
                         start: m.start,
                         len: m.end.saturating_sub(m.start),
                         pgoff: m.pgoff,
-                        build_id: Vec::new(),
+                        ino: m.ino,
                         path: m.path,
                     })))?;
                 }
@@ -659,7 +659,7 @@ impl Recorder {
                         start,
                         len,
                         pgoff,
-                        build_id,
+                        ino,
                         path,
                     } => merge.push(
                         slot,
@@ -670,7 +670,7 @@ impl Recorder {
                             start,
                             len,
                             pgoff,
-                            build_id,
+                            ino,
                             path,
                         })),
                     ),

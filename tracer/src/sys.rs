@@ -72,8 +72,10 @@ pub struct EventSpec {
     /// multiple of 8, at most [`MAX_USER_STACK_BYTES`]). They follow the
     /// raw data, so a ring can mix events with and without them.
     pub user_stack_bytes: u32,
-    /// Also emit `MMAP2` records of executable mappings, with build ids
-    /// where the kernel reads them.
+    /// Also emit `MMAP2` records of executable mappings (with the file's
+    /// device and inode: asking the kernel for build ids instead made it
+    /// flag other tools' mmap records as build-id ones, and perf 6.1's
+    /// `perf record -g` then failed an assertion writing its file).
     pub mmap_records: bool,
 }
 
@@ -103,7 +105,6 @@ impl PerfEvent {
         if spec.mmap_records {
             attr.set_mmap(1);
             attr.set_mmap2(1);
-            attr.set_build_id(1);
         }
         attr.__bindgen_anon_1.sample_period = 1;
         attr.__bindgen_anon_2.wakeup_watermark = spec.wakeup_bytes;

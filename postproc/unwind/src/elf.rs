@@ -33,6 +33,8 @@ pub struct ElfFile {
     pub path: PathBuf,
     /// The GNU build id (empty if the file has none).
     pub build_id: Vec<u8>,
+    /// Its inode.
+    pub ino: u64,
     /// `.text`'s addresses.
     pub text_svma: Option<Range<u64>>,
     /// `.eh_frame`'s addresses and bytes.
@@ -50,6 +52,7 @@ impl ElfFile {
     /// Reads `path`.
     pub fn open(path: &Path) -> Result<Self, String> {
         let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+        let ino = std::os::unix::fs::MetadataExt::ino(&file.metadata().map_err(|e| e.to_string())?);
         // SAFETY: the map is read-only and dropped before this returns; the
         // sections kept are copied out of it. A file truncated by someone
         // else meanwhile could fault, as with any mapped file: the resolver
@@ -86,6 +89,7 @@ impl ElfFile {
             .collect();
         Ok(ElfFile {
             path: path.to_path_buf(),
+            ino,
             build_id: obj.build_id().ok().flatten().unwrap_or_default().to_vec(),
             text_svma: range(".text"),
             eh_frame: with_range(".eh_frame"),

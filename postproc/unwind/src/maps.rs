@@ -26,8 +26,8 @@ pub struct Mapping {
     pub pgoff: u64,
     /// The file, or a pseudo path (`[vdso]`).
     pub path: Arc<str>,
-    /// Build id the kernel read, if any.
-    pub build_id: Arc<[u8]>,
+    /// The file's inode when it was mapped (0: not known).
+    pub ino: u64,
 }
 
 impl Mapping {
@@ -82,7 +82,7 @@ impl AddressSpaces {
                 end,
                 pgoff: m.pgoff,
                 path: Arc::from(m.path.as_str()),
-                build_id: Arc::from(m.build_id.as_slice()),
+                ino: m.ino,
             },
         );
     }
@@ -119,7 +119,7 @@ mod tests {
             start,
             len,
             pgoff: 0,
-            build_id: Vec::new(),
+            ino: 0,
             path: path.into(),
         }
     }

@@ -33,7 +33,7 @@ struct ModuleEntry {
 #[derive(Debug, Default)]
 pub struct Frames {
     modules: Vec<ModuleEntry>,
-    module_ids: FxHashMap<(Arc<str>, Arc<[u8]>), u64>,
+    module_ids: FxHashMap<(Arc<str>, u64), u64>,
     ids: FxHashMap<(u64, u64), u64>,
     frames: Vec<UserFrame>,
     perf_maps: FxHashMap<u32, Option<(u64, Arc<PerfMap>)>>,
@@ -47,29 +47,22 @@ fn hex(b: &[u8]) -> String {
 
 impl Frames {
     fn module(&mut self, m: &Mapping, pid: u32, elves: &mut ElfCache) -> u64 {
-        let (path, build_id) = (&m.path, &m.build_id);
-        let file = path
-            .starts_with('/')
-            .then(|| elves.get(path, pid, m.start..m.end));
-        // One module per file and build: a mapping read from /proc (no
-        // build id) and one the kernel reported (with it) are the same.
-        let effective: Arc<[u8]> = match &file {
-            Some(Ok(elf)) if build_id.is_empty() => Arc::from(elf.build_id.as_slice()),
-            _ => build_id.clone(),
-        };
-        let key = (path.clone(), effective);
+        let path = &m.path;
+        let key = (path.clone(), m.ino);
         if let Some(&id) = self.module_ids.get(&key) {
             return id;
         }
+        let file = path
+            .starts_with('/')
+            .then(|| elves.get(path, pid, m.start..m.end));
         let id = self.modules.len() as u64 + 1;
         let (elf, note) = if let Some(file) = file {
             match file {
-                Ok(elf) if !build_id.is_empty() && *elf.build_id != **build_id => (
+                Ok(elf) if m.ino != 0 && elf.ino != m.ino => (
                     None,
                     format!(
-                        "build id differs: recorded {}, the file now has {} (rebuilt?)",
-                        hex(build_id),
-                        hex(&elf.build_id)
+                        "the file was replaced since it was mapped (inode {} then, {} now: rebuilt?)",
+                        m.ino, elf.ino
                     ),
                 ),
                 Ok(elf) => (Some(elf), String::new()),
@@ -78,11 +71,7 @@ impl Frames {
         } else {
             (None, String::new())
         };
-        let recorded = if build_id.is_empty() {
-            elf.as_ref().map(|e| hex(&e.build_id)).unwrap_or_default()
-        } else {
-            hex(build_id)
-        };
+        let recorded = elf.as_ref().map(|e| hex(&e.build_id)).unwrap_or_default();
         self.modules.push(ModuleEntry {
             info: UserModule {
                 id,

@@ -104,8 +104,8 @@ fn build(pid: u32, space: &Space, elves: &mut ElfCache) -> UnwinderX86_64<Bytes>
         let Ok(elf) = elves.get(&m.path, pid, m.start..m.end) else {
             continue;
         };
-        // A file rebuilt since it was mapped has other unwind rules.
-        if !m.build_id.is_empty() && *elf.build_id != *m.build_id {
+        // A file replaced since it was mapped (rebuilt) has other rules.
+        if m.ino != 0 && elf.ino != m.ino {
             continue;
         }
         let Some(bias) = elf.bias(m.start, m.pgoff) else {

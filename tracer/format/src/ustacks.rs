@@ -70,8 +70,9 @@ pub struct ModuleMap {
     pub len: u64,
     /// Offset in the file of the first address.
     pub pgoff: u64,
-    /// The file's GNU build id as the kernel read it (empty if it did not).
-    pub build_id: Vec<u8>,
+    /// The file's inode (0: not known), to tell a file replaced since it
+    /// was mapped (a rebuilt binary is a new file).
+    pub ino: u64,
     /// The file (`/usr/lib/x86_64-linux-gnu/libc.so.6`), or a pseudo path
     /// (`[vdso]`, `//anon`).
     pub path: String,
@@ -255,8 +256,7 @@ pub(crate) fn encode_module_map(m: &ModuleMap, out: &mut Vec<u8>) {
     put(out, m.start);
     put(out, m.len);
     put(out, m.pgoff);
-    put(out, m.build_id.len() as u64);
-    out.extend_from_slice(&m.build_id);
+    put(out, m.ino);
     put(out, m.path.len() as u64);
     out.extend_from_slice(m.path.as_bytes());
 }
@@ -266,8 +266,7 @@ pub(crate) fn decode_module_map(time: u64, p: &mut Payload<'_>) -> Result<Module
     let start = p.uint()?;
     let len = p.uint()?;
     let pgoff = p.uint()?;
-    let n = usize::try_from(p.uint()?).map_err(|_| p.corrupt("build id length".into()))?;
-    let build_id = p.bytes(n)?.to_vec();
+    let ino = p.uint()?;
     let n = usize::try_from(p.uint()?).map_err(|_| p.corrupt("path length".into()))?;
     let path = String::from_utf8_lossy(p.bytes(n)?).into_owned();
     Ok(ModuleMap {
@@ -276,7 +275,7 @@ pub(crate) fn decode_module_map(time: u64, p: &mut Payload<'_>) -> Result<Module
         start,
         len,
         pgoff,
-        build_id,
+        ino,
         path,
     })
 }

@@ -1,0 +1,246 @@
+//! End to end through the CLI: the user stacks taken at the switch-outs
+//! that leave a CPU idle, unwound when `record` ends, give each program's
+//! idle-causing call path by name, for code without frame pointers (CFI),
+//! for Rust's `Condvar`, after the binary is gone, and for a stripped one.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+/// `examples/c/chain.c` built `-O2 -fomit-frame-pointer` (plus `extra`)
+/// into `dir/name`.
+fn chain(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/c/chain.c");
+    let bin = dir.join(name);
+    let out = run(Command::new("cc")
+        .args(["-O2", "-fomit-frame-pointer", "-pthread"])
+        .args(extra)
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src));
+    assert!(
+        out.status.success(),
+        "cc (Debian's gcc; .ci/run installs it): {}",
+        stderr(&out)
+    );
+    bin
+}
+
+fn record(rec: &Path, cmd: &[&std::ffi::OsStr]) {
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(rec)
+        .arg("--")
+        .args(cmd));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+}
+
+/// The names of a call path's frames, innermost first.
+fn names(path: &Value) -> Vec<&str> {
+    path["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect()
+}
+
+/// Whether `want` appear in `frames` in this order (others may lie between).
+fn in_order(frames: &[&str], want: &[&str]) -> bool {
+    let mut it = frames.iter();
+    want.iter().all(|w| it.any(|f| f == w))
+}
+
+/// The dispatches to idle thread `comm` caused, from the report's
+/// per-thread table (counted from the dispatch stream, not the stacks).
+fn to_idle_of(r: &Value, comm: &str) -> u64 {
+    r["total"]["idle_causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["comm"] == comm)
+        .map(|t| u(t, "idle_dispatches_to"))
+        .sum()
+}
+
+#[test]
+fn a_c_program_without_frame_pointers_is_unwound_by_cfi_to_its_blocking_chain() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = chain(dir.path(), "chain", &["-g"]);
+    let rec = dir.path().join("c.idleflow");
+    record(&rec, &[bin.as_os_str(), "2000".as_ref()]);
+    let r = report_json(&rec);
+    let cp = &r["call_paths"];
+    assert!(cp.is_object(), "no call_paths section: {r}");
+    let top = &cp["paths"][0];
+    let frames = names(top);
+    // The whole chain, through libc's read (no frame pointers there or
+    // here: only CFI finds the callers), out to the thread's start.
+    assert!(
+        in_order(
+            &frames,
+            &[
+                "fill_buffer",
+                "next_message",
+                "consume",
+                "worker_main",
+                "start_thread"
+            ]
+        ),
+        "{frames:?}"
+    );
+    assert!(
+        frames[0].contains("read"),
+        "innermost: libc's read: {frames:?}"
+    );
+    assert!(top["wait"].as_str().unwrap().contains("pipe_read"), "{top}");
+    assert_eq!(top["threads"][0][0], "worker", "{top}");
+    let share = f(top, "share_pct");
+    assert!(
+        share >= 90.0,
+        "the worker's read is the heaviest path: {share} %"
+    );
+    // Every dispatch to idle the worker caused has its path: the stacks
+    // agree with the dispatch stream's own count.
+    let worker = to_idle_of(&r, "worker");
+    let on_path = u(top, "idle_dispatches_to");
+    assert!(worker > 1000, "the worker left its CPU idle {worker} times");
+    assert!(
+        on_path * 100 >= worker * 95,
+        "{on_path} of {worker} on the path"
+    );
+    // Nearly all copies reached the stack's bottom.
+    let c = &cp["counts"];
+    assert!(
+        u(c, "truncated") + u(c, "stopped") <= u(c, "copies") / 10,
+        "{c}"
+    );
+    // The file and line of the innermost frame of our own code.
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert!(text.contains("## Idle-causing call paths"), "{text}");
+    assert!(
+        text.contains("fill_buffer ← next_message ← consume"),
+        "{text}"
+    );
+    assert_fits_120_columns(&text);
+    // The flame graph: process, thread, user frames outermost first, the
+    // kernel's on top; --user-only leaves the kernel's out.
+    let lines = folded_with(&rec, "dispatches", &[]);
+    let (line, n) = lines.iter().max_by_key(|l| l.1).unwrap();
+    assert!(
+        line.contains("worker;")
+            && line.contains("worker_main;consume;next_message;fill_buffer;")
+            && line.contains("pipe_read_[k]"),
+        "{line}"
+    );
+    assert!(*n * 100 >= worker * 95, "{n} of {worker}");
+    let user = folded_with(&rec, "dispatches", &["--user-only"]);
+    assert!(user.iter().all(|(l, _)| !l.contains("_[k]")), "{user:?}");
+    println!("heaviest path {share:.1} %, {on_path} of {worker} dispatches to idle: {frames:?}");
+}
+
+#[test]
+fn a_rust_program_waiting_on_a_condvar_shows_the_wait_by_its_callers() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.idleflow");
+    let bin = example("condvar");
+    record(&rec, &[bin.as_os_str(), "2000".as_ref()]);
+    let r = report_json(&rec);
+    let top = &r["call_paths"]["paths"][0];
+    let frames = names(top);
+    assert!(
+        in_order(
+            &frames,
+            &[
+                "std::sync::poison::condvar::Condvar::wait",
+                "condvar::take_job",
+                "condvar::worker_loop"
+            ]
+        ),
+        "{frames:?}"
+    );
+    assert!(top["wait"].as_str().unwrap().contains("futex"), "{top}");
+    assert_eq!(top["threads"][0][0], "worker", "{top}");
+    let share = f(top, "share_pct");
+    assert!(
+        share >= 90.0,
+        "the condvar wait is the heaviest path: {share} %"
+    );
+    let worker = to_idle_of(&r, "worker");
+    assert!(u(top, "idle_dispatches_to") * 100 >= worker * 95, "{top}");
+}
+
+#[test]
+fn a_recording_reports_the_same_after_its_binary_is_deleted_and_a_stripped_one_gives_offsets() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = chain(dir.path(), "chain-gone", &["-g"]);
+    let rec = dir.path().join("d.idleflow");
+    record(&rec, &[bin.as_os_str(), "500".as_ref()]);
+    let before = stdout(&run(idleflow().arg("report").arg(&rec)));
+    let json_before = report_json(&rec)["call_paths"].clone();
+    std::fs::remove_file(&bin).unwrap();
+    let after = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert_eq!(before, after, "the recording carries its symbols");
+    assert_eq!(json_before, report_json(&rec)["call_paths"]);
+    assert!(in_order(
+        &names(&json_before["paths"][0]),
+        &["fill_buffer", "consume"]
+    ));
+
+    // Stripped: no symbols of its own, so module + offset; libc still named.
+    let bin = chain(dir.path(), "chain-stripped", &["-s"]);
+    let rec = dir.path().join("s.idleflow");
+    record(&rec, &[bin.as_os_str(), "500".as_ref()]);
+    let r = report_json(&rec);
+    let top = &r["call_paths"]["paths"][0];
+    let frames = names(top);
+    let ours = frames
+        .iter()
+        .filter(|f| f.starts_with("chain-stripped+0x"))
+        .count();
+    assert!(
+        ours >= 4,
+        "the chain's four functions by offset: {frames:?}"
+    );
+    assert!(frames.iter().any(|f| *f == "start_thread"), "{frames:?}");
+    assert!(frames[0].contains("read"), "{frames:?}");
+}
+
+#[test]
+fn stack_size_zero_and_no_stacks_take_no_user_stacks() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = chain(dir.path(), "chain", &[]);
+    for (flags, kernel) in [
+        (&["--stack-size", "0"][..], true),
+        (&["--no-stacks"][..], false),
+    ] {
+        let rec = dir.path().join("z.idleflow");
+        let out = run(idleflow()
+            .args(["record", "-q"])
+            .args(flags)
+            .arg("-o")
+            .arg(&rec)
+            .arg("--")
+            .arg(&bin)
+            .arg("300"));
+        assert!(out.status.success(), "record {flags:?}: {}", stderr(&out));
+        let r = report_json(&rec);
+        assert!(r["call_paths"].is_null(), "{flags:?}: {}", r["call_paths"]);
+        assert_eq!(r["kernel_waits"].is_object(), kernel, "{flags:?}");
+    }
+    let out = run(idleflow().args(["record", "--stack-size", "100", "--", "true"]));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not a multiple of 8"),
+        "{}",
+        stderr(&out)
+    );
+}
