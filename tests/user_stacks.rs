@@ -209,7 +209,7 @@ fn a_recording_reports_the_same_after_its_binary_is_deleted_and_a_stripped_one_g
         ours >= 4,
         "the chain's four functions by offset: {frames:?}"
     );
-    assert!(frames.iter().any(|f| *f == "start_thread"), "{frames:?}");
+    assert!(frames.contains(&"start_thread"), "{frames:?}");
     assert!(frames[0].contains("read"), "{frames:?}");
 }
 

@@ -73,18 +73,18 @@ impl ElfFile {
             |name: &str| -> Option<(Range<u64>, Bytes)> { Some((range(name)?, bytes(name)?)) };
         let segments = obj
             .segments()
-            .filter_map(|s| {
+            .map(|s| {
                 let (offset, filesz) = s.file_range();
                 let exec = match s.flags() {
                     SegmentFlags::Elf { p_flags } => p_flags & object::elf::PF_X != 0,
                     _ => false,
                 };
-                Some(Segment {
+                Segment {
                     offset,
                     vaddr: s.address(),
                     filesz,
                     exec,
-                })
+                }
             })
             .collect();
         Ok(ElfFile {
@@ -160,7 +160,8 @@ mod tests {
         // Our own mapping of the executable segment gives the bias that
         // turns this function's address into the file's.
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let here = the_running_test_binary_has_unwind_information_and_a_bias as usize as u64;
+        let here =
+            the_running_test_binary_has_unwind_information_and_a_bias as *const () as usize as u64;
         let line = maps
             .lines()
             .find(|l| {

@@ -191,17 +191,14 @@ impl Frames {
                             f.name = sym.name.into_owned();
                             // An alias inlined into itself (`__GI___libc_read`
                             // in libc's read) is one function, not two.
-                            let mut outer = f.name.clone();
-                            f.inlined = sym
-                                .inlined
-                                .iter()
-                                .filter_map(|x| {
-                                    (x.name != outer).then(|| {
-                                        outer = x.name.to_string();
-                                        outer.clone()
-                                    })
-                                })
-                                .collect();
+                            let mut inlined: Vec<String> = Vec::new();
+                            for x in sym.inlined.iter() {
+                                let outer = inlined.last().unwrap_or(&f.name);
+                                if x.name != outer.as_str() {
+                                    inlined.push(x.name.to_string());
+                                }
+                            }
+                            f.inlined = inlined;
                             let code = sym
                                 .inlined
                                 .last()

@@ -89,6 +89,65 @@ fn records() -> Vec<Record> {
             }],
         })),
     ];
+    // The user-stack kinds: a copy, a mapping, and what resolving makes.
+    v.push(Record::ModuleMap(Box::new(idleflow_format::ModuleMap {
+        time: 1_000_005_000,
+        pid: 77,
+        start: 0x7f00_0000_1000,
+        len: 0x20_0000,
+        pgoff: 0x2000,
+        ino: 1_234_567,
+        path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+    })));
+    v.push(Record::StackCopy(Box::new(idleflow_format::StackCopy {
+        time: 1_000_006_000,
+        cpu: 1,
+        tid: 78,
+        pid: 77,
+        ip: 0x7f00_0000_1234,
+        sp: 0x7ffd_0000_0000,
+        bp: 0,
+        requested: 8192,
+        bytes: (0..=255u8).cycle().take(1000).collect(),
+    })));
+    v.push(Record::UserStack(Box::new(idleflow_format::UserStack {
+        id: 3,
+        end: idleflow_format::UnwindEnd::Truncated,
+        frames: vec![1, 2, 300, 1 << 40],
+    })));
+    v.push(Record::SwitchUserStack(idleflow_format::SwitchStack {
+        time: 1_000_006_000,
+        cpu: 1,
+        tid: 78,
+        stack: 3,
+    }));
+    v.push(Record::UserSymbols(Box::new(
+        idleflow_format::UserSymbols {
+            modules: vec![idleflow_format::UserModule {
+                id: 1,
+                path: "/bin/x".into(),
+                build_id: "ab12".into(),
+                note: String::new(),
+            }],
+            frames: vec![idleflow_format::UserFrame {
+                id: 1,
+                kind: idleflow_format::CodeKind::Native,
+                module: 1,
+                addr: 0x1234,
+                name: "fill_buffer".into(),
+                inlined: vec!["inner".into()],
+                file: "chain.c".into(),
+                line: 29,
+            }],
+            counts: idleflow_format::UserStackCounts {
+                copies: 5,
+                resolved: 4,
+                truncated: 1,
+                ..Default::default()
+            },
+            notes: vec!["a note".into()],
+        },
+    )));
     for (i, s) in PrevState::ALL.into_iter().enumerate() {
         v.push(Record::Dispatch(Dispatch {
             time: 1_000_010_000 + i as u64 * 3_000_000_000,
