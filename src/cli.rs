@@ -153,6 +153,12 @@ pub struct RecordArgs {
     /// server; JFR takes a second or two to start); `tree` injects the
     /// entry/exit agent for the exact arcflow call tree (commands only; Java
     /// then runs interpreted: 25-200x slower). `--java tree,waits` gives both.
+    /// `stacks` names the JIT-compiled frames of the user stacks taken at
+    /// the switch-outs, with no agent: the command's JVMs run with
+    /// -XX:+PreserveFramePointer (frame pointers walk through JIT code) and
+    /// write their perf map when they exit (-XX:+DumpPerfMapAtExit); JVMs
+    /// still running when the window closes (and --pid's) are asked for it
+    /// through the attach mechanism (`jcmd PID Compiler.perfmap`).
     #[arg(
         long,
         value_enum,
@@ -245,6 +251,9 @@ pub enum JavaMode {
     Waits,
     /// The entry/exit agent: the arcflow call tree.
     Tree,
+    /// JIT-compiled Java frames in the user stacks at the switch-outs:
+    /// HotSpot's own frame pointers and perf map, no agent.
+    Stacks,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -83,7 +83,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         None
     };
     recorder.set_java_waits(waits.is_some());
-    let java_options: Vec<&str> = agent.iter().map(|a| a.java_options.as_str()).collect();
+    let mut java_options: Vec<&str> = agent.iter().map(|a| a.java_options.as_str()).collect();
+    let jit_stacks = java(JavaMode::Stacks) && !args.no_stacks && args.stack_size > 0;
+    if jit_stacks {
+        java_options.push(JIT_STACK_OPTIONS);
+    }
     if let Some(a) = &agent {
         recorder.attach_work_area(a.work_area.clone(), a.tree_dir.clone());
     }
@@ -248,6 +252,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             args.output.display()
         )
     })?;
+    if jit_stacks {
+        let root = target_pids.first().copied();
+        for note in write_perf_maps(root, args.quiet) {
+            eprintln!("idleflow: note: {note}");
+        }
+    }
     if !args.no_stacks && args.stack_size > 0 {
         resolve_stacks(&path, args.quiet)?;
     }
@@ -300,4 +310,38 @@ fn resolve_stacks(path: &std::path::Path, quiet: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What `--java stacks` adds to the command's JVMs: frame pointers kept in
+/// JIT-compiled code (so the unwinder walks through it; HotSpot's own JIT
+/// code has no CFI), and HotSpot's perf map written at exit (so its frames
+/// get their Java names).
+const JIT_STACK_OPTIONS: &str =
+    "-XX:+PreserveFramePointer -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit";
+
+/// Asks every JVM of `root`'s process tree that still runs to write its
+/// perf map (`/tmp/perf-PID.map`, as `jcmd PID Compiler.perfmap`), so the
+/// resolver names its JIT frames; JVMs that exited wrote theirs at exit.
+/// Returns what failed, one note each.
+fn write_perf_maps(root: Option<u32>, quiet: bool) -> Vec<String> {
+    let Some(root) = root else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    for pid in crate::attach::process_tree(root) {
+        if !crate::attach::is_jvm(pid) {
+            continue;
+        }
+        match crate::attach::jcmd(pid, "Compiler.perfmap", "") {
+            Ok(_) => {
+                if !quiet {
+                    eprintln!("idleflow: JVM {pid} wrote its perf map (/tmp/perf-{pid}.map)");
+                }
+            }
+            Err(e) => notes.push(format!(
+                "JVM {pid}: its perf map could not be written, its JIT frames stay unnamed: {e}"
+            )),
+        }
+    }
+    notes
 }

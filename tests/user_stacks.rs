@@ -244,3 +244,61 @@ fn stack_size_zero_and_no_stacks_take_no_user_stacks() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_jit_compiled_java_method_is_named_from_the_jvms_perf_map_without_an_agent() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("j.idleflow");
+    let java = Path::new(JDK17).join("bin/java");
+    let out = run(idleflow()
+        .args(["record", "--java", "stacks", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&java)
+        .args([
+            "-XX:CompileCommand=quiet",
+            "-XX:CompileCommand=dontinline,JitWait::pause",
+        ])
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["JitWait", "20000"]));
+    let err = stderr(&out);
+    assert!(out.status.success(), "record: {err}");
+    // No agent: HotSpot's own options, nothing else.
+    assert!(err.contains("-XX:+PreserveFramePointer"), "{err}");
+    assert!(!err.contains("agentpath"), "{err}");
+    let r = report_json(&rec);
+    let paths = r["call_paths"]["paths"].as_array().unwrap();
+    let waiter: Vec<&Value> = paths
+        .iter()
+        .filter(|p| p["threads"][0][0] == "waiter")
+        .collect();
+    let top = waiter.first().expect("a path of the waiter thread");
+    let frames = top["frames"].as_array().unwrap();
+    let pause = frames
+        .iter()
+        .find(|f| f["name"].as_str().unwrap().contains("JitWait.pause"))
+        .unwrap_or_else(|| panic!("JitWait.pause among {frames:?}"));
+    assert_eq!(pause["kind"], "jit", "{pause}");
+    // Under it libjvm's park, named by its symbols; above it the thread's
+    // start, reached through the interpreter's and JIT frames by their
+    // frame pointers.
+    let names = names(top);
+    assert!(in_order(&names, &["Unsafe_Park"]), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.contains("thread_native_entry")),
+        "{names:?}"
+    );
+    assert!(top["wait"].as_str().unwrap().contains("futex"), "{top}");
+    // The waiter's parks are most of the JVM's idle, and nearly all of
+    // them have this path.
+    let waiter_idle = to_idle_of(&r, "waiter");
+    assert!(waiter_idle > 5000, "{waiter_idle}");
+    assert!(
+        u(top, "idle_dispatches_to") * 10 >= waiter_idle * 8,
+        "{} of {waiter_idle} dispatches to idle on the JIT path",
+        u(top, "idle_dispatches_to")
+    );
+}

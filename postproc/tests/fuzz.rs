@@ -62,8 +62,54 @@ fn seed() -> Vec<u8> {
                 prev_node: tag,
             }))
             .unwrap();
+            if next == IDLE_TID {
+                // Its user stack, as `record` resolves it.
+                w.write(&Record::SwitchUserStack(idleflow_format::SwitchStack {
+                    time: t,
+                    cpu,
+                    tid: prev,
+                    stack: 1 + u64::from(i % 2),
+                }))
+                .unwrap();
+            }
         }
     }
+    for (id, frames) in [(1, vec![1, 2]), (2, vec![3, 2])] {
+        w.write(&Record::UserStack(Box::new(idleflow_format::UserStack {
+            id,
+            end: idleflow_format::UnwindEnd::Complete,
+            frames,
+        })))
+        .unwrap();
+    }
+    let frame = |id, kind, module, name: &str| idleflow_format::UserFrame {
+        id,
+        kind,
+        module,
+        addr: 0x1000 * id,
+        name: name.into(),
+        inlined: vec![],
+        file: String::new(),
+        line: 0,
+    };
+    w.write(&Record::UserSymbols(Box::new(
+        idleflow_format::UserSymbols {
+            modules: vec![idleflow_format::UserModule {
+                id: 1,
+                path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+                build_id: String::new(),
+                note: String::new(),
+            }],
+            frames: vec![
+                frame(1, idleflow_format::CodeKind::Native, 1, "read"),
+                frame(2, idleflow_format::CodeKind::Jit, 0, "LMain;::run"),
+                frame(3, idleflow_format::CodeKind::Native, 1, ""),
+            ],
+            counts: Default::default(),
+            notes: vec![],
+        },
+    )))
+    .unwrap();
     w.write_tree_dump(&TreeDump {
         pid: 7,
         final_dump: true,

@@ -28,8 +28,16 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(a) = Analysis::run_with_progress(std::io::Cursor::new(data), &opts, |_| {}) {
             let r = Report::new(&a, 5);
             let _ = text::render(&r, "fuzz", &text::TextOptions::default());
-            let _ = flame::folded(&a, false);
-            let _ = flame::folded(&a, true);
+            for (by_reason, stacks, user_only) in
+                [(false, false, false), (true, false, false), (false, true, false), (false, true, true)]
+            {
+                let source = flame::Source {
+                    by_reason,
+                    stacks,
+                    user_only,
+                };
+                let _ = flame::folded(&a, source);
+            }
         }
     }
     let _ = script::print(data, &mut std::io::sink());

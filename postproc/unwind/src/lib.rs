@@ -79,7 +79,10 @@ pub fn resolve(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Resolv
     let out = File::create(&tmp).map_err(io("cannot create", &tmp))?;
     let result = (|| {
         let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, out), reader.info())?;
-        let mut state = State::default();
+        let mut state = State {
+            frames: Frames::new(reader.info().start_unix_ns),
+            ..State::default()
+        };
         let mut n = 0u64;
         while let Some(rec) = reader.next_record()? {
             n += 1;

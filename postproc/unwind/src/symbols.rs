@@ -37,6 +37,8 @@ pub struct Frames {
     ids: FxHashMap<(u64, u64), u64>,
     frames: Vec<UserFrame>,
     perf_maps: FxHashMap<u32, Option<(u64, Arc<PerfMap>)>>,
+    /// When the recording began, ns since the epoch.
+    since_unix_ns: u64,
     /// Frames in no module and no perf map.
     pub unknown: u64,
 }
@@ -83,6 +85,15 @@ impl Frames {
         });
         self.module_ids.insert(key, id);
         id
+    }
+
+    /// Frames of a recording that began at `since_unix_ns` (ns since the
+    /// epoch): perf maps older than that are not its processes'.
+    pub fn new(since_unix_ns: u64) -> Self {
+        Frames {
+            since_unix_ns,
+            ..Default::default()
+        }
     }
 
     fn intern(&mut self, module: u64, addr: u64, kind: CodeKind, name: &str) -> u64 {
@@ -139,13 +150,22 @@ impl Frames {
         self.intern(module, addr, CodeKind::Unknown, "")
     }
 
-    /// The perf map of `pid` (read once), with its module id.
+    /// The perf map of `pid` (read once), with its module id: only one
+    /// written since the recording began (an older file is another process
+    /// that had the same pid).
     fn perf_map(&mut self, pid: u32) -> Option<(u64, Arc<PerfMap>)> {
         if let Some(m) = self.perf_maps.get(&pid) {
             return m.clone();
         }
         let path = format!("/tmp/perf-{pid}.map");
-        let found = PerfMap::read(Path::new(&path))
+        let fresh = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .is_some_and(|t| t.as_nanos() as u64 >= self.since_unix_ns);
+        let found = fresh
+            .then(|| PerfMap::read(Path::new(&path)))
+            .flatten()
             .filter(|m| !m.is_empty())
             .map(|m| {
                 let id = self.modules.len() as u64 + 1;
