@@ -781,6 +781,67 @@ fn unwind(loops: u64) {
     );
 }
 
+/// `record --java stacks` on the agent benchmark's workloads: what the
+/// JVM options cost (frame pointers kept in JIT code, the perf map written
+/// at exit) against plain Java, and the whole recording against
+/// `record --no-agent` (the same recorder, JVMs left alone).
+fn jit_stacks(reps: usize) {
+    let jdk = Path::new(JDK_BIN);
+    let classes = compile_examples(&["Fib", "HandOff"]);
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("j.idleflow");
+    let workloads: [(&str, Vec<&str>); 2] = [
+        ("Fib 36 x2 (call-heavy)", vec!["Fib", "36", "2"]),
+        (
+            "HandOff 4 workers, 20000 tasks (hand-off-heavy)",
+            vec!["HandOff", "4", "20000"],
+        ),
+    ];
+    println!("| workload | plain (ms) | JVM options of --java stacks (ms) | idleflow record --no-agent (ms) | idleflow record --java stacks (ms) | options / plain | --java stacks / --no-agent |");
+    println!("|---|---|---|---|---|---|---|");
+    for (name, args) in workloads {
+        let mut t: [Vec<f64>; 4] = Default::default();
+        for _ in 0..reps {
+            for (mode, times) in t.iter_mut().enumerate() {
+                let mut cmd = match mode {
+                    0 | 1 => Command::new(jdk.join("java")),
+                    _ => {
+                        let mut c = Command::new(idleflow());
+                        c.args(["record", "-q", "-o"]).arg(&rec);
+                        c.args(if mode == 2 {
+                            ["--no-agent"]
+                        } else {
+                            ["--java=stacks"]
+                        });
+                        c.arg("--").arg(jdk.join("java"));
+                        c
+                    }
+                };
+                if mode == 1 {
+                    cmd.args([
+                        "-XX:+PreserveFramePointer",
+                        "-XX:+UnlockDiagnosticVMOptions",
+                        "-XX:+DumpPerfMapAtExit",
+                    ]);
+                }
+                let (_, _, out, _) = measure(cmd.arg("-cp").arg(classes.path()).args(&args));
+                times.push(program_ms(&out));
+            }
+        }
+        let med: Vec<f64> = t.iter_mut().map(|v| median(v)).collect();
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.3}× | {:.3}× |",
+            med[0],
+            med[1],
+            med[2],
+            med[3],
+            med[1] / med[0],
+            med[3] / med[2]
+        );
+    }
+    println!("\n(medians of {reps} runs, interleaved; times measured inside each program)");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -799,9 +860,10 @@ fn main() {
         Some("agent") => agent(flag("--reps", 5) as usize),
         Some("waits") => waits(flag("--reps", 5) as usize),
         Some("unwind") => unwind(flag("--loops", 100_000)),
+        Some("jitstacks") => jit_stacks(flag("--reps", 5) as usize),
         Some("synthetic") => synthetic(&[1, flag("--millions", 10), 4 * flag("--millions", 10)]),
         _ => eprintln!(
-            "usage: cargo bench --bench compare -- overhead|report|synthetic|agent|waits|unwind [options]"
+            "usage: cargo bench --bench compare -- overhead|report|synthetic|agent|waits|unwind|jitstacks [options]"
         ),
     }
 }
