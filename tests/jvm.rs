@@ -230,12 +230,17 @@ fn a_recording_without_a_jvm_has_no_call_trees_and_says_so() {
     let r = report_json(&rec);
     assert!(r["arcflow"].is_null());
     assert!(u(&r, "dispatches") > 0);
-    // Its flame graph draws the kernel stacks: `sleep` waits in the
-    // kernel's nanosleep (ten of them: on a busy machine one sleep may
-    // leave no CPU idle).
+    // Its flame graph draws the stacks: `sleep` waits in the kernel's
+    // nanosleep (ten of them: on a busy machine one sleep may leave no CPU
+    // idle). On one CPU, so that the shell's own wait for each `sleep`
+    // never idles a CPU (the child is runnable there): on two, the shell's
+    // wait4 and the child's nanosleep each idle a CPU about as long.
     let rec = dir.path().join("sleeps.idleflow");
     let out = run(idleflow().args(["record", "-q", "-o"]).arg(&rec).args([
         "--",
+        "taskset",
+        "-c",
+        "0",
         "sh",
         "-c",
         "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.05; done",

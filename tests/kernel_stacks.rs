@@ -6,25 +6,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 use serde_json::Value;
 
 /// `examples/c/pipewait.c` built with `-O2` into `dir`.
 fn pipewait(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/c/pipewait.c");
-    let bin = dir.join("pipewait");
-    let out = run(Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&bin)
-        .arg(&src));
-    assert!(
-        out.status.success(),
-        "cc (Debian's gcc; .ci/run installs it): {}",
-        stderr(&out)
-    );
-    bin
+    build_c_example(dir, "pipewait.c", "pipewait", &["-O2", "-pthread"])
 }
 
 /// The report's kernel paths waited in by thread `comm`: (wait, dispatches).

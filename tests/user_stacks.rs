@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 use serde_json::Value;
@@ -14,20 +13,9 @@ use serde_json::Value;
 /// `examples/c/chain.c` built `-O2 -fomit-frame-pointer` (plus `extra`)
 /// into `dir/name`.
 fn chain(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/c/chain.c");
-    let bin = dir.join(name);
-    let out = run(Command::new("cc")
-        .args(["-O2", "-fomit-frame-pointer", "-pthread"])
-        .args(extra)
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src));
-    assert!(
-        out.status.success(),
-        "cc (Debian's gcc; .ci/run installs it): {}",
-        stderr(&out)
-    );
-    bin
+    let mut flags = vec!["-O2", "-fomit-frame-pointer", "-pthread"];
+    flags.extend_from_slice(extra);
+    build_c_example(dir, "chain.c", name, &flags)
 }
 
 fn record(rec: &Path, cmd: &[&std::ffi::OsStr]) {

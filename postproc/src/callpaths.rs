@@ -241,18 +241,8 @@ pub fn folded(
         if !shown(tid) || (ustack == 0 && (kstack == 0 || user_only)) {
             continue;
         }
-        let (pid, name) = names
-            .get(&tid)
-            .map_or((0, format!("tid {tid}")), |(pid, n)| (*pid, n.clone()));
-        let process = names
-            .get(&pid)
-            .map_or_else(|| format!("pid {pid}"), |n| n.1.clone());
-        let thread = if fold.merge_threads {
-            crate::arcflow::thread_pattern(&name)
-        } else {
-            name
-        };
-        let mut parts = vec![clean(&process), clean(&thread)];
+        let (process, thread) = crate::kwaits::folded_roots(names, tid, fold);
+        let mut parts = vec![process, thread];
         parts.extend(
             user_path(kw, ustack)
                 .iter()

@@ -317,6 +317,28 @@ impl KernelWaitsSection {
     }
 }
 
+/// The two root frames of a folded stack of thread `tid`: its process's
+/// name and its own (a pool's name pattern unless `fold` keeps threads
+/// apart). `names`: tid → (pid, name).
+pub fn folded_roots(
+    names: &FxHashMap<u32, (u32, String)>,
+    tid: u32,
+    fold: crate::views::FoldOptions,
+) -> (String, String) {
+    let (pid, name) = names
+        .get(&tid)
+        .map_or((0, format!("tid {tid}")), |(pid, n)| (*pid, n.clone()));
+    let process = names
+        .get(&pid)
+        .map_or_else(|| format!("pid {pid}"), |n| n.1.clone());
+    let thread = if fold.merge_threads {
+        crate::arcflow::thread_pattern(&name)
+    } else {
+        name
+    };
+    (process.replace(';', ":"), thread.replace(';', ":"))
+}
+
 /// Folded stacks of the kernel waits for `inferno`: `PROCESS;THREAD;kernel
 /// frames outermost first, the wait on top WEIGHT`, frames suffixed `_[k]`
 /// (inferno's `java` palette draws them as kernel frames). Pool threads are
@@ -334,17 +356,7 @@ pub fn folded(
         if stack == 0 || !shown(tid) {
             continue;
         }
-        let (pid, name) = names
-            .get(&tid)
-            .map_or((0, format!("tid {tid}")), |(pid, n)| (*pid, n.clone()));
-        let process = names
-            .get(&pid)
-            .map_or_else(|| format!("pid {pid}"), |n| n.1.clone());
-        let thread = if fold.merge_threads {
-            crate::arcflow::thread_pattern(&name)
-        } else {
-            name
-        };
+        let (process, thread) = folded_roots(names, tid, fold);
         let all = kw.frames(stack);
         let inner = all.iter().position(|f| !is_scheduler_frame(f)).unwrap_or(0);
         let frames: Vec<String> = all[inner..]
@@ -352,12 +364,7 @@ pub fn folded(
             .rev()
             .map(|f| format!("{}_[k]", f.replace(';', ":")))
             .collect();
-        let line = format!(
-            "{};{};{}",
-            process.replace(';', ":"),
-            thread.replace(';', ":"),
-            frames.join(";")
-        );
+        let line = format!("{process};{thread};{}", frames.join(";"));
         let weight = if fold.dispatches {
             c.dispatches
         } else {

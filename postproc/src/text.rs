@@ -549,6 +549,45 @@ fn more_paths(o: &mut String, total: usize, shown: usize) -> std::fmt::Result {
     Ok(())
 }
 
+/// Where a stack path's frames start, under its figures.
+const PATH_INDENT: usize = 29;
+
+/// A stack path's first two lines: its figures and `head` (its wait),
+/// then the threads (or pools) that left there, most first.
+fn render_path_head(
+    o: &mut String,
+    idle_ns: u64,
+    share_pct: f64,
+    dispatches: u64,
+    head: &str,
+    threads: &[(String, u64)],
+) -> std::fmt::Result {
+    writeln!(
+        o,
+        "{:>10} {:>5.1}% {:>9}  {}",
+        ms(idle_ns),
+        share_pct,
+        count(dispatches),
+        fit(head, WIDTH - PATH_INDENT)
+    )?;
+    let who: Vec<String> = threads
+        .iter()
+        .take(4)
+        .map(|(name, n)| format!("{name} ×{}", count(*n)))
+        .collect();
+    let more = if threads.len() > 4 {
+        format!(", {} more", threads.len() - 4)
+    } else {
+        String::new()
+    };
+    writeln!(
+        o,
+        "{:PATH_INDENT$}{}",
+        "",
+        fit(&format!("by {}{more}", who.join(", ")), WIDTH - PATH_INDENT)
+    )
+}
+
 /// Idle-causing call paths: per path, the process and the kernel's wait,
 /// the threads, and the user frames (innermost first).
 fn render_call_paths(
@@ -604,37 +643,19 @@ fn render_call_paths(
         "{:>10} {:>6} {:>9}  process: kernel wait, the threads, then the user stack (innermost first)",
         "idle ms", "share", "to-idle"
     )?;
-    const INDENT: usize = 29;
     for p in cp.paths.iter().take(max_paths) {
         let head = if p.wait.is_empty() {
             p.process.clone()
         } else {
             format!("{}: {}", p.process, p.wait)
         };
-        writeln!(
+        render_path_head(
             o,
-            "{:>10} {:>5.1}% {:>9}  {}",
-            ms(p.idle_ns),
+            p.idle_ns,
             p.share_pct,
-            count(p.idle_dispatches_to),
-            fit(&head, WIDTH - INDENT)
-        )?;
-        let who: Vec<String> = p
-            .threads
-            .iter()
-            .take(4)
-            .map(|(name, n)| format!("{name} ×{}", count(*n)))
-            .collect();
-        let more = if p.threads.len() > 4 {
-            format!(", {} more", p.threads.len() - 4)
-        } else {
-            String::new()
-        };
-        writeln!(
-            o,
-            "{:INDENT$}{}",
-            "",
-            fit(&format!("by {}{more}", who.join(", ")), WIDTH - INDENT)
+            p.idle_dispatches_to,
+            &head,
+            &p.threads,
         )?;
         let mut frames: Vec<String> = p
             .frames
@@ -648,8 +669,8 @@ fn render_call_paths(
         if p.partial {
             frames.push("… (cut)".into());
         }
-        for l in wrap(&frames.join(" ← "), "at", "  ", WIDTH - INDENT) {
-            writeln!(o, "{:INDENT$}{l}", "")?;
+        for l in wrap(&frames.join(" ← "), "at", "  ", WIDTH - PATH_INDENT) {
+            writeln!(o, "{:PATH_INDENT$}{l}", "")?;
         }
     }
     more_paths(o, cp.paths.len(), max_paths)
@@ -691,32 +712,14 @@ fn render_kernel_waits(
         "{:>10} {:>6} {:>9}  wait, the threads, then the kernel stack (innermost first)",
         "idle ms", "share", "to-idle"
     )?;
-    const INDENT: usize = 29;
     for p in kw.paths.iter().take(max_paths) {
-        writeln!(
+        render_path_head(
             o,
-            "{:>10} {:>5.1}% {:>9}  {}",
-            ms(p.idle_ns),
+            p.idle_ns,
             p.share_pct,
-            count(p.idle_dispatches_to),
-            fit(&p.wait, WIDTH - INDENT)
-        )?;
-        let who: Vec<String> = p
-            .threads
-            .iter()
-            .take(4)
-            .map(|(name, n)| format!("{name} ×{}", count(*n)))
-            .collect();
-        let more = if p.threads.len() > 4 {
-            format!(", {} more", p.threads.len() - 4)
-        } else {
-            String::new()
-        };
-        writeln!(
-            o,
-            "{:INDENT$}{}",
-            "",
-            fit(&format!("by {}{more}", who.join(", ")), WIDTH - INDENT)
+            p.idle_dispatches_to,
+            &p.wait,
+            &p.threads,
         )?;
         let frames: Vec<&str> = p
             .frames
@@ -724,8 +727,8 @@ fn render_kernel_waits(
             .map(String::as_str)
             .skip_while(|f| crate::kwaits::is_scheduler_frame(f))
             .collect();
-        for l in wrap(&frames.join(" ← "), "at", "  ", WIDTH - INDENT) {
-            writeln!(o, "{:INDENT$}{l}", "")?;
+        for l in wrap(&frames.join(" ← "), "at", "  ", WIDTH - PATH_INDENT) {
+            writeln!(o, "{:PATH_INDENT$}{l}", "")?;
         }
     }
     more_paths(o, kw.paths.len(), max_paths)

@@ -46,6 +46,21 @@ pub fn example(name: &str) -> PathBuf {
     p
 }
 
+/// `examples/c/SOURCE` compiled with `cc FLAGS` into `dir/name`.
+pub fn build_c_example(dir: &Path, source: &str, name: &str, flags: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/c")
+        .join(source);
+    let bin = dir.join(name);
+    let out = run(Command::new("cc").args(flags).arg("-o").arg(&bin).arg(&src));
+    assert!(
+        out.status.success(),
+        "cc (Debian's gcc; .ci/run installs it): {}",
+        stderr(&out)
+    );
+    bin
+}
+
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("run a command")
 }
