@@ -54,8 +54,8 @@ impl Frames {
         if let Some(&id) = self.module_ids.get(&key) {
             return id;
         }
-        let file = path
-            .starts_with('/')
+        let file = m
+            .is_file()
             .then(|| elves.get(path, pid, m.start..m.end));
         let id = self.modules.len() as u64 + 1;
         let (elf, note) = if let Some(file) = file {
