@@ -173,11 +173,7 @@ impl CallPathsSection {
                     partial,
                     idle_dispatches_to: c.dispatches,
                     idle_ns: c.idle_ns,
-                    share_pct: if total_idle == 0 {
-                        0.0
-                    } else {
-                        c.idle_ns as f64 * 100.0 / total_idle as f64
-                    },
+                    share_pct: crate::kwaits::share_pct(c.idle_ns, total_idle),
                     threads,
                 }
             })

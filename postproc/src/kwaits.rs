@@ -197,6 +197,16 @@ impl KernelWaits {
     }
 }
 
+/// `part` as a percentage of `whole` (0 for an empty whole): a stack
+/// path's share of the idle after the threads with a stack left.
+pub fn share_pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
 /// Functions of the scheduler (and of the tracing that took the stack)
 /// that every blocked thread passes: a stack's wait is the first frame
 /// that is not one of them.
@@ -291,11 +301,7 @@ impl KernelWaitsSection {
                     frames,
                     idle_dispatches_to: c.dispatches,
                     idle_ns: c.idle_ns,
-                    share_pct: if total_idle == 0 {
-                        0.0
-                    } else {
-                        c.idle_ns as f64 * 100.0 / total_idle as f64
-                    },
+                    share_pct: crate::kwaits::share_pct(c.idle_ns, total_idle),
                     threads,
                 }
             })

@@ -54,9 +54,7 @@ impl Frames {
         if let Some(&id) = self.module_ids.get(&key) {
             return id;
         }
-        let file = m
-            .is_file()
-            .then(|| elves.get(path, pid, m.start..m.end));
+        let file = m.is_file().then(|| elves.get(path, pid, m.start..m.end));
         let id = self.modules.len() as u64 + 1;
         let (elf, note) = if let Some(file) = file {
             match file {
