@@ -289,4 +289,23 @@ fn a_jit_compiled_java_method_is_named_from_the_jvms_perf_map_without_an_agent()
         "{} of {waiter_idle} dispatches to idle on the JIT path",
         u(top, "idle_dispatches_to")
     );
+    // Without it (the flight recorder's waits alone), JIT frames are not
+    // named, and the report says how to name them.
+    let rec = dir.path().join("w.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&java)
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["JitWait", "5000"]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let cp = &report_json(&rec)["call_paths"];
+    let notes = cp["notes"].to_string();
+    assert!(notes.contains("--java waits,stacks"), "{notes}");
+    assert!(
+        !cp.to_string().contains("JitWait.pause"),
+        "named without a perf map?"
+    );
 }

@@ -552,28 +552,7 @@ impl Report {
                     .get(&tid)
                     .map_or_else(|| format!("tid {tid}"), |(_, comm)| comm.clone())
             }),
-            call_paths: crate::callpaths::CallPathsSection::new(
-                &a.kernel,
-                &a.tool_tids,
-                |tid| a.shows(tid),
-                a.causes
-                    .iter()
-                    .filter(|((_, tid), _)| !a.tool_tids.contains(tid) && a.shows(*tid))
-                    .fold((0, 0), |(n, ns), (_, c)| {
-                        (n + c.dispatches, ns.saturating_add(c.idle_ns))
-                    }),
-                |tid| {
-                    let (pid, thread) = a
-                        .names
-                        .get(&tid)
-                        .map_or_else(|| (0, format!("tid {tid}")), |(p, c)| (*p, c.clone()));
-                    let process = a
-                        .names
-                        .get(&pid)
-                        .map_or_else(|| format!("pid {pid}"), |(_, c)| c.clone());
-                    (process, thread)
-                },
-            ),
+            call_paths: call_paths(a),
             per_cpu,
             total,
             threads,
@@ -596,6 +575,57 @@ fn idle_caused(a: &Analysis) -> (u64, u64) {
         .fold((0, 0), |(n, ns), (_, c)| {
             (n + c.dispatches, ns.saturating_add(c.idle_ns))
         })
+}
+
+/// The call paths of the user stacks, with a note where JVMs ran without
+/// their perf map (their JIT frames are then `[unknown]`).
+fn call_paths(a: &Analysis) -> Option<crate::callpaths::CallPathsSection> {
+    let mut section = crate::callpaths::CallPathsSection::new(
+        &a.kernel,
+        &a.tool_tids,
+        |tid| a.shows(tid),
+        a.causes
+            .iter()
+            .filter(|((_, tid), _)| !a.tool_tids.contains(tid) && a.shows(*tid))
+            .fold((0, 0), |(n, ns), (_, c)| {
+                (n + c.dispatches, ns.saturating_add(c.idle_ns))
+            }),
+        |tid| {
+            let (pid, thread) = a
+                .names
+                .get(&tid)
+                .map_or_else(|| (0, format!("tid {tid}")), |(p, c)| (*p, c.clone()));
+            let process = a
+                .names
+                .get(&pid)
+                .map_or_else(|| format!("pid {pid}"), |(_, c)| c.clone());
+            (process, thread)
+        },
+    );
+    if let Some(cp) = section.as_mut() {
+        let perf_maps = a
+            .kernel
+            .user_symbols
+            .as_ref()
+            .is_some_and(|s| s.modules.iter().any(|m| m.path.starts_with("/tmp/perf-")));
+        let unknown = cp.paths.iter().any(|p| {
+            p.frames
+                .iter()
+                .any(|f| f.kind == crate::callpaths::FrameKind::Unknown)
+        });
+        let jvms = jvm_pids(a);
+        if unknown && !perf_maps && !jvms.is_empty() {
+            cp.notes.push(format!(
+                "JVM {}: its JIT-compiled frames show as [unknown]; `record --java waits,stacks` \
+                 names them (HotSpot's frame pointers and perf map, no agent)",
+                jvms.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    section
 }
 
 /// The JVMs of the recording (processes with HotSpot's `VM Thread`) among
