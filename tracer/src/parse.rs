@@ -13,6 +13,7 @@ use perf_event_open_sys::bindings::{
 };
 
 use crate::tracefs::{Field, TracefsError, Tracepoint};
+use idleflow_format::ModuleMap;
 
 /// Where the fields we use sit in the tracepoints' raw data.
 #[derive(Debug, Clone)]
@@ -91,23 +92,9 @@ pub enum PerfRecord {
         /// with user stacks, of threads that have a user space).
         user_stack: Option<Box<UserStackCopy>>,
     },
-    /// `PERF_RECORD_MMAP2`: an executable mapping.
-    Mmap {
-        /// Context.
-        id: SampleId,
-        /// Process.
-        pid: u32,
-        /// First address.
-        start: u64,
-        /// Length.
-        len: u64,
-        /// File offset of `start`.
-        pgoff: u64,
-        /// The file's inode.
-        ino: u64,
-        /// The file.
-        path: String,
-    },
+    /// `PERF_RECORD_MMAP2`: an executable mapping, as the recording
+    /// stores it (its time is the record's).
+    Mmap(Box<ModuleMap>),
     /// A `sched_wakeup` or `sched_wakeup_new` sample.
     Wakeup {
         /// Context (the waker).
@@ -336,15 +323,15 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
             };
             let name = rec.get(72..end)?;
             let n = name.iter().position(|&c| c == 0).unwrap_or(name.len());
-            PerfRecord::Mmap {
-                id: trailer()?,
+            PerfRecord::Mmap(Box::new(ModuleMap {
+                time: trailer()?.time,
                 pid: u32_at(rec, 8)?,
                 start: u64_at(rec, 16)?,
                 len: u64_at(rec, 24)?,
                 pgoff: u64_at(rec, 32)?,
                 ino,
                 path: String::from_utf8_lossy(&name[..n]).into_owned(),
-            }
+            }))
         }
         PERF_RECORD_LOST => PerfRecord::Lost {
             id: trailer()?,

@@ -653,27 +653,7 @@ impl Recorder {
                             user: user_stack,
                         })
                     }
-                    PerfRecord::Mmap {
-                        id,
-                        pid,
-                        start,
-                        len,
-                        pgoff,
-                        ino,
-                        path,
-                    } => merge.push(
-                        slot,
-                        id.time,
-                        Merged::Module(Box::new(ModuleMap {
-                            time: id.time,
-                            pid,
-                            start,
-                            len,
-                            pgoff,
-                            ino,
-                            path,
-                        })),
-                    ),
+                    PerfRecord::Mmap(m) => merge.push(slot, m.time, Merged::Module(m)),
                     PerfRecord::Wakeup {
                         id,
                         wakee_tid,
