@@ -569,9 +569,28 @@ fn with_the_tree_agent_the_node_gets_the_jvm_reason() {
     assert_eq!(w["reason"], "monitor enter", "{top}");
     assert_eq!(w["object"], "Waits$Ledger", "{top}");
     // The rest of the node's idle came before the JVM's flight recording
-    // started (seconds, in an interpreted JVM).
-    assert!(f(w, "share_pct") > 30.0, "{top}");
-    assert!(u(w, "idle_ns") <= u(top, "idle_ns"), "{top}");
+    // started (seconds in an interpreted JVM, and how many depends on the
+    // machine: 4.5 s of 8 here, more on a slower one). So the check is on
+    // the flight recorder's window: of the node's idle, what has no JVM
+    // reason is at most the idle the recorder did not cover, and the
+    // node's reason holds most of the idle joined to a JVM wait.
+    let jw = &r["java_waits"];
+    let with_reason: u64 = top["waits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| u(w, "idle_ns"))
+        .sum();
+    assert!(with_reason <= u(top, "idle_ns"), "{top}");
+    assert!(
+        u(top, "idle_ns") - with_reason <= u(jw, "unrecorded_idle_ns") + u(jw, "unjoined_idle_ns"),
+        "idle without a JVM reason inside the recorder's window: {top} {jw}"
+    );
+    assert!(
+        u(w, "idle_ns") as f64 > 0.8 * u(jw, "java_idle_ns") as f64,
+        "{top} {jw}"
+    );
+    assert!(f(w, "share_pct") > 5.0, "{top}");
     // The text report shows it under the method.
     let text = stdout(&run(idleflow().arg("report").arg(&rec)));
     assert!(
