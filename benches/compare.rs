@@ -2,7 +2,7 @@
 //! test: it measures and prints Markdown tables for `docs/PERFORMANCE.md`.
 //!
 //! ```text
-//! cargo bench --bench compare -- overhead [--reps N]      # recording overhead
+//! cargo bench --bench compare -- overhead [--reps N] [--only pipe|messaging]  # recording overhead
 //! cargo bench --bench compare -- report [--loops N]       # report throughput and memory
 //! cargo bench --bench compare -- synthetic [--millions M] # report memory vs. recording length
 //! cargo bench --bench compare -- agent [--reps N]         # JVM agent against an empty agent
@@ -117,7 +117,8 @@ fn perf_lost_chunks(stderr: &str) -> u64 {
         .sum()
 }
 
-fn overhead(reps: usize) {
+/// `only`: run the workloads whose name contains it (all when `None`).
+fn overhead(reps: usize, only: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("b.idleflow");
     let pdata = dir.path().join("b.perf.data");
@@ -135,6 +136,9 @@ fn overhead(reps: usize) {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut extra = Vec::new();
     for (name, args) in workloads {
+        if only.is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
         // Modes: 0 none, 1 idleflow (default: kernel and user stacks at
         // switches to idle), 2 perf (the same events), 3 idleflow with
         // kernel stacks only (what the user stacks cost), 4 idleflow
@@ -855,7 +859,13 @@ fn main() {
             .unwrap_or(default)
     };
     match args.first().map(String::as_str) {
-        Some("overhead") => overhead(flag("--reps", 5) as usize),
+        Some("overhead") => overhead(
+            flag("--reps", 5) as usize,
+            args.iter()
+                .position(|a| a == "--only")
+                .and_then(|i| args.get(i + 1))
+                .map(String::as_str),
+        ),
         Some("report") => report(flag("--loops", 2_700_000)),
         Some("agent") => agent(flag("--reps", 5) as usize),
         Some("waits") => waits(flag("--reps", 5) as usize),

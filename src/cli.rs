@@ -96,6 +96,18 @@ pub enum Command {
     /// a process of its own so that a damaged file cannot take `record` down.
     #[command(name = "__jfr-convert", hide = true)]
     JfrConvert(JfrConvertArgs),
+    /// (internal, for the resolver's benchmark) Unwind and name the stack
+    /// copies of a recording made with `record --no-resolve`, in place, on
+    /// the machine and soon after it was recorded.
+    #[command(name = "__resolve", hide = true)]
+    Resolve(ResolveArgs),
+}
+
+/// The arguments of `__resolve`.
+#[derive(Debug, Args)]
+pub struct ResolveArgs {
+    /// The recording, rewritten in place.
+    pub input: PathBuf,
 }
 
 /// The arguments `record` gives its `__jfr-convert` child.
@@ -234,6 +246,11 @@ pub struct RecordArgs {
     /// report. 0 takes kernel stacks only.
     #[arg(long, default_value = "8K", value_parser = parse_stack_size, value_name = "BYTES")]
     pub stack_size: u32,
+
+    /// (internal, for the resolver's benchmark) Keep the raw stack copies:
+    /// `idleflow __resolve FILE` resolves them later.
+    #[arg(long, hide = true)]
+    pub no_resolve: bool,
 
     /// Print no summary line.
     #[arg(short, long)]

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         cli::Command::Script(args) => report::script(args).map(|()| 0),
         cli::Command::Flamegraph(args) => report::flamegraph(args).map(|()| 0),
         cli::Command::JfrConvert(args) => jfr::convert_child(args).map(|()| 0),
+        cli::Command::Resolve(args) => record::resolve_stacks(&args.input, false).map(|()| 0),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -258,7 +258,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             eprintln!("idleflow: note: {note}");
         }
     }
-    if !args.no_stacks && args.stack_size > 0 {
+    if !args.no_stacks && args.stack_size > 0 && !args.no_resolve {
         resolve_stacks(&path, args.quiet)?;
     }
     if !args.quiet {
@@ -285,7 +285,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
 
 /// Unwinds and names the recording's user-stack copies in place, now that
 /// the program's window closed and while its binaries are still there.
-fn resolve_stacks(path: &std::path::Path, quiet: bool) -> anyhow::Result<()> {
+pub fn resolve_stacks(path: &std::path::Path, quiet: bool) -> anyhow::Result<()> {
     let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let bar = crate::progress::bytes_bar(total, "resolving user stacks");
     let started = Instant::now();

@@ -309,3 +309,47 @@ fn a_jit_compiled_java_method_is_named_from_the_jvms_perf_map_without_an_agent()
         "named without a perf map?"
     );
 }
+
+/// A thread that blocks where it blocked before has nearly the same stack
+/// bytes: the recorder writes each copy as its difference from the
+/// thread's last one, so the raw recording holds a small part of the
+/// copies' bytes, and resolving it later (`__resolve`, the resolver's
+/// benchmark path) rebuilds them exactly: the same chain by name.
+#[test]
+fn copies_are_written_as_deltas_and_resolve_later_to_the_same_chain() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = chain(dir.path(), "chain-delta", &["-g"]);
+    let rec = dir.path().join("raw.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--no-resolve", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&bin)
+        .arg("1000"));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let raw_bytes = std::fs::metadata(&rec).unwrap().len();
+    let out = run(idleflow().arg("__resolve").arg(&rec));
+    assert!(out.status.success(), "resolve: {}", stderr(&out));
+    let r = report_json(&rec);
+    let c = &r["call_paths"]["counts"];
+    let (copies, copy_bytes) = (u(c, "copies"), u(c, "copy_bytes"));
+    assert!(copies > 500, "{c}");
+    assert!(copy_bytes / copies >= 4096, "copies of KiBs: {c}");
+    assert!(
+        raw_bytes * 20 < copy_bytes,
+        "the raw recording took {raw_bytes} bytes for {copy_bytes} bytes of copies"
+    );
+    let frames = names(&r["call_paths"]["paths"][0]);
+    assert!(
+        in_order(
+            &frames,
+            &["fill_buffer", "next_message", "consume", "worker_main"]
+        ),
+        "{frames:?}"
+    );
+    println!(
+        "{copies} copies, {:.0} bytes each, in a raw recording of {raw_bytes} bytes",
+        copy_bytes as f64 / copies as f64
+    );
+}

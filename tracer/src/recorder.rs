@@ -559,6 +559,7 @@ impl Recorder {
         let summary = &mut self.summary;
         let renamed = &mut self.renamed;
         let kernel_stacks = &mut self.kernel_stacks;
+        let own_pid = std::process::id();
         let mut scratch = Vec::new();
         for (slot, bytes) in &round.chunks {
             let slot = *slot;
@@ -611,7 +612,9 @@ impl Recorder {
                             }),
                         );
                     }
-                    if let Some(u) = st.user {
+                    // idleflow's own threads are never a cause: their
+                    // copies are not kept.
+                    if let Some(u) = st.user.filter(|_| st.pid != own_pid) {
                         let UserStackCopy {
                             ip,
                             sp,
@@ -753,7 +756,14 @@ impl Recorder {
                 Merged::Dispatch(d) => Record::Dispatch(d),
                 Merged::KernelStack(k) => Record::KernelStack(k),
                 Merged::SwitchStack(st) => Record::SwitchStack(st),
-                Merged::StackCopy(c) => Record::StackCopy(c),
+                Merged::StackCopy(c) => {
+                    // Its bytes become the thread's reference for the
+                    // next copy's delta, without being copied again.
+                    if let Err(e) = out.writer.write_stack_copy(c) {
+                        result = Err(e.into());
+                    }
+                    return;
+                }
                 Merged::Module(m) => Record::ModuleMap(m),
                 Merged::Wakeup(w) => Record::Wakeup(w),
                 Merged::Exit(e) => Record::Exit(e),

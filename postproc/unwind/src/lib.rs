@@ -11,8 +11,9 @@
 //! rebuild, or after a JIT's perf map is gone.
 //!
 //! Invariant: the rewrite streams (memory grows with distinct stacks and
-//! frames, not with the recording), keeps every other record as it was, and
-//! replaces the file only once the new one is complete.
+//! frames, and the threads' last copies, not with the recording), copies
+//! every other record through undecoded, and replaces the file only once
+//! the new one is complete.
 
 pub mod elf;
 pub mod maps;
@@ -25,7 +26,7 @@ use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
 use idleflow_format::{
-    FormatError, Reader, Record, SwitchStack, UserStack, UserStackCounts, Writer,
+    FormatError, RawRecord, Reader, Record, SwitchStack, UserStack, UserStackCounts, Writer,
 };
 use rustc_hash::FxHashMap;
 
@@ -79,31 +80,34 @@ pub fn resolve(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Resolv
     let out = File::create(&tmp).map_err(io("cannot create", &tmp))?;
     let result = (|| {
         let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, out), reader.info())?;
+        let tool_pid = reader.info().tool_pid;
         let mut state = State {
             frames: Frames::new(reader.info().start_unix_ns),
             ..State::default()
         };
         let mut n = 0u64;
-        while let Some(rec) = reader.next_record()? {
+        loop {
             n += 1;
             if n.is_multiple_of(1 << 14) {
                 progress(reader.offset(), total);
             }
-            match rec {
-                Record::StackCopy(c) => {
-                    state.copy(&c, &mut writer)?;
-                }
-                Record::ModuleMap(m) => {
-                    state.spaces.map(&m);
-                    writer.write(&Record::ModuleMap(m))?;
-                }
-                Record::Thread(t) => {
-                    if t.tid == t.pid {
-                        state.spaces.forked(t.pid, t.ppid);
+            let Some(raw) = reader.next_raw()? else {
+                break;
+            };
+            match &raw {
+                // idleflow's own threads are never a cause: not unwound.
+                RawRecord::StackCopy(c, _) if c.pid == tool_pid => {}
+                RawRecord::StackCopy(c, bytes) => state.copy(c, bytes, &mut writer)?,
+                RawRecord::Other(o) => {
+                    match o.decode()? {
+                        Some(Record::ModuleMap(m)) => state.spaces.map(&m),
+                        Some(Record::Thread(t)) if t.tid == t.pid => {
+                            state.spaces.forked(t.pid, t.ppid)
+                        }
+                        _ => {}
                     }
-                    writer.write(&Record::Thread(t))?;
+                    writer.write_raw(&raw)?;
                 }
-                r => writer.write(&r)?,
             }
         }
         progress(total, total);
@@ -154,6 +158,7 @@ struct State {
     unwinders: Unwinders,
     frames: Frames,
     stacks: FxHashMap<(Vec<u64>, idleflow_format::UnwindEnd), u64>,
+    unwound: FxHashMap<UnwindKey, CachedUnwind>,
     counts: UserStackCounts,
 }
 
@@ -163,10 +168,11 @@ impl State {
     fn copy<W: std::io::Write>(
         &mut self,
         c: &idleflow_format::StackCopy,
+        bytes: &[u8],
         writer: &mut Writer<W>,
     ) -> Result<(), FormatError> {
         self.counts.copies += 1;
-        self.counts.copy_bytes += c.bytes.len() as u64;
+        self.counts.copy_bytes += bytes.len() as u64;
         let empty = Space::default();
         let (owner, space) = match self.spaces.space(c.pid) {
             Some(s) => s,
@@ -175,17 +181,41 @@ impl State {
                 (c.pid, &empty)
             }
         };
-        let unwound =
-            self.unwinders
-                .unwind(owner, space, &mut self.elves, c.ip, c.sp, c.bp, &c.bytes);
-        if unwound.addrs.is_empty() {
-            return Ok(());
+        // A thread that blocks where it blocked before: the same
+        // registers, and the same words where the last unwind read them,
+        // give the same stack without unwinding again.
+        let key = UnwindKey {
+            pid: c.pid,
+            owner,
+            generation: space.generation,
+            ip: c.ip,
+            sp: c.sp,
+            bp: c.bp,
+        };
+        if let Some(hit) = self.unwound.get(&key).filter(|u| {
+            u.reads
+                .iter()
+                .all(|&(addr, v)| unwind::stack_word(bytes, c.sp, addr) == v)
+        }) {
+            let hit = hit.stack;
+            return match hit {
+                Some((id, end)) => self.write_switch(c, id, end, writer),
+                None => Ok(()),
+            };
         }
-        self.counts.resolved += 1;
-        match unwound.end {
-            idleflow_format::UnwindEnd::Truncated => self.counts.truncated += 1,
-            idleflow_format::UnwindEnd::Stopped => self.counts.stopped += 1,
-            idleflow_format::UnwindEnd::Complete => {}
+        let unwound = self
+            .unwinders
+            .unwind(owner, space, &mut self.elves, c.ip, c.sp, c.bp, bytes);
+        if self.unwound.len() >= MAX_CACHED_UNWINDS {
+            self.unwound.clear();
+        }
+        let mut cached = CachedUnwind {
+            reads: self.unwinders.reads().to_vec(),
+            stack: None,
+        };
+        if unwound.addrs.is_empty() {
+            self.unwound.insert(key, cached);
+            return Ok(());
         }
         let frames: Vec<u64> = unwound
             .addrs
@@ -193,19 +223,38 @@ impl State {
             .map(|&a| self.frames.frame(c.pid, space, &mut self.elves, a))
             .collect();
         let next = self.stacks.len() as u64 + 1;
-        let key = (frames, unwound.end);
-        let id = match self.stacks.get(&key) {
+        let stack_key = (frames, unwound.end);
+        let id = match self.stacks.get(&stack_key) {
             Some(&id) => id,
             None => {
                 writer.write(&Record::UserStack(Box::new(UserStack {
                     id: next,
                     end: unwound.end,
-                    frames: key.0.clone(),
+                    frames: stack_key.0.clone(),
                 })))?;
-                self.stacks.insert(key, next);
+                self.stacks.insert(stack_key, next);
                 next
             }
         };
+        cached.stack = Some((id, unwound.end));
+        self.unwound.insert(key, cached);
+        self.write_switch(c, id, unwound.end, writer)
+    }
+
+    /// Counts a copy unwound to stack `id` and writes its `SWITCH_USER_STACK`.
+    fn write_switch<W: std::io::Write>(
+        &mut self,
+        c: &idleflow_format::StackCopy,
+        id: u64,
+        end: idleflow_format::UnwindEnd,
+        writer: &mut Writer<W>,
+    ) -> Result<(), FormatError> {
+        self.counts.resolved += 1;
+        match end {
+            idleflow_format::UnwindEnd::Truncated => self.counts.truncated += 1,
+            idleflow_format::UnwindEnd::Stopped => self.counts.stopped += 1,
+            idleflow_format::UnwindEnd::Complete => {}
+        }
         writer.write(&Record::SwitchUserStack(SwitchStack {
             time: c.time,
             cpu: c.cpu,
@@ -213,4 +262,26 @@ impl State {
             stack: id,
         }))
     }
+}
+
+/// Unwinds remembered at most (then forgotten all at once).
+const MAX_CACHED_UNWINDS: usize = 1 << 16;
+
+/// What an unwind depended on besides the stack words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct UnwindKey {
+    pid: u32,
+    owner: u32,
+    generation: u64,
+    ip: u64,
+    sp: u64,
+    bp: u64,
+}
+
+/// An unwind remembered: the words it read, and the stack it gave (`None`:
+/// no frame).
+#[derive(Debug)]
+struct CachedUnwind {
+    reads: Vec<(u64, Option<u64>)>,
+    stack: Option<(u64, idleflow_format::UnwindEnd)>,
 }

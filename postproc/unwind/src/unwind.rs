@@ -33,6 +33,9 @@ pub struct Unwound {
 pub struct Unwinders {
     per_space: FxHashMap<u32, (u64, UnwinderX86_64<Bytes>)>,
     cache: CacheX86_64,
+    /// The stack words the last unwind read: (address, value or `None`
+    /// where it was outside the copy).
+    reads: Vec<(u64, Option<u64>)>,
 }
 
 impl std::fmt::Debug for Unwinders {
@@ -66,10 +69,12 @@ impl Unwinders {
             self.per_space.insert(owner, (space.generation, u));
         }
         let (_, unwinder) = &self.per_space[&owner];
+        let reads = &mut self.reads;
+        reads.clear();
         let mut read = |addr: u64| -> Result<u64, ()> {
-            let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
-            let b = bytes.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
-            Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
+            let v = stack_word(bytes, sp, addr);
+            reads.push((addr, v));
+            v.ok_or(())
         };
         let mut it = unwinder.iter_frames(
             ip,
@@ -95,6 +100,20 @@ impl Unwinders {
         };
         Unwound { addrs, end }
     }
+
+    /// The stack words the last [`Unwinders::unwind`] read, in order:
+    /// another copy with the same registers, address space and words
+    /// unwinds to the same frames.
+    pub fn reads(&self) -> &[(u64, Option<u64>)] {
+        &self.reads
+    }
+}
+
+/// The 8 bytes at `addr` of a copy of the stack from `sp`, if it holds them.
+pub fn stack_word(bytes: &[u8], sp: u64, addr: u64) -> Option<u64> {
+    let off = usize::try_from(addr.checked_sub(sp)?).ok()?;
+    let b = bytes.get(off..off.checked_add(8)?)?;
+    Some(u64::from_le_bytes(b.try_into().ok()?))
 }
 
 /// An unwinder with every file module of `space` whose file could be read.

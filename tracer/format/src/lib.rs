@@ -37,7 +37,7 @@ pub mod waits;
 mod writer;
 
 pub use error::FormatError;
-pub use reader::{CutShort, Position, Reader};
+pub use reader::{CutShort, Position, RawOther, RawRecord, Reader};
 pub use record::{
     Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
     ThreadInfo, ThreadTree, TreeDump, TreeNode, Wakeup, IDLE_TID,
@@ -78,10 +78,10 @@ pub mod kind {
     /// [`crate::TreeDump`], JSON payload: one JVM's call trees, whole (the
     /// first form of the trees; still read, no longer written).
     pub const TREE: u8 = 9;
-    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (14–127) are reserved for
+    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (15–127) are reserved for
     /// timed records of later versions: their payload starts with the time
     /// delta, which a reader that does not know the kind still applies.
-    pub const FIRST_FUTURE_TIMED: u8 = 14;
+    pub const FIRST_FUTURE_TIMED: u8 = 15;
     /// [`crate::SwitchStack`]: the kernel stack of the thread that left at
     /// the dispatch just before (timed: delta, cpu, tid, stack id).
     pub const SWITCH_STACK: u8 = 10;
@@ -93,6 +93,9 @@ pub mod kind {
     /// [`crate::SwitchStack`] naming a [`crate::UserStack`]: the user stack
     /// of the thread that left at the dispatch just before (timed).
     pub const SWITCH_USER_STACK: u8 = 13;
+    /// A [`crate::StackCopy`] written as its difference from the same
+    /// thread's previous copy ([`crate::ustacks`]); read as a `STACK_COPY`.
+    pub const STACK_COPY_DELTA: u8 = 14;
     /// Kinds 128–255 are reserved for untimed records of later versions: a
     /// reader that does not know them skips them whole.
     pub const FIRST_UNTIMED: u8 = 128;

@@ -5,11 +5,12 @@ use std::io::{self, Read, Seek, SeekFrom};
 use crate::record::{
     Dispatch, Lost, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, Wakeup,
 };
+use crate::ustacks::{decode_copy_head, rebuild_copy, CopyReferences, StackCopy};
 use crate::writer::unzigzag;
 use crate::{kind, FormatError, MAGIC, VERSION};
 
 /// A record's kind and the `buf` range of its payload.
-type RawRecord = (u8, (usize, usize));
+type RecordBounds = (u8, (usize, usize));
 
 /// Largest CPU number accepted (Linux's `NR_CPUS` goes to 8192).
 pub const MAX_CPU: u32 = 1 << 16;
@@ -60,6 +61,83 @@ pub struct Reader<R: Read> {
     trees_encoded: bool,
     /// Skip every record but the JVM waits ([`Reader::only_java_waits`]).
     only_waits: bool,
+    /// The stack copies deltas are read against.
+    refs: CopyReferences,
+    /// Set when records were skipped or a seek made `refs` incomplete: a
+    /// delta without its reference is then handed out without bytes.
+    refs_broken: bool,
+    /// A delta's bytes, rebuilt before they become the reference.
+    scratch: Vec<u8>,
+}
+
+/// A record as read, for a pass that copies most records through as they
+/// are ([`Reader::next_raw`], [`crate::Writer::write_raw`]).
+#[derive(Debug)]
+pub enum RawRecord<'a> {
+    /// A stack copy (written whole or as a delta), rebuilt: its fields
+    /// (with `bytes` empty) and its bytes, borrowed from the reader.
+    StackCopy(StackCopy, &'a [u8]),
+    /// Any other record, undecoded.
+    Other(RawOther<'a>),
+}
+
+/// A record other than a stack copy, as read.
+#[derive(Debug)]
+pub struct RawOther<'a> {
+    /// Its kind.
+    pub kind: u8,
+    /// Its time, for a timed kind.
+    pub time: Option<u64>,
+    /// Its payload after the time.
+    pub(crate) body: &'a [u8],
+    offset: u64,
+}
+
+impl RawOther<'_> {
+    /// The record, for the kinds a pass over raw records needs decoded
+    /// (`THREAD`, `EXIT`, `MODULE_MAP`); `None` for the others.
+    pub fn decode(&self) -> Result<Option<Record>, FormatError> {
+        let Some(time) = self.time else {
+            return Ok(None);
+        };
+        let mut p = Payload {
+            data: self.body,
+            offset: self.offset,
+        };
+        Ok(Some(match self.kind {
+            kind::THREAD => Record::Thread(decode_thread(time, &mut p)?),
+            kind::EXIT => Record::Exit(ThreadExit {
+                time,
+                tid: p.u32()?,
+                pid: p.u32()?,
+            }),
+            kind::MODULE_MAP => {
+                Record::ModuleMap(Box::new(crate::ustacks::decode_module_map(time, &mut p)?))
+            }
+            _ => return Ok(None),
+        }))
+    }
+}
+
+/// Decodes a `THREAD` payload after its time.
+fn decode_thread(time: u64, p: &mut Payload<'_>) -> Result<ThreadInfo, FormatError> {
+    let tid = p.u32()?;
+    let pid = p.u32()?;
+    let ppid = p.u32()?;
+    let len = p.uint()? as usize;
+    let comm = String::from_utf8_lossy(p.bytes(len)?).into_owned();
+    Ok(ThreadInfo {
+        time,
+        tid,
+        pid,
+        ppid,
+        comm,
+    })
+}
+
+/// Kinds below [`kind::FIRST_UNTIMED`] whose payload has no time.
+fn is_timed(k: u8) -> bool {
+    k < kind::FIRST_UNTIMED && !matches!(k, kind::META | kind::END | kind::TREE)
 }
 
 impl<R: Read> Reader<R> {
@@ -95,6 +173,9 @@ impl<R: Read> Reader<R> {
             pending: Vec::new(),
             trees_encoded: false,
             only_waits: false,
+            refs: CopyReferences::default(),
+            refs_broken: false,
+            scratch: Vec::new(),
         };
         if !r.fill(12)? || r.buf[..8] != MAGIC[..] {
             return Err(FormatError::NotARecording);
@@ -237,6 +318,10 @@ impl<R: Read> Reader<R> {
                         | kind::JAVA_WAIT
                 )
             {
+                if matches!(k, kind::STACK_COPY | kind::STACK_COPY_DELTA | kind::EXIT) {
+                    self.refs.clear();
+                    self.refs_broken = true;
+                }
                 continue;
             }
             let mut p = Payload {
@@ -283,24 +368,17 @@ impl<R: Read> Reader<R> {
                 }),
                 kind::THREAD => {
                     let time = p.time(&mut self.last_time)?;
-                    let tid = p.u32()?;
-                    let pid = p.u32()?;
-                    let ppid = p.u32()?;
-                    let len = p.uint()? as usize;
-                    let comm = String::from_utf8_lossy(p.bytes(len)?).into_owned();
-                    Record::Thread(ThreadInfo {
-                        time,
-                        tid,
-                        pid,
-                        ppid,
-                        comm,
-                    })
+                    Record::Thread(decode_thread(time, &mut p)?)
                 }
-                kind::EXIT => Record::Exit(ThreadExit {
-                    time: p.time(&mut self.last_time)?,
-                    tid: p.u32()?,
-                    pid: p.u32()?,
-                }),
+                kind::EXIT => {
+                    let e = ThreadExit {
+                        time: p.time(&mut self.last_time)?,
+                        tid: p.u32()?,
+                        pid: p.u32()?,
+                    };
+                    self.refs.exited(e.tid);
+                    Record::Exit(e)
+                }
                 kind::LOST => Record::Lost(Lost {
                     time: p.time(&mut self.last_time)?,
                     cpu: p.cpu()?,
@@ -340,9 +418,22 @@ impl<R: Read> Reader<R> {
                 kind::KERNEL_STACK => {
                     Record::KernelStack(Box::new(crate::stacks::decode_kernel_stack(&mut p)?))
                 }
-                kind::STACK_COPY => {
+                kind::STACK_COPY | kind::STACK_COPY_DELTA => {
                     let time = p.time(&mut self.last_time)?;
-                    Record::StackCopy(Box::new(crate::ustacks::decode_copy(time, &mut p)?))
+                    let (mut c, n) = decode_copy_head(time, &mut p)?;
+                    if k == kind::STACK_COPY {
+                        c.bytes = p.bytes(n)?.to_vec();
+                        self.refs.keep(c.tid, c.sp, &c.bytes);
+                    } else if let Some(b) =
+                        rebuild_copy(&mut p, n, c.sp, c.tid, &mut self.refs, &mut self.scratch)?
+                    {
+                        c.bytes = b.to_vec();
+                    } else if !self.refs_broken {
+                        return Err(p.corrupt(
+                            "a stack copy delta without an earlier copy of its thread".into(),
+                        ));
+                    }
+                    Record::StackCopy(Box::new(c))
                 }
                 kind::MODULE_MAP => {
                     let time = p.time(&mut self.last_time)?;
@@ -407,7 +498,7 @@ impl<R: Read> Reader<R> {
                     })
                 }
                 _ => {
-                    // A timed kind of a later version (10–127): keep the
+                    // A timed kind of a later version (15–127): keep the
                     // time delta chain whole, skip the rest.
                     if (kind::FIRST_FUTURE_TIMED..kind::FIRST_UNTIMED).contains(&k) {
                         p.time(&mut self.last_time)?;
@@ -417,6 +508,79 @@ impl<R: Read> Reader<R> {
                 }
             };
             return Ok(Some(record));
+        }
+    }
+
+    /// The next record as read, or `None` after the end record: for a
+    /// pass that rewrites a few kinds and copies the others through
+    /// ([`crate::Writer::write_raw`]) without decoding them. Stack copies
+    /// come rebuilt, whole; a version-1 call-tree dump comes as one record.
+    /// Not to be mixed with [`Reader::next_record`] on one reader.
+    pub fn next_raw(&mut self) -> Result<Option<RawRecord<'_>>, FormatError> {
+        if self.summary.is_some() {
+            return Ok(None);
+        }
+        let offset = self.offset();
+        let Some((k, (start, end))) = self.raw_record()? else {
+            return Err(FormatError::Truncated {
+                offset,
+                what: "no end record",
+            });
+        };
+        let mut p = Payload {
+            data: &self.buf[start..end],
+            offset,
+        };
+        match k {
+            kind::END => {
+                let summary = serde_json::from_slice(p.data).map_err(|e| FormatError::Corrupt {
+                    offset,
+                    what: format!("end record: {e}"),
+                })?;
+                self.summary = Some(summary);
+                return Ok(None);
+            }
+            kind::META | 0 => {
+                return Err(p.corrupt(format!("a record of kind {k} inside the recording")));
+            }
+            _ => {}
+        }
+        let time = if is_timed(k) {
+            Some(p.time(&mut self.last_time)?)
+        } else {
+            None
+        };
+        match k {
+            kind::STACK_COPY => {
+                let (c, n) = decode_copy_head(time.unwrap_or_default(), &mut p)?;
+                let bytes = p.bytes(n)?;
+                let kept = self.refs.keep(c.tid, c.sp, bytes);
+                Ok(Some(RawRecord::StackCopy(c, kept.unwrap_or(bytes))))
+            }
+            kind::STACK_COPY_DELTA => {
+                let (c, n) = decode_copy_head(time.unwrap_or_default(), &mut p)?;
+                match rebuild_copy(&mut p, n, c.sp, c.tid, &mut self.refs, &mut self.scratch)? {
+                    Some(b) => Ok(Some(RawRecord::StackCopy(c, b))),
+                    None if self.refs_broken => Ok(Some(RawRecord::StackCopy(c, &[]))),
+                    None => Err(p.corrupt(
+                        "a stack copy delta without an earlier copy of its thread".into(),
+                    )),
+                }
+            }
+            _ => {
+                let other = RawOther {
+                    kind: k,
+                    time,
+                    body: p.data,
+                    offset,
+                };
+                if k == kind::EXIT {
+                    if let Some(Record::Exit(e)) = other.decode()? {
+                        self.refs.exited(e.tid);
+                    }
+                }
+                Ok(Some(RawRecord::Other(other)))
+            }
         }
     }
 
@@ -482,7 +646,7 @@ impl<R: Read> Reader<R> {
     /// Reads one record's kind and payload; the payload is `buf[start..end]`.
     /// `None` at a clean end of input (between records).
     #[inline]
-    fn raw_record(&mut self) -> Result<Option<RawRecord>, FormatError> {
+    fn raw_record(&mut self) -> Result<Option<RecordBounds>, FormatError> {
         let offset = self.offset();
         // kind (1) + length (at most 10 bytes of LEB128); a short read here
         // is fine as long as the record itself is complete.
@@ -578,6 +742,8 @@ impl<R: Read + Seek> Reader<R> {
         self.summary = None;
         self.cut_short = None;
         self.pending.clear();
+        self.refs.clear();
+        self.refs_broken = true;
         Ok(())
     }
 }
@@ -589,7 +755,7 @@ pub(crate) struct Payload<'a> {
     pub(crate) offset: u64,
 }
 
-impl Payload<'_> {
+impl<'a> Payload<'a> {
     pub(crate) fn corrupt(&self, what: String) -> FormatError {
         FormatError::Corrupt {
             offset: self.offset,
@@ -640,7 +806,7 @@ impl Payload<'_> {
         Ok(b)
     }
 
-    pub(crate) fn bytes(&mut self, n: usize) -> Result<&[u8], FormatError> {
+    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], FormatError> {
         if self.data.len() < n {
             return Err(self.corrupt("record too short".into()));
         }

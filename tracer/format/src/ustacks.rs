@@ -9,6 +9,11 @@
 //!   SP, BP) and a copy of the top of its user stack, right after its
 //!   dispatch (same time, CPU and thread). Only in a recording that was
 //!   not resolved (the resolver replaces each with a `SWITCH_USER_STACK`).
+//! - `STACK_COPY_DELTA` (14, timed): a `STACK_COPY` written as its
+//!   difference from the same thread's previous copy ([`CopyReferences`]):
+//!   a thread that blocks again where it blocked before has nearly the same
+//!   bytes at the same addresses, so a copy of 8 KiB becomes tens of bytes
+//!   on disk. Readers hand it out as a whole `STACK_COPY`.
 //! - `MODULE_MAP` (12, timed): an executable mapping of a process (from the
 //!   kernel's `MMAP2` records, and `/proc/PID/maps` for processes that ran
 //!   before the window), so every address can be placed in a module.
@@ -22,7 +27,11 @@
 //!
 //! Invariants: stack and frame ids are unique in a recording and never 0;
 //! decoding what the encoders wrote gives the same values; decoding foreign
-//! bytes never panics and never reserves more than the payload holds.
+//! bytes never panics and never reserves more than the payload holds (or,
+//! for a delta, than the copy limit, [`MAX_COPY_BYTES`]); a writer and a
+//! reader keep the same references, record by record, in file order.
+
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -227,7 +236,13 @@ pub(crate) fn encode_copy(c: &StackCopy, out: &mut Vec<u8>) {
     out.extend_from_slice(&c.bytes);
 }
 
-pub(crate) fn decode_copy(time: u64, p: &mut Payload<'_>) -> Result<StackCopy, FormatError> {
+/// Decodes the fields of a `STACK_COPY` or `STACK_COPY_DELTA` payload
+/// after its time, up to and with the copy's length: the copy without its
+/// bytes, and their number.
+pub(crate) fn decode_copy_head(
+    time: u64,
+    p: &mut Payload<'_>,
+) -> Result<(StackCopy, usize), FormatError> {
     let cpu = p.cpu()?;
     let tid = p.u32()?;
     let pid = p.u32()?;
@@ -236,8 +251,7 @@ pub(crate) fn decode_copy(time: u64, p: &mut Payload<'_>) -> Result<StackCopy, F
     let bp = p.uint()?;
     let requested = p.u32()?;
     let n = usize::try_from(p.uint()?).map_err(|_| p.corrupt("copy length".into()))?;
-    let bytes = p.bytes(n)?.to_vec();
-    Ok(StackCopy {
+    let head = StackCopy {
         time,
         cpu,
         tid,
@@ -246,8 +260,250 @@ pub(crate) fn decode_copy(time: u64, p: &mut Payload<'_>) -> Result<StackCopy, F
         sp,
         bp,
         requested,
-        bytes,
-    })
+        bytes: Vec::new(),
+    };
+    Ok((head, n))
+}
+
+/// Threads whose last copy a writer and a reader keep as the reference of
+/// their next one, at most: a copy of a thread beyond them is written
+/// whole and not kept.
+pub const MAX_COPY_REFERENCES: usize = 4096;
+
+/// The longest stack copy a delta may rebuild (the kernel copies at most
+/// 65528 bytes).
+pub const MAX_COPY_BYTES: usize = 1 << 16;
+
+/// The last stack copy of each thread, in file order: what a
+/// `STACK_COPY_DELTA` of that thread is relative to. A copy (whole or
+/// delta) replaces its thread's reference, or becomes one while fewer than
+/// [`MAX_COPY_REFERENCES`] are kept; the thread's `EXIT` drops it. The
+/// writer and the reader apply the same rule, so memory is bounded by the
+/// threads, not by the recording.
+#[derive(Debug, Default)]
+pub(crate) struct CopyReferences {
+    by_tid: HashMap<u32, Reference>,
+}
+
+/// One thread's last copy.
+#[derive(Debug, Default)]
+pub(crate) struct Reference {
+    /// Its stack pointer: `bytes[0]` is at this address.
+    pub(crate) sp: u64,
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl CopyReferences {
+    pub(crate) fn get(&self, tid: u32) -> Option<&Reference> {
+        self.by_tid.get(&tid)
+    }
+
+    /// Makes `bytes` at `sp` the thread's reference (copying them into the
+    /// old reference's buffer), if it has one or there is room. Returns the
+    /// kept bytes.
+    pub(crate) fn keep(&mut self, tid: u32, sp: u64, bytes: &[u8]) -> Option<&[u8]> {
+        let room = self.by_tid.len() < MAX_COPY_REFERENCES;
+        match self.by_tid.entry(tid) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let r = e.into_mut();
+                r.sp = sp;
+                r.bytes.clear();
+                r.bytes.extend_from_slice(bytes);
+                Some(&r.bytes)
+            }
+            std::collections::hash_map::Entry::Vacant(e) if room => {
+                let r = e.insert(Reference {
+                    sp,
+                    bytes: bytes.to_vec(),
+                });
+                Some(&r.bytes)
+            }
+            std::collections::hash_map::Entry::Vacant(_) => None,
+        }
+    }
+
+    /// As [`CopyReferences::keep`], taking the bytes' buffer: returns the
+    /// replaced buffer (or `bytes` itself when not kept), for reuse.
+    pub(crate) fn keep_owned(&mut self, tid: u32, sp: u64, bytes: Vec<u8>) -> Vec<u8> {
+        if let Some(r) = self.by_tid.get_mut(&tid) {
+            r.sp = sp;
+            return std::mem::replace(&mut r.bytes, bytes);
+        }
+        if self.by_tid.len() < MAX_COPY_REFERENCES {
+            self.by_tid.insert(tid, Reference { sp, bytes });
+            return Vec::new();
+        }
+        bytes
+    }
+
+    /// The thread exited: its reference goes.
+    pub(crate) fn exited(&mut self, tid: u32) {
+        self.by_tid.remove(&tid);
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.by_tid.clear();
+    }
+}
+
+/// The 8 bytes (or fewer, at the copy's end) of `new` from `i` equal the
+/// reference's bytes at the same addresses; `shift` = new SP − reference SP.
+#[inline]
+fn same_at(new: &[u8], i: usize, n: usize, r: &Reference, shift: i64) -> bool {
+    let Some(j) = (i as i64).checked_add(shift) else {
+        return false;
+    };
+    let Ok(j) = usize::try_from(j) else {
+        return false;
+    };
+    let Some(theirs) = r.bytes.get(j..j.saturating_add(n)) else {
+        return false;
+    };
+    let ours = &new[i..i + n];
+    match (<[u8; 8]>::try_from(ours), <[u8; 8]>::try_from(theirs)) {
+        (Ok(a), Ok(b)) => u64::from_ne_bytes(a) == u64::from_ne_bytes(b),
+        _ => ours == theirs,
+    }
+}
+
+/// Appends the payload of a `STACK_COPY_DELTA` after its time: the fields
+/// of a `STACK_COPY` up to the copy's length, then runs that rebuild the
+/// copy from its start, alternately "same as the reference at these
+/// addresses" (a length) and "literal" (a length, then the bytes),
+/// beginning with a run of the first kind (perhaps empty); every literal
+/// run is non-empty. Compared in 8-byte steps. Returns `false`, with `out`
+/// as it was, when the delta would not be shorter than the copy.
+pub(crate) fn encode_copy_delta(c: &StackCopy, r: &Reference, out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    put(out, c.cpu.into());
+    put(out, c.tid.into());
+    put(out, c.pid.into());
+    put(out, c.ip);
+    put(out, c.sp);
+    put(out, c.bp);
+    put(out, c.requested.into());
+    let new = &c.bytes;
+    let len = new.len();
+    put(out, len as u64);
+    let budget = out.len() - start + len;
+    let shift = c.sp.wrapping_sub(r.sp) as i64;
+    let step = |pos: usize| (len - pos).min(8);
+    let mut pos = 0;
+    while pos < len {
+        let same = pos;
+        while pos < len && same_at(new, pos, step(pos), r, shift) {
+            pos += step(pos);
+        }
+        put(out, (pos - same) as u64);
+        if pos == len {
+            break;
+        }
+        let literal = pos;
+        while pos < len && !same_at(new, pos, step(pos), r, shift) {
+            pos += step(pos);
+        }
+        put(out, (pos - literal) as u64);
+        out.extend_from_slice(&new[literal..pos]);
+        if out.len() - start >= budget {
+            out.truncate(start);
+            return false;
+        }
+    }
+    true
+}
+
+/// Rebuilds the `n` bytes at `sp` of thread `tid`'s `STACK_COPY_DELTA`
+/// from the runs left in `p`, and makes them the thread's reference.
+/// A copy at the reference's SP and of its length (a thread that blocked
+/// where it blocked before) is rebuilt in the reference itself: only its
+/// literal runs are written. Others are rebuilt in `scratch`, which then
+/// takes the reference's place. Returns the bytes, or `None` when the
+/// thread has no reference.
+pub(crate) fn rebuild_copy<'a>(
+    p: &mut Payload<'_>,
+    n: usize,
+    sp: u64,
+    tid: u32,
+    refs: &'a mut CopyReferences,
+    scratch: &'a mut Vec<u8>,
+) -> Result<Option<&'a [u8]>, FormatError> {
+    if n > MAX_COPY_BYTES {
+        return Err(p.corrupt(format!("a stack copy of {n} bytes")));
+    }
+    let Some(r) = refs.by_tid.get_mut(&tid) else {
+        return Ok(None);
+    };
+    if r.sp == sp && r.bytes.len() == n {
+        walk_runs(p, n, |at, run| {
+            if let Run::Literal(bytes) = run {
+                r.bytes[at..at + bytes.len()].copy_from_slice(bytes);
+            }
+            Ok(())
+        })?;
+        return Ok(Some(&r.bytes));
+    }
+    scratch.clear();
+    let shift = sp.wrapping_sub(r.sp) as i64;
+    walk_runs(p, n, |at, run| {
+        match run {
+            Run::Same(len) => {
+                let from = (at as i64)
+                    .checked_add(shift)
+                    .and_then(|j| usize::try_from(j).ok())
+                    .and_then(|j| r.bytes.get(j..j.checked_add(len)?))
+                    .ok_or("a delta run outside its reference")?;
+                scratch.extend_from_slice(from);
+            }
+            Run::Literal(bytes) => scratch.extend_from_slice(bytes),
+        }
+        Ok(())
+    })?;
+    r.sp = sp;
+    std::mem::swap(&mut r.bytes, scratch);
+    Ok(Some(&r.bytes))
+}
+
+/// One run of a delta.
+enum Run<'a> {
+    /// This many bytes as in the reference, at the same addresses.
+    Same(usize),
+    /// These bytes.
+    Literal(&'a [u8]),
+}
+
+/// Calls `f(offset in the copy, run)` for each run of a delta of `n`
+/// bytes, checking that they cover the copy exactly; a same run of
+/// length 0 is not passed on.
+fn walk_runs<'a>(
+    p: &mut Payload<'a>,
+    n: usize,
+    mut f: impl FnMut(usize, Run<'a>) -> Result<(), &'static str>,
+) -> Result<(), FormatError> {
+    let mut at = 0;
+    while at < n {
+        let same = usize::try_from(p.uint()?).unwrap_or(usize::MAX);
+        if same > n - at {
+            return Err(p.corrupt("a delta run past the copy's end".into()));
+        }
+        if same > 0 {
+            f(at, Run::Same(same)).map_err(|e| p.corrupt(e.into()))?;
+            at += same;
+        }
+        if at == n {
+            break;
+        }
+        let literal = usize::try_from(p.uint()?).unwrap_or(usize::MAX);
+        if literal == 0 || literal > n - at {
+            return Err(p.corrupt(format!("a literal run of {literal} bytes in a delta")));
+        }
+        let bytes = p.bytes(literal)?;
+        f(at, Run::Literal(bytes)).map_err(|e| p.corrupt(e.into()))?;
+        at += literal;
+    }
+    if !p.data.is_empty() {
+        return Err(p.corrupt("bytes after a delta's last run".into()));
+    }
+    Ok(())
 }
 
 /// Appends the payload of a `MODULE_MAP` record after its time.

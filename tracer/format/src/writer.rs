@@ -21,6 +21,8 @@ pub struct Writer<W: Write> {
     buf: Vec<u8>,
     last_time: u64,
     bytes: u64,
+    /// What the next stack copy of each thread is written against.
+    refs: crate::ustacks::CopyReferences,
 }
 
 /// Bytes of records the writer gathers before handing them to its output.
@@ -37,6 +39,7 @@ impl<W: Write> Writer<W> {
             buf: Vec::with_capacity(BLOCK + 4096),
             last_time: info.start_ns,
             bytes: 12,
+            refs: Default::default(),
         };
         w.write_json(kind::META, info)?;
         Ok(w)
@@ -91,6 +94,7 @@ impl<W: Write> Writer<W> {
                 kind::THREAD
             }
             Record::Exit(e) => {
+                self.refs.exited(e.tid);
                 self.put_time(e.time);
                 put(&mut self.buf, e.tid.into());
                 put(&mut self.buf, e.pid.into());
@@ -140,9 +144,9 @@ impl<W: Write> Writer<W> {
                 return self.write_json(kind::KERNEL_SYMBOLS, k);
             }
             Record::StackCopy(c) => {
-                self.put_time(c.time);
-                crate::ustacks::encode_copy(c, &mut self.buf);
-                kind::STACK_COPY
+                let k = self.put_copy(c);
+                self.refs.keep(c.tid, c.sp, &c.bytes);
+                k
             }
             Record::ModuleMap(m) => {
                 self.put_time(m.time);
@@ -172,6 +176,57 @@ impl<W: Write> Writer<W> {
             }
         };
         self.end(start, k)
+    }
+
+    /// Writes a record read by [`crate::Reader::next_raw`] as it was: a
+    /// timed record gets its time delta from this writer's previous record
+    /// (so a pass may replace records, at the same times, on the way).
+    pub fn write_raw(&mut self, raw: &crate::RawRecord<'_>) -> Result<(), FormatError> {
+        match raw {
+            crate::RawRecord::StackCopy(c, bytes) => {
+                let mut c = c.clone();
+                c.bytes = bytes.to_vec();
+                self.write(&Record::StackCopy(Box::new(c)))
+            }
+            crate::RawRecord::Other(o) => {
+                if o.kind == kind::EXIT {
+                    if let Some(Record::Exit(e)) = o.decode()? {
+                        self.refs.exited(e.tid);
+                    }
+                }
+                let start = self.begin();
+                if let Some(time) = o.time {
+                    self.put_time(time);
+                }
+                self.buf.extend_from_slice(o.body);
+                self.end(start, o.kind)
+            }
+        }
+    }
+
+    /// Writes a stack copy as [`Writer::write`] does, keeping its bytes'
+    /// buffer as the thread's reference instead of copying them.
+    pub fn write_stack_copy(&mut self, mut c: Box<crate::StackCopy>) -> Result<(), FormatError> {
+        let start = self.begin();
+        let k = self.put_copy(&c);
+        let bytes = std::mem::take(&mut c.bytes);
+        self.refs.keep_owned(c.tid, c.sp, bytes);
+        self.end(start, k)
+    }
+
+    /// Appends a stack copy's time and payload: as a delta from the
+    /// thread's reference when that is shorter. Returns the kind.
+    fn put_copy(&mut self, c: &crate::StackCopy) -> u8 {
+        self.put_time(c.time);
+        match self.refs.get(c.tid) {
+            Some(r) if crate::ustacks::encode_copy_delta(c, r, &mut self.buf) => {
+                kind::STACK_COPY_DELTA
+            }
+            _ => {
+                crate::ustacks::encode_copy(c, &mut self.buf);
+                kind::STACK_COPY
+            }
+        }
     }
 
     /// Writes a JVM's whole call-tree dump: its head, then one record per thread.

@@ -110,6 +110,28 @@ fn records() -> Vec<Record> {
         requested: 8192,
         bytes: (0..=255u8).cycle().take(1000).collect(),
     })));
+    // The same thread again: a delta against the copy above (the same
+    // SP, a few bytes changed; then an SP 24 bytes lower, a frame deeper).
+    let mut again: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+    again[10] ^= 0xff;
+    again[999] = 7;
+    v.push(stack_copy(
+        1_000_006_100,
+        78,
+        0x7ffd_0000_0000,
+        again.clone(),
+    ));
+    let mut deeper = vec![1u8; 24];
+    deeper.extend_from_slice(&again);
+    deeper.truncate(1000);
+    v.push(stack_copy(1_000_006_200, 78, 0x7ffd_0000_0000 - 24, deeper));
+    // After the thread's exit its tid's next copy is whole again.
+    v.push(Record::Exit(idleflow_format::ThreadExit {
+        time: 1_000_006_300,
+        tid: 78,
+        pid: 77,
+    }));
+    v.push(stack_copy(1_000_006_400, 78, 0x7ffd_0000_0000, again));
     v.push(Record::UserStack(Box::new(idleflow_format::UserStack {
         id: 3,
         end: idleflow_format::UnwindEnd::Truncated,
@@ -163,6 +185,20 @@ fn records() -> Vec<Record> {
         }));
     }
     v
+}
+
+fn stack_copy(time: u64, tid: u32, sp: u64, bytes: Vec<u8>) -> Record {
+    Record::StackCopy(Box::new(idleflow_format::StackCopy {
+        time,
+        cpu: 1,
+        tid,
+        pid: 77,
+        ip: 0x7f00_0000_1234,
+        sp,
+        bp: 0,
+        requested: 8192,
+        bytes,
+    }))
 }
 
 fn write_all(records: &[Record]) -> Vec<u8> {
@@ -597,4 +633,107 @@ fn a_huge_record_length_in_a_short_file_is_truncation() {
     let mut r = Reader::new(&damaged[..]).unwrap();
     let e = r.next_record().unwrap_err();
     assert!(matches!(e, FormatError::Truncated { .. }), "{e}");
+}
+
+/// A thread that blocks again where it blocked before costs tens of bytes,
+/// not its 8 KiB copy, and reads back whole; another thread's copy and an
+/// exit in between do not disturb it.
+#[test]
+fn a_copy_like_the_threads_last_is_written_as_a_short_delta() {
+    let base: Vec<u8> = (0..8192u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut next = base.clone();
+    next[100] = 1;
+    next[4000..4016].fill(9);
+    let recs = vec![
+        stack_copy(10, 5, 0x7000_0000, base.clone()),
+        stack_copy(20, 6, 0x7100_0000, base.clone()),
+        stack_copy(30, 5, 0x7000_0000, next.clone()),
+    ];
+    let one = write_all(&recs[..2]).len();
+    let bytes = write_all(&recs);
+    assert!(
+        bytes.len() - one < 80,
+        "the second copy of thread 5 took {} bytes",
+        bytes.len() - one
+    );
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    let mut back = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        back.push(rec);
+    }
+    assert_eq!(back, recs);
+}
+
+/// The resolver's pass: raw records copied through, copies replaced by
+/// records at the same times, reads back as the input with the copies
+/// replaced, the time chain whole.
+#[test]
+fn a_raw_pass_keeps_every_other_record_and_the_times() {
+    let recs = records();
+    let bytes = write_all(&recs);
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    let mut w = Writer::new(Vec::new(), r.info()).unwrap();
+    let mut copies = Vec::new();
+    while let Some(raw) = r.next_raw().unwrap() {
+        match &raw {
+            idleflow_format::RawRecord::StackCopy(c, b) => {
+                let mut c = c.clone();
+                c.bytes = b.to_vec();
+                w.write(&Record::SwitchUserStack(idleflow_format::SwitchStack {
+                    time: c.time,
+                    cpu: c.cpu,
+                    tid: c.tid,
+                    stack: copies.len() as u64 + 1,
+                }))
+                .unwrap();
+                copies.push(c);
+            }
+            idleflow_format::RawRecord::Other(_) => w.write_raw(&raw).unwrap(),
+        }
+    }
+    let out = w.finish(r.summary().unwrap()).unwrap();
+    let mut expected = Vec::new();
+    let mut n = 0;
+    for rec in &recs {
+        match rec {
+            Record::StackCopy(c) => {
+                n += 1;
+                assert_eq!(**c, copies[n - 1]);
+                expected.push(Record::SwitchUserStack(idleflow_format::SwitchStack {
+                    time: c.time,
+                    cpu: c.cpu,
+                    tid: c.tid,
+                    stack: n as u64,
+                }));
+            }
+            r => expected.push(r.clone()),
+        }
+    }
+    assert_eq!(n, 4);
+    let mut r = Reader::new(&out[..]).unwrap();
+    let mut back = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        back.push(rec);
+    }
+    assert_eq!(back, expected);
+    assert_eq!(r.summary().unwrap().lost_per_cpu, vec![0, 12]);
+}
+
+/// Any byte of a recording with deltas changed: an error or other values,
+/// never a panic, in either way of reading.
+#[test]
+fn a_damaged_delta_is_an_error_not_a_panic() {
+    let bytes = write_all(&records());
+    for at in 12..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut b = bytes.clone();
+            b[at] ^= flip;
+            if let Ok(mut r) = Reader::new(&b[..]) {
+                while let Ok(Some(_)) = r.next_record() {}
+            }
+            if let Ok(mut r) = Reader::new(&b[..]) {
+                while let Ok(Some(_)) = r.next_raw() {}
+            }
+        }
+    }
 }
