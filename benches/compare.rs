@@ -396,6 +396,7 @@ fn synthesize(path: &Path, n: u64) {
         ring_bytes: 0,
         tool_pid: 0,
         java_waits: false,
+        stacks: String::new(),
     };
     let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
     let mut w = Writer::new(file, &info).unwrap();

@@ -103,6 +103,15 @@ pub enum Command {
     Resolve(ResolveArgs),
 }
 
+/// `record --stacks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StacksAt {
+    /// At the switch-outs that leave a CPU idle.
+    Idle,
+    /// At every blocking switch-out too.
+    Waits,
+}
+
 /// The arguments of `__resolve`.
 #[derive(Debug, Args)]
 pub struct ResolveArgs {
@@ -246,6 +255,24 @@ pub struct RecordArgs {
     /// report. 0 takes kernel stacks only.
     #[arg(long, default_value = "8K", value_parser = parse_stack_size, value_name = "BYTES")]
     pub stack_size: u32,
+
+    /// Where to take the stacks: `idle`, at the switch-outs that leave a CPU
+    /// idle (the report's "Idle-causing call paths"); `waits`, at every
+    /// blocking switch-out too (a sleep on a lock, a socket, a timer; not a
+    /// preemption): the report adds "Blocking call paths", where the
+    /// recorded program's threads waited, by blocked time, and `flamegraph
+    /// --blocked` draws them (an off-CPU flame graph). `waits` copies a
+    /// stack at every wait of every thread on the machine (the kernel's
+    /// filter cannot tell processes apart); the report keeps the recorded
+    /// program's.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "idle",
+        value_name = "WHEN",
+        conflicts_with = "no_stacks"
+    )]
+    pub stacks: StacksAt,
 
     /// (internal, for the resolver's benchmark) Keep the raw stack copies:
     /// `idleflow __resolve FILE` resolves them later.
@@ -403,6 +430,12 @@ pub struct FlamegraphArgs {
     /// Of the switch-out stacks, draw the user frames only (no kernel frames).
     #[arg(long)]
     pub user_only: bool,
+
+    /// Draw where the threads blocked, by the time until they ran again
+    /// (`--weight idle-ns`) or by waits (`--weight dispatches`): an
+    /// off-CPU flame graph of a recording made with `record --stacks waits`.
+    #[arg(long, conflicts_with_all = ["by_reason", "stacks"])]
+    pub blocked: bool,
 
     /// One stack per thread. By default threads whose names differ only in
     /// their last number (a pool: `http-nio-8080-exec-1`, `-exec-2`, …) are

@@ -63,6 +63,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         all_switch_samples: args.all_switch_samples,
         kernel_stacks: !args.no_stacks,
         user_stack_bytes: if args.no_stacks { 0 } else { args.stack_size },
+        stacks_at_waits: args.stacks == crate::cli::StacksAt::Waits,
     })?;
     recorder.enable()?;
     let started = Instant::now();

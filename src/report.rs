@@ -194,6 +194,7 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
         by_reason: args.by_reason,
         stacks: args.stacks,
         user_only: args.user_only,
+        blocked: args.blocked,
     };
     let lines =
         flame::folded(&analysis, source).with_context(|| format!("{}", args.input.display()))?;
@@ -206,7 +207,7 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
             writeln!(out, "{line}")?;
         }
     } else {
-        flame::svg(&lines, weight, &mut out)
+        flame::svg(&lines, weight, args.blocked, &mut out)
             .with_context(|| format!("cannot write {}", out_path.display()))?;
     }
     out.flush()?;

@@ -353,3 +353,89 @@ fn copies_are_written_as_deltas_and_resolve_later_to_the_same_chain() {
         copy_bytes as f64 / copies as f64
     );
 }
+
+/// `--stacks waits`: stacks at every blocking switch-out, not only at
+/// those that leave a CPU idle. The report's "Blocking call paths" give
+/// the worker's read chain with the time it waited there, which agrees
+/// with the dispatch stream's own count of the worker's blocking
+/// switch-outs and blocked time (from the switch-out to its wake-up, plus
+/// the wait to run); the off-CPU flame graph draws the same.
+#[test]
+fn stacks_at_every_wait_give_the_blocking_paths_by_blocked_time() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = chain(dir.path(), "chain-waits", &["-g"]);
+    let rec = dir.path().join("w.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--stacks", "waits", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&bin)
+        .arg("1000"));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let r = report_json(&rec);
+    let bp = &r["blocking_paths"];
+    assert!(bp.is_object(), "no blocking_paths: {r}");
+    let worker_paths: Vec<&Value> = bp["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["threads"][0][0] == "worker")
+        .collect();
+    let top = worker_paths[0];
+    let frames = names(top);
+    assert!(
+        in_order(
+            &frames,
+            &["fill_buffer", "next_message", "consume", "worker_main"]
+        ),
+        "{frames:?}"
+    );
+    assert!(top["wait"].as_str().unwrap().contains("pipe_read"), "{top}");
+    // Against the thread table (from the dispatches alone).
+    let t = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["comm"] == "worker")
+        .expect("the worker in the thread table");
+    let waits: u64 = worker_paths.iter().map(|p| u(p, "waits")).sum();
+    let blocked: u64 = worker_paths.iter().map(|p| u(p, "blocked_ns")).sum();
+    let (non_runnable, blocked_ns, runnable_ns) = (
+        u(t, "non_runnable"),
+        u(t, "blocked_ns"),
+        u(t, "runnable_wait_ns"),
+    );
+    assert!(
+        non_runnable > 500 && waits * 100 >= non_runnable * 95 && waits <= non_runnable,
+        "{waits} waits on the paths, {non_runnable} blocking switch-outs"
+    );
+    assert!(
+        blocked * 100 >= blocked_ns * 95 && blocked <= blocked_ns + runnable_ns,
+        "{blocked} ns on the paths; blocked {blocked_ns} ns + runnable {runnable_ns} ns"
+    );
+    // Not idle-caused only: the worker's waits are more than its
+    // dispatches to idle whenever its CPU had something else to run, and
+    // never fewer.
+    assert!(waits >= to_idle_of(&r, "worker") * 95 / 100, "{waits}");
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert!(text.contains("## Blocking call paths"), "{text}");
+    assert_fits_120_columns(&text);
+    let lines = folded_with(&rec, "idle-ns", &["--blocked"]);
+    let (line, ns) = lines.iter().max_by_key(|l| l.1).unwrap();
+    assert!(
+        line.contains("worker;") && line.contains("consume;next_message;fill_buffer;"),
+        "{line}"
+    );
+    assert!(*ns * 100 >= blocked * 95, "{ns} of {blocked}");
+    // A recording without them says how to get them.
+    let plain = dir.path().join("p.idleflow");
+    record(&plain, &[bin.as_os_str(), "100".as_ref()]);
+    assert!(report_json(&plain).get("blocking_paths").is_none());
+    let out = run(idleflow()
+        .args(["flamegraph", "--blocked", "--folded", "-o"])
+        .arg(dir.path().join("b.folded"))
+        .arg(&plain));
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--stacks waits"), "{}", stderr(&out));
+}

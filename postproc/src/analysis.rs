@@ -164,6 +164,9 @@ impl Analysis {
             kernel: KernelWaits::default(),
             info,
         };
+        if a.info.stacks == "waits" {
+            a.kernel.track_blocked();
+        }
         if a.info.java_waits {
             a.java = JavaWaits::load(&mut reader)?;
             for j in &a.java.jvms {
@@ -197,6 +200,7 @@ impl Analysis {
                     }
                     let out = a.accounting.dispatch(&d);
                     let ci = a.accounting.cpu_slot(d.cpu);
+                    a.kernel.dispatched(ci, &d);
                     // The tree node stays the key; the JVM's wait adds why.
                     let wait = if java_waits && out.to_idle && d.prev_node.node().is_some() {
                         a.java
@@ -245,8 +249,8 @@ impl Analysis {
                 Record::UserSymbols(u) => a.kernel.user_symbols = Some(u),
                 Record::StackCopy(_) => a.kernel.unresolved_copies += 1,
                 Record::ModuleMap(_) => {}
-                Record::Exit(_)
-                | Record::JvmWaits(_)
+                Record::Exit(e) => a.kernel.exited(e.tid),
+                Record::JvmWaits(_)
                 | Record::JavaSymbol(_)
                 | Record::JavaStack(_)
                 | Record::JavaWait(_) => {}

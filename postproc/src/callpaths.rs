@@ -18,7 +18,7 @@ use idleflow_format::{CodeKind, UnwindEnd, UserStackCounts};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
-use crate::kwaits::{is_scheduler_frame, Caused, KernelWaits};
+use crate::kwaits::{is_scheduler_frame, KernelWaits, StacksKey};
 
 /// What ran at a frame of a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -101,6 +101,146 @@ pub struct CallPathsSection {
 /// A path's key while summing: (process, wait, frames).
 type Key = (String, String, Vec<PathFrame>);
 
+/// One path summed from (stacks, count, ns) rows.
+struct Grouped {
+    process: String,
+    wait: String,
+    frames: Vec<PathFrame>,
+    partial: bool,
+    count: u64,
+    ns: u64,
+    threads: Vec<(String, u64)>,
+}
+
+/// Sums `rows` ((kernel stack, user stack, tid), count, ns) by path: the
+/// rows with a user stack of the threads `shown` accepts, idleflow's own
+/// (`tool_tids`) left out; most ns first.
+fn group(
+    kw: &KernelWaits,
+    rows: impl Iterator<Item = (StacksKey, u64, u64)>,
+    tool_tids: &FxHashSet<u32>,
+    shown: &impl Fn(u32) -> bool,
+    name: &impl Fn(u32) -> (String, String),
+) -> Vec<Grouped> {
+    let mut by_path: FxHashMap<Key, (u64, u64, bool, FxHashMap<String, u64>)> =
+        FxHashMap::default();
+    for ((kstack, ustack, tid), count, ns) in rows {
+        if ustack == 0 || tool_tids.contains(&tid) || !shown(tid) {
+            continue;
+        }
+        let (process, thread) = name(tid);
+        let partial = kw
+            .user(ustack)
+            .is_some_and(|s| s.end != UnwindEnd::Complete);
+        let key = (process, wait_of(kw, kstack), user_path(kw, ustack));
+        let e = by_path.entry(key).or_default();
+        e.0 += count;
+        e.1 = e.1.saturating_add(ns);
+        e.2 |= partial;
+        *e.3.entry(crate::arcflow::thread_pattern(&thread))
+            .or_default() += count;
+    }
+    let mut paths: Vec<Grouped> = by_path
+        .into_iter()
+        .map(|((process, wait, frames), (count, ns, partial, threads))| {
+            let mut threads: Vec<(String, u64)> = threads.into_iter().collect();
+            threads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            Grouped {
+                process,
+                wait,
+                frames,
+                partial,
+                count,
+                ns,
+                threads,
+            }
+        })
+        .collect();
+    paths.sort_by(|a, b| {
+        b.ns.cmp(&a.ns)
+            .then_with(|| b.count.cmp(&a.count))
+            .then_with(|| a.frames.cmp(&b.frames))
+    });
+    paths
+}
+
+/// One blocking call path of the report (`record --stacks waits`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BlockedPath {
+    /// The process's name.
+    pub process: String,
+    /// The kernel's wait, empty where no kernel stack was taken.
+    pub wait: String,
+    /// The user frames, innermost first.
+    pub frames: Vec<PathFrame>,
+    /// Some of its stacks were cut at the copy's end or stopped early.
+    pub partial: bool,
+    /// Blocking switch-outs through it.
+    pub waits: u64,
+    /// Time until the threads ran again, ns.
+    pub blocked_ns: u64,
+    /// Its share of the blocked time of all paths, %.
+    pub share_pct: f64,
+    /// The threads (or pools by name pattern) that waited there, most first.
+    pub threads: Vec<(String, u64)>,
+}
+
+/// The report's section of blocking call paths: where the recorded
+/// threads waited, by the time until they ran again (an off-CPU profile).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BlockedPathsSection {
+    /// Waits with a user stack.
+    pub waits: u64,
+    /// Their blocked time, ns.
+    pub blocked_ns: u64,
+    /// Paths, most blocked time first.
+    pub paths: Vec<BlockedPath>,
+}
+
+impl BlockedPathsSection {
+    /// The section for a recording with stacks at every wait (`None` for
+    /// others), of the threads `shown` accepts, idleflow's own left out.
+    pub fn new(
+        kw: &KernelWaits,
+        tool_tids: &FxHashSet<u32>,
+        shown: impl Fn(u32) -> bool,
+        name: impl Fn(u32) -> (String, String),
+    ) -> Option<Self> {
+        if !kw.tracks_blocked() {
+            return None;
+        }
+        let grouped = group(
+            kw,
+            kw.blocked
+                .iter()
+                .map(|(&key, b)| (key, b.waits, b.blocked_ns)),
+            tool_tids,
+            &shown,
+            &name,
+        );
+        let blocked_ns: u64 = grouped.iter().map(|g| g.ns).sum();
+        let waits: u64 = grouped.iter().map(|g| g.count).sum();
+        let paths = grouped
+            .into_iter()
+            .map(|g| BlockedPath {
+                share_pct: crate::kwaits::share_pct(g.ns, blocked_ns),
+                process: g.process,
+                wait: g.wait,
+                frames: g.frames,
+                partial: g.partial,
+                waits: g.count,
+                blocked_ns: g.ns,
+                threads: g.threads,
+            })
+            .collect();
+        Some(BlockedPathsSection {
+            waits,
+            blocked_ns,
+            paths,
+        })
+    }
+}
+
 /// The kernel wait of kernel stack `id` (empty for 0).
 fn wait_of(kw: &KernelWaits, id: u64) -> String {
     if id == 0 {
@@ -141,49 +281,30 @@ impl CallPathsSection {
         if kw.switch_user_stacks == 0 && kw.user_symbols.is_none() && kw.unresolved_copies == 0 {
             return None;
         }
-        let mut by_path: FxHashMap<Key, (Caused, bool, FxHashMap<String, u64>)> =
-            FxHashMap::default();
-        for (&(kstack, ustack, tid), c) in &kw.caused {
-            if ustack == 0 || tool_tids.contains(&tid) || !shown(tid) {
-                continue;
-            }
-            let (process, thread) = name(tid);
-            let partial = kw
-                .user(ustack)
-                .is_some_and(|s| s.end != UnwindEnd::Complete);
-            let key = (process, wait_of(kw, kstack), user_path(kw, ustack));
-            let e = by_path.entry(key).or_default();
-            e.0.dispatches += c.dispatches;
-            e.0.idle_ns = e.0.idle_ns.saturating_add(c.idle_ns);
-            e.1 |= partial;
-            *e.2.entry(crate::arcflow::thread_pattern(&thread))
-                .or_default() += c.dispatches;
-        }
-        let total_idle: u64 = by_path.values().map(|v| v.0.idle_ns).sum();
-        let total_dispatches: u64 = by_path.values().map(|v| v.0.dispatches).sum();
-        let mut paths: Vec<CallPath> = by_path
+        let grouped = group(
+            kw,
+            kw.caused
+                .iter()
+                .map(|(&key, c)| (key, c.dispatches, c.idle_ns)),
+            tool_tids,
+            &shown,
+            &name,
+        );
+        let total_idle: u64 = grouped.iter().map(|g| g.ns).sum();
+        let total_dispatches: u64 = grouped.iter().map(|g| g.count).sum();
+        let paths: Vec<CallPath> = grouped
             .into_iter()
-            .map(|((process, wait, frames), (c, partial, threads))| {
-                let mut threads: Vec<(String, u64)> = threads.into_iter().collect();
-                threads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-                CallPath {
-                    process,
-                    wait,
-                    frames,
-                    partial,
-                    idle_dispatches_to: c.dispatches,
-                    idle_ns: c.idle_ns,
-                    share_pct: crate::kwaits::share_pct(c.idle_ns, total_idle),
-                    threads,
-                }
+            .map(|g| CallPath {
+                share_pct: crate::kwaits::share_pct(g.ns, total_idle),
+                process: g.process,
+                wait: g.wait,
+                frames: g.frames,
+                partial: g.partial,
+                idle_dispatches_to: g.count,
+                idle_ns: g.ns,
+                threads: g.threads,
             })
             .collect();
-        paths.sort_by(|a, b| {
-            b.idle_ns
-                .cmp(&a.idle_ns)
-                .then_with(|| b.idle_dispatches_to.cmp(&a.idle_dispatches_to))
-                .then_with(|| a.frames.cmp(&b.frames))
-        });
         let (counts, mut notes) = kw
             .user_symbols
             .as_ref()
@@ -221,11 +342,15 @@ fn suffix(kind: FrameKind) -> &'static str {
 
 /// Folded stacks of the call paths for `inferno`: `PROCESS;THREAD;user
 /// frames outermost first;kernel frames, the wait on top WEIGHT` (the
-/// kernel frames left out with `user_only`). Only the threads `shown`
-/// accepts, never idleflow's own. Threads without a user stack (kernel
-/// threads) show their kernel frames alone.
+/// kernel frames left out with `user_only`), from `rows` ((kernel stack,
+/// user stack, tid), count, ns): the idle-causing ones
+/// ([`KernelWaits::caused`]) or the blocking ones ([`KernelWaits::blocked`]),
+/// weighed by count with `fold.dispatches`, else by ns. Only the threads
+/// `shown` accepts, never idleflow's own. Threads without a user stack
+/// (kernel threads) show their kernel frames alone.
 pub fn folded(
     kw: &KernelWaits,
+    rows: impl Iterator<Item = (StacksKey, u64, u64)>,
     names: &FxHashMap<u32, (u32, String)>,
     shown: impl Fn(u32) -> bool,
     fold: crate::views::FoldOptions,
@@ -233,7 +358,7 @@ pub fn folded(
 ) -> Vec<String> {
     let mut lines: std::collections::BTreeMap<String, u64> = Default::default();
     let clean = |s: &str| s.replace(';', ":");
-    for (&(kstack, ustack, tid), c) in &kw.caused {
+    for ((kstack, ustack, tid), count, ns) in rows {
         if !shown(tid) || (ustack == 0 && (kstack == 0 || user_only)) {
             continue;
         }
@@ -255,11 +380,7 @@ pub fn folded(
                     .map(|f| format!("{}_[k]", clean(f))),
             );
         }
-        let weight = if fold.dispatches {
-            c.dispatches
-        } else {
-            c.idle_ns
-        };
+        let weight = if fold.dispatches { count } else { ns };
         let e = lines.entry(parts.join(";")).or_default();
         *e = e.saturating_add(weight);
     }

@@ -28,6 +28,9 @@ pub enum FlameError {
     /// `--by-reason` asks for Java waits, and there are none.
     #[error("--by-reason needs Java waits (`record --java waits`, the default); this recording has call trees only")]
     NoWaits,
+    /// `--blocked` asks for blocking paths, and the recording has none.
+    #[error("--blocked needs stacks at every wait: record with `idleflow record --stacks waits`")]
+    NoBlocked,
     /// No dispatch to idle was attributed to any call path.
     #[error("no dispatch to idle was attributed to a call path: nothing to draw")]
     Empty,
@@ -45,6 +48,9 @@ pub struct Source {
     pub stacks: bool,
     /// Of those, the user frames only (no kernel frames on top).
     pub user_only: bool,
+    /// The blocking call paths instead, by blocked time or waits
+    /// (`record --stacks waits`): an off-CPU flame graph.
+    pub blocked: bool,
 }
 
 /// The folded stacks of `a`: its call trees', built while it was read as
@@ -60,8 +66,24 @@ pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
     });
     let shown = |tid| a.shows(tid) && !a.tool_tids.contains(&tid);
     let user_stacks = a.kernel.switch_user_stacks > 0;
-    let lines = if source.stacks && user_stacks {
-        crate::callpaths::folded(&a.kernel, &a.names, shown, fold, source.user_only)
+    let caused = || {
+        a.kernel
+            .caused
+            .iter()
+            .map(|(&key, c)| (key, c.dispatches, c.idle_ns))
+    };
+    let lines = if source.blocked {
+        if !a.kernel.tracks_blocked() {
+            return Err(FlameError::NoBlocked);
+        }
+        let rows = a
+            .kernel
+            .blocked
+            .iter()
+            .map(|(&key, b)| (key, b.waits, b.blocked_ns));
+        crate::callpaths::folded(&a.kernel, rows, &a.names, shown, fold, source.user_only)
+    } else if source.stacks && user_stacks {
+        crate::callpaths::folded(&a.kernel, caused(), &a.names, shown, fold, source.user_only)
     } else if source.stacks && !a.kernel.is_empty() {
         crate::kwaits::folded(&a.kernel, &a.names, shown, fold)
     } else if source.stacks {
@@ -73,7 +95,7 @@ pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
     } else if by_reason && !a.views.jvms.is_empty() {
         return Err(FlameError::NoWaits);
     } else if user_stacks && !by_reason {
-        crate::callpaths::folded(&a.kernel, &a.names, shown, fold, source.user_only)
+        crate::callpaths::folded(&a.kernel, caused(), &a.names, shown, fold, source.user_only)
     } else if !a.kernel.is_empty() && !by_reason {
         crate::kwaits::folded(&a.kernel, &a.names, shown, fold)
     } else {
@@ -86,9 +108,20 @@ pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
 }
 
 /// Writes the SVG flame graph of the folded stacks `lines` to `out`.
-pub fn svg(lines: &[String], weight: Weight, out: impl Write) -> Result<(), FlameError> {
+/// `blocked`: the lines are blocking paths (their weight blocked ns or waits).
+pub fn svg(
+    lines: &[String],
+    weight: Weight,
+    blocked: bool,
+    out: impl Write,
+) -> Result<(), FlameError> {
     let mut opts = inferno::flamegraph::Options::default();
     let (title, count) = match weight {
+        Weight::IdleNs if blocked => (
+            "Time threads waited until they ran again, by call path (off-CPU)",
+            "ns blocked",
+        ),
+        Weight::Dispatches if blocked => ("Waits (blocking switch-outs), by call path", "waits"),
         Weight::IdleNs => (
             "Idle time after a thread left a CPU, by call path",
             "ns idle",
@@ -104,9 +137,11 @@ pub fn svg(lines: &[String], weight: Weight, out: impl Write) -> Result<(), Flam
     opts.colors =
         inferno::flamegraph::Palette::Multi(inferno::flamegraph::color::MultiPalette::Java);
     opts.count_name = count.to_string();
-    opts.subtitle = Some(format!(
-        "width: {count} after the thread left the frame's call path (idleflow)"
-    ));
+    opts.subtitle = Some(if blocked {
+        format!("width: {count} of the threads that blocked in the frame's call path (idleflow)")
+    } else {
+        format!("width: {count} after the thread left the frame's call path (idleflow)")
+    });
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)?;
     Ok(())
 }

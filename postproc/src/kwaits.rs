@@ -28,6 +28,16 @@ pub struct Caused {
     pub idle_ns: u64,
 }
 
+/// Waits through one stack by one thread (recordings with stacks at every
+/// wait, `record --stacks waits`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Blocked {
+    /// Blocking switch-outs.
+    pub waits: u64,
+    /// Time until the thread ran again, ns.
+    pub blocked_ns: u64,
+}
+
 /// The stacks taken at the last dispatch of a CPU.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
@@ -64,6 +74,14 @@ pub struct KernelWaits {
     user_stacks: FxHashMap<u64, UserStack>,
     /// The user stacks' modules, frames and counts.
     pub user_symbols: Option<Box<UserSymbols>>,
+    /// Whether blocked time is summed ([`KernelWaits::track_blocked`]).
+    tracking: bool,
+    /// Per CPU slot, the last dispatch: (time, leaving tid, it blocked).
+    last: Vec<Option<(u64, u32, bool)>>,
+    /// Threads blocked now, with the stacks taken when they left.
+    open_waits: FxHashMap<u32, Pending>,
+    /// Where threads blocked, and for how long.
+    pub blocked: FxHashMap<StacksKey, Blocked>,
 }
 
 impl KernelWaits {
@@ -81,6 +99,69 @@ impl KernelWaits {
     pub fn switch_user_stack(&mut self, ci: usize, s: &SwitchStack) {
         self.switch_user_stacks += 1;
         self.pending_at(ci, s).user = s.stack;
+        self.open_wait(ci, s, |w| w.user = s.stack);
+    }
+
+    /// Sums blocked time by stacks from now on: a recording with stacks at
+    /// every blocking switch-out (`RunInfo::stacks` `waits`).
+    pub fn track_blocked(&mut self) {
+        self.tracking = true;
+    }
+
+    /// Whether blocked time is summed.
+    pub fn tracks_blocked(&self) -> bool {
+        self.tracking
+    }
+
+    /// Every dispatch of the window on CPU slot `ci`, in time order: ends
+    /// the wait of the thread it runs, and notes whether the leaving thread
+    /// blocked (a sleep, not a preemption or an exit).
+    pub fn dispatched(&mut self, ci: usize, d: &idleflow_format::Dispatch) {
+        if !self.tracking {
+            return;
+        }
+        if let Some(w) = self.open_waits.remove(&d.next_tid) {
+            let b = self
+                .blocked
+                .entry((w.kernel, w.user, d.next_tid))
+                .or_default();
+            b.waits += 1;
+            b.blocked_ns = b.blocked_ns.saturating_add(d.time.saturating_sub(w.time));
+        }
+        if self.last.len() <= ci {
+            self.last.resize(ci + 1, None);
+        }
+        use idleflow_format::PrevState as S;
+        let blocked = d.prev_tid != 0
+            && matches!(
+                d.prev_state,
+                S::Sleeping | S::DiskSleep | S::Parked | S::IdleWait | S::Blocked
+            );
+        self.last[ci] = Some((d.time, d.prev_tid, blocked));
+    }
+
+    /// A thread exited: a wait it never left is not counted.
+    pub fn exited(&mut self, tid: u32) {
+        self.open_waits.remove(&tid);
+    }
+
+    /// Adds a stack of the dispatch just read on CPU slot `ci` to its
+    /// thread's open wait, if that dispatch was a blocking switch-out.
+    fn open_wait(&mut self, ci: usize, s: &SwitchStack, set: impl FnOnce(&mut Pending)) {
+        if !self.tracking || self.last.get(ci).copied().flatten() != Some((s.time, s.tid, true)) {
+            return;
+        }
+        let fresh = Pending {
+            time: s.time,
+            tid: s.tid,
+            kernel: 0,
+            user: 0,
+        };
+        let w = self.open_waits.entry(s.tid).or_insert(fresh);
+        if w.time != s.time {
+            *w = fresh;
+        }
+        set(w);
     }
 
     /// The pending stacks of CPU slot `ci` for the switch-out `s` names.
@@ -152,6 +233,7 @@ impl KernelWaits {
     pub fn switch_stack(&mut self, ci: usize, s: &SwitchStack) {
         self.switch_stacks += 1;
         self.pending_at(ci, s).kernel = s.stack;
+        self.open_wait(ci, s, |w| w.kernel = s.stack);
     }
 
     /// The names of the stacks' addresses.

@@ -244,6 +244,10 @@ pub struct Report {
     pub kernel_waits: Option<KernelWaitsSection>,
     /// Idle-causing call paths, from the user stacks at the switch-outs.
     pub call_paths: Option<crate::callpaths::CallPathsSection>,
+    /// Where the recorded threads blocked, by blocked time (recordings with
+    /// stacks at every wait, `record --stacks waits`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocking_paths: Option<crate::callpaths::BlockedPathsSection>,
 }
 
 /// What one dispatch out of idle can take from the kernel's idle clock
@@ -553,6 +557,12 @@ impl Report {
                     .map_or_else(|| format!("tid {tid}"), |(_, comm)| comm.clone())
             }),
             call_paths: call_paths(a),
+            blocking_paths: crate::callpaths::BlockedPathsSection::new(
+                &a.kernel,
+                &a.tool_tids,
+                |tid| a.shows(tid),
+                |tid| process_and_thread(a, tid),
+            ),
             per_cpu,
             total,
             threads,
@@ -577,6 +587,19 @@ fn idle_caused(a: &Analysis) -> (u64, u64) {
         })
 }
 
+/// (process name, thread name) of `tid`.
+fn process_and_thread(a: &Analysis, tid: u32) -> (String, String) {
+    let (pid, thread) = a
+        .names
+        .get(&tid)
+        .map_or_else(|| (0, format!("tid {tid}")), |(p, c)| (*p, c.clone()));
+    let process = a
+        .names
+        .get(&pid)
+        .map_or_else(|| format!("pid {pid}"), |(_, c)| c.clone());
+    (process, thread)
+}
+
 /// The call paths of the user stacks, with a note where JVMs ran without
 /// their perf map (their JIT frames are then `[unknown]`).
 fn call_paths(a: &Analysis) -> Option<crate::callpaths::CallPathsSection> {
@@ -590,17 +613,7 @@ fn call_paths(a: &Analysis) -> Option<crate::callpaths::CallPathsSection> {
             .fold((0, 0), |(n, ns), (_, c)| {
                 (n + c.dispatches, ns.saturating_add(c.idle_ns))
             }),
-        |tid| {
-            let (pid, thread) = a
-                .names
-                .get(&tid)
-                .map_or_else(|| (0, format!("tid {tid}")), |(p, c)| (*p, c.clone()));
-            let process = a
-                .names
-                .get(&pid)
-                .map_or_else(|| format!("pid {pid}"), |(_, c)| c.clone());
-            (process, thread)
-        },
+        |tid| process_and_thread(a, tid),
     );
     if let Some(cp) = section.as_mut() {
         let perf_maps = a

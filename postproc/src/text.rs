@@ -463,6 +463,9 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     if let Some(cp) = &r.call_paths {
         render_call_paths(o, cp, opts.max_paths)?;
     }
+    if let Some(bp) = &r.blocking_paths {
+        render_blocking_paths(o, bp, opts.max_paths)?;
+    }
     if let Some(kw) = &r.kernel_waits {
         render_kernel_waits(o, kw, opts.max_paths)?;
     }
@@ -657,23 +660,74 @@ fn render_call_paths(
             &head,
             &p.threads,
         )?;
-        let mut frames: Vec<String> = p
-            .frames
-            .iter()
-            .map(|f| match f.kind {
-                crate::callpaths::FrameKind::Jit => format!("{} [jit]", f.name),
-                crate::callpaths::FrameKind::Interpreted => format!("{} [interpreted]", f.name),
-                _ => f.name.clone(),
-            })
-            .collect();
-        if p.partial {
-            frames.push("… (cut)".into());
-        }
-        for l in wrap(&frames.join(" ← "), "at", "  ", WIDTH - PATH_INDENT) {
-            writeln!(o, "{:PATH_INDENT$}{l}", "")?;
-        }
+        render_user_frames(o, &p.frames, p.partial)?;
     }
     more_paths(o, cp.paths.len(), max_paths)
+}
+
+/// A path's user frames, innermost first, `[jit]` and `[interpreted]`
+/// marked, `… (cut)` after a stack cut at the copy's end.
+fn render_user_frames(
+    o: &mut String,
+    frames: &[crate::callpaths::PathFrame],
+    partial: bool,
+) -> std::fmt::Result {
+    let mut names: Vec<String> = frames
+        .iter()
+        .map(|f| match f.kind {
+            crate::callpaths::FrameKind::Jit => format!("{} [jit]", f.name),
+            crate::callpaths::FrameKind::Interpreted => format!("{} [interpreted]", f.name),
+            _ => f.name.clone(),
+        })
+        .collect();
+    if partial {
+        names.push("… (cut)".into());
+    }
+    for l in wrap(&names.join(" ← "), "at", "  ", WIDTH - PATH_INDENT) {
+        writeln!(o, "{:PATH_INDENT$}{l}", "")?;
+    }
+    Ok(())
+}
+
+/// Blocking call paths (`record --stacks waits`): per path, the time the
+/// recorded threads waited there until they ran again.
+fn render_blocking_paths(
+    o: &mut String,
+    bp: &crate::callpaths::BlockedPathsSection,
+    max_paths: usize,
+) -> std::fmt::Result {
+    writeln!(o)?;
+    writeln!(
+        o,
+        "## Blocking call paths (the stacks at each blocking switch-out, by the time until the thread ran again)"
+    )?;
+    writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "# {} waits with a user stack, {} ms blocked in all (threads of the recorded processes; idleflow's own left out)",
+                count(bp.waits),
+                ms(bp.blocked_ns)
+            ),
+            WIDTH
+        )
+    )?;
+    writeln!(
+        o,
+        "{:>10} {:>6} {:>9}  process: kernel wait, the threads, then the user stack (innermost first)",
+        "blocked ms", "share", "waits"
+    )?;
+    for p in bp.paths.iter().take(max_paths) {
+        let head = if p.wait.is_empty() {
+            p.process.clone()
+        } else {
+            format!("{}: {}", p.process, p.wait)
+        };
+        render_path_head(o, p.blocked_ns, p.share_pct, p.waits, &head, &p.threads)?;
+        render_user_frames(o, &p.frames, p.partial)?;
+    }
+    more_paths(o, bp.paths.len(), max_paths)
 }
 
 /// Idle-causing kernel waits: per stack, its wait, the threads, and the

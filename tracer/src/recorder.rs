@@ -102,6 +102,10 @@ pub struct RecordOptions {
     /// user stack with its registers, and record executable mappings, for
     /// unwinding once the window closed (0: no user stacks).
     pub user_stack_bytes: u32,
+    /// Take the stacks at every blocking switch-out too (a sleep, not a
+    /// preemption), not only at those that leave a CPU idle: where the
+    /// threads wait, by blocked time (`record --stacks waits`).
+    pub stacks_at_waits: bool,
 }
 
 /// Default user stack copy, bytes: held the wait and park stacks of a JVM
@@ -116,6 +120,7 @@ impl Default for RecordOptions {
             all_switch_samples: false,
             kernel_stacks: true,
             user_stack_bytes: DEFAULT_USER_STACK_BYTES,
+            stacks_at_waits: false,
         }
     }
 }
@@ -214,6 +219,8 @@ pub struct Recorder {
     kernel_stacks: FxHashMap<Box<[u64]>, u64>,
     /// User stacks are copied (and executable mappings recorded).
     user_stacks: bool,
+    /// `RunInfo::stacks`.
+    stacks: &'static str,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -277,7 +284,11 @@ impl Recorder {
             // joiner then reads each state from its sample, as before.
             // With stacks, the switches that leave the CPU idle are sampled
             // too (their state is then read from the sample).
-            let filter = if options.kernel_stacks || options.user_stack_bytes > 0 {
+            let filter = if options.stacks_at_waits {
+                // Every switch-out that is not a preemption (0x100) or a
+                // runnable yield (0): interruptible sleeps (1) too.
+                "prev_state & 255 || next_pid == 0".to_string()
+            } else if options.kernel_stacks || options.user_stack_bytes > 0 {
                 format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0")
             } else {
                 SWITCH_SAMPLE_FILTER.to_string()
@@ -341,6 +352,13 @@ impl Recorder {
             stop_ns: None,
             kernel_stacks: FxHashMap::default(),
             user_stacks: options.user_stack_bytes > 0,
+            stacks: if !options.kernel_stacks && options.user_stack_bytes == 0 {
+                ""
+            } else if options.stacks_at_waits {
+                "waits"
+            } else {
+                "idle"
+            },
         })
     }
 
@@ -409,6 +427,7 @@ impl Recorder {
             ring_bytes: self.ring_bytes as u64,
             tool_pid: std::process::id(),
             java_waits: self.java_waits,
+            stacks: self.stacks.to_string(),
         };
         let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &info);
         let mut output = Output {

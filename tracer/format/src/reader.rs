@@ -166,6 +166,7 @@ impl<R: Read> Reader<R> {
                 ring_bytes: 0,
                 tool_pid: 0,
                 java_waits: false,
+                stacks: String::new(),
             },
             summary: None,
             unknown_records: 0,

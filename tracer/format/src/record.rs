@@ -242,6 +242,11 @@ pub struct RunInfo {
     /// waits after its dispatches ([`crate::waits`]).
     #[serde(default)]
     pub java_waits: bool,
+    /// Where the recorder took stacks: `idle` (at the switch-outs that
+    /// leave a CPU idle), `waits` (also at every other blocking
+    /// switch-out), empty (none, or an older recorder).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stacks: String,
 }
 
 impl RunInfo {
@@ -263,6 +268,7 @@ impl RunInfo {
             ring_bytes: 0,
             tool_pid: 0,
             java_waits: false,
+            stacks: String::new(),
         }
     }
 }

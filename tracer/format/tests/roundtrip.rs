@@ -22,6 +22,7 @@ fn info() -> RunInfo {
         ring_bytes: 4096,
         tool_pid: 0,
         java_waits: false,
+        stacks: String::new(),
     }
 }
 
