@@ -23,7 +23,7 @@ fn seed() -> Vec<u8> {
         target_pids: vec![7],
         tool_pid: 9,
         java_waits: true,
-        stacks: String::new(),
+        stacks: "waits".into(),
         ..RunInfo::minimal(vec![0, 1], 1_000)
     };
     let node = (7u64 << 32) | 2;

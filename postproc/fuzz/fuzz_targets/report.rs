@@ -28,13 +28,18 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(a) = Analysis::run_with_progress(std::io::Cursor::new(data), &opts, |_| {}) {
             let r = Report::new(&a, 5);
             let _ = text::render(&r, "fuzz", &text::TextOptions::default());
-            for (by_reason, stacks, user_only) in
-                [(false, false, false), (true, false, false), (false, true, false), (false, true, true)]
-            {
+            for (by_reason, stacks, user_only, blocked) in [
+                (false, false, false, false),
+                (true, false, false, false),
+                (false, true, false, false),
+                (false, true, true, false),
+                (false, false, false, true),
+            ] {
                 let source = flame::Source {
                     by_reason,
                     stacks,
                     user_only,
+                    blocked,
                 };
                 let _ = flame::folded(&a, source);
             }
