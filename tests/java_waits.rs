@@ -591,12 +591,31 @@ fn with_the_tree_agent_the_node_gets_the_jvm_reason() {
         "{top} {jw}"
     );
     assert!(f(w, "share_pct") > 5.0, "{top}");
+    // Beneath the node, the native stack its threads left with (the stacks
+    // taken at the switch-outs): the JVM's monitor code over a futex wait.
+    let native = &top["native"][0];
+    let frames: Vec<&str> = native["frames"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no native stack beneath the node: {top}"))
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        native["wait"].as_str().unwrap().contains("futex"),
+        "{native}"
+    );
+    assert!(
+        frames.iter().any(|f| f.starts_with("ObjectMonitor::")),
+        "{frames:?}"
+    );
+    assert!(f(native, "share_pct") > 50.0, "{top}");
     // The text report shows it under the method.
     let text = stdout(&run(idleflow().arg("report").arg(&rec)));
     assert!(
         text.contains("↳ JVM: monitor enter on Waits$Ledger"),
         "{text}"
     );
+    assert!(text.contains("↳ native: "), "{text}");
     assert_fits_120_columns(&text);
     // The flame graph tops the node's path with the reason, and the flight
     // recorder's own threads (idleflow's) are never in it. The clerks'

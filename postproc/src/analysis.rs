@@ -237,6 +237,7 @@ impl Analysis {
                 Record::SwitchStack(s) => {
                     let ci = a.accounting.cpu_slot(s.cpu);
                     a.kernel.switch_stack(ci, &s);
+                    a.node_idle.switch_stack(ci, s.time, s.tid, s.stack, 0);
                 }
                 Record::KernelStack(k) => a.kernel.stack(*k),
                 Record::KernelSymbols(k) => a.kernel.symbols(*k),
@@ -244,6 +245,7 @@ impl Analysis {
                 Record::SwitchUserStack(s) => {
                     let ci = a.accounting.cpu_slot(s.cpu);
                     a.kernel.switch_user_stack(ci, &s);
+                    a.node_idle.switch_stack(ci, s.time, s.tid, 0, s.stack);
                 }
                 Record::UserStack(u) => a.kernel.user_stack(*u),
                 Record::UserSymbols(u) => a.kernel.user_symbols = Some(u),

@@ -84,6 +84,9 @@ pub struct Measures {
     /// The JVM's reasons for `idle_dispatches` (symbol ids: [`ArcRow::waits`] names them).
     #[serde(skip)]
     pub waits: Vec<NodeWait>,
+    /// The native stacks of `idle_dispatches` (stack ids: [`ArcRow::native`] names them).
+    #[serde(skip)]
+    pub native: Vec<crate::nodes::NodeStacks>,
 }
 
 impl Measures {
@@ -115,6 +118,9 @@ impl Measures {
                     None => self.waits.push(w.clone()),
                 }
             }
+            for s in &i.native {
+                crate::nodes::add_stacks(&mut self.native, s);
+            }
         }
     }
 }
@@ -141,6 +147,27 @@ pub struct ArcRow {
     /// first (`--java tree,waits`; empty otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<RowWait>,
+    /// Where the row's threads waited natively when their CPU went idle:
+    /// the stacks taken at those switch-outs, most idle first (empty
+    /// without stacks).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub native: Vec<RowNative>,
+}
+
+/// One native path beneath a tree row (see [`ArcRow::native`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RowNative {
+    /// The kernel's wait (empty without a kernel stack).
+    pub wait: String,
+    /// The user frames, innermost first (the JVM's, libc's; the Java
+    /// frames of the tree row above them).
+    pub frames: Vec<crate::callpaths::PathFrame>,
+    /// Dispatches to idle the row's threads caused there.
+    pub idle_dispatches: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+    /// `idle_ns` as % of the row's own `idle_ns`.
+    pub share_pct: f64,
 }
 
 /// One JVM reason for a tree row's idle (see [`ArcRow::waits`]).

@@ -242,7 +242,7 @@ impl BlockedPathsSection {
 }
 
 /// The kernel wait of kernel stack `id` (empty for 0).
-fn wait_of(kw: &KernelWaits, id: u64) -> String {
+pub(crate) fn wait_of(kw: &KernelWaits, id: u64) -> String {
     if id == 0 {
         return String::new();
     }
@@ -256,7 +256,7 @@ fn wait_of(kw: &KernelWaits, id: u64) -> String {
 }
 
 /// The user frames of user stack `id` as path frames.
-fn user_path(kw: &KernelWaits, id: u64) -> Vec<PathFrame> {
+pub(crate) fn user_path(kw: &KernelWaits, id: u64) -> Vec<PathFrame> {
     kw.user_frames(id)
         .into_iter()
         .map(|(k, name)| PathFrame {

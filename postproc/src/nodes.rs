@@ -14,6 +14,11 @@
 //! thread's leaving caused ([`NodeWait`]): the node stays the key, the wait
 //! that contained the switch-out adds why.
 //!
+//! With stacks taken at the switch-outs (the default), each node also gets
+//! the native stacks (kernel and user) its threads left with when their
+//! CPU went idle ([`NodeStacks`]): the Java node stays the key, the native
+//! stack beneath it says where in the JVM, libc and the kernel it waited.
+//!
 //! Invariant: only tags the tracer read are used; an unknown tag attributes
 //! nothing (it is counted in [`TagCounts::unknown`]).
 
@@ -38,6 +43,36 @@ pub struct NodeIdle {
     /// The JVM's reasons for `idle_dispatches`, where its flight recording
     /// had the switch-out inside a wait (a few per node at most).
     pub waits: Vec<NodeWait>,
+    /// The native stacks its threads left with when their CPU went idle.
+    pub native: Vec<NodeStacks>,
+}
+
+/// The stacks taken at the switch-outs of a node's threads that left a
+/// CPU idle, and what followed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeStacks {
+    /// Kernel stack id (0: none).
+    pub kernel: u64,
+    /// User stack id (0: none).
+    pub user: u64,
+    /// Dispatches to idle.
+    pub idle_dispatches: u64,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+}
+
+/// Adds `s` into `all`, merging it with the entry of the same stacks.
+pub(crate) fn add_stacks(all: &mut Vec<NodeStacks>, s: &NodeStacks) {
+    match all
+        .iter_mut()
+        .find(|m| m.kernel == s.kernel && m.user == s.user)
+    {
+        Some(m) => {
+            m.idle_dispatches = m.idle_dispatches.saturating_add(s.idle_dispatches);
+            m.idle_ns = m.idle_ns.saturating_add(s.idle_ns);
+        }
+        None => all.push(s.clone()),
+    }
 }
 
 /// A JVM wait's reason and object (a symbol id of its JVM's recording).
@@ -111,6 +146,9 @@ pub struct NodeAttribution {
     /// Per CPU slot: the node whose thread's leaving began the open idle
     /// interval, and the JVM wait it left in.
     open: Vec<Option<(u64, Option<WaitKey>)>>,
+    /// Per CPU slot: the switch-out that began the open idle interval
+    /// (time, tid) and the stacks taken there (kernel, user ids).
+    open_stacks: Vec<Option<(u64, u32, u64, u64)>>,
     /// Whether any dispatch was tagged yet (until then there is nothing to do).
     traced: bool,
 }
@@ -120,6 +158,7 @@ impl NodeAttribution {
         if self.tags.len() <= ci {
             self.tags.resize(ci + 1, TagCounts::default());
             self.open.resize(ci + 1, None);
+            self.open_stacks.resize(ci + 1, None);
         }
     }
 
@@ -164,6 +203,7 @@ impl NodeAttribution {
         }
         if out.to_idle {
             self.open[ci] = d.prev_node.node().map(|n| (n, wait));
+            self.open_stacks[ci] = d.prev_node.node().map(|_| (d.time, d.prev_tid, 0, 0));
             if let Some(n) = d.prev_node.node() {
                 let e = self.nodes.entry(n).or_default();
                 e.idle_dispatches += 1;
@@ -184,13 +224,40 @@ impl NodeAttribution {
         }
     }
 
+    /// A stack (kernel `kernel`, or user `user`) taken at the switch-out
+    /// of `tid` at `time` on CPU slot `ci`: kept for the node whose idle
+    /// interval that switch-out began, if it did.
+    pub fn switch_stack(&mut self, ci: usize, time: u64, tid: u32, kernel: u64, user: u64) {
+        if !self.traced {
+            return;
+        }
+        if let Some(Some(s)) = self.open_stacks.get_mut(ci) {
+            if s.0 == time && s.1 == tid {
+                s.2 = s.2.max(kernel);
+                s.3 = s.3.max(user);
+            }
+        }
+    }
+
     /// The idle interval open on CPU slot `ci` ended after `len` ns (at a
     /// dispatch from idle or at the window's end).
     pub fn idle_ended(&mut self, ci: usize, len: u64) {
         self.grow(ci);
+        let stacks = self.open_stacks[ci].take();
         if let Some((n, wait)) = self.open[ci].take() {
             let e = self.nodes.entry(n).or_default();
             e.idle_ns = e.idle_ns.saturating_add(len);
+            if let Some((_, _, kernel, user)) = stacks.filter(|s| s.2 | s.3 != 0) {
+                add_stacks(
+                    &mut e.native,
+                    &NodeStacks {
+                        kernel,
+                        user,
+                        idle_dispatches: 1,
+                        idle_ns: len,
+                    },
+                );
+            }
             if let Some((reason, object)) = wait {
                 let w = e.wait(reason, object);
                 w.idle_ns = w.idle_ns.saturating_add(len);

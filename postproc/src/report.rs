@@ -447,6 +447,7 @@ impl Report {
                     .collect();
                 waits.sort_by(|x, y| y.idle_ns.cmp(&x.idle_ns).then(x.reason.cmp(&y.reason)));
                 row.waits = waits;
+                row.native = row_native(a, &row.own.native, row.own.idle_ns);
             }
             for j in &mut af.jvms {
                 j.process_idle_ns = caused
@@ -585,6 +586,49 @@ fn idle_caused(a: &Analysis) -> (u64, u64) {
         .fold((0, 0), |(n, ns), (_, c)| {
             (n + c.dispatches, ns.saturating_add(c.idle_ns))
         })
+}
+
+/// The native paths beneath a tree row: its stacks named and merged by
+/// (kernel wait, user frames), most idle first.
+fn row_native(
+    a: &Analysis,
+    stacks: &[crate::nodes::NodeStacks],
+    row_idle_ns: u64,
+) -> Vec<crate::arcflow::RowNative> {
+    let mut rows: Vec<crate::arcflow::RowNative> = Vec::new();
+    for s in stacks {
+        let wait = crate::callpaths::wait_of(&a.kernel, s.kernel);
+        let frames = if s.user == 0 {
+            Vec::new()
+        } else {
+            crate::callpaths::user_path(&a.kernel, s.user)
+        };
+        match rows
+            .iter_mut()
+            .find(|r| r.wait == wait && r.frames == frames)
+        {
+            Some(r) => {
+                r.idle_dispatches = r.idle_dispatches.saturating_add(s.idle_dispatches);
+                r.idle_ns = r.idle_ns.saturating_add(s.idle_ns);
+            }
+            None => rows.push(crate::arcflow::RowNative {
+                wait,
+                frames,
+                idle_dispatches: s.idle_dispatches,
+                idle_ns: s.idle_ns,
+                share_pct: 0.0,
+            }),
+        }
+    }
+    for r in &mut rows {
+        r.share_pct = pct(r.idle_ns, row_idle_ns);
+    }
+    rows.sort_by(|x, y| {
+        y.idle_ns
+            .cmp(&x.idle_ns)
+            .then_with(|| x.frames.cmp(&y.frames))
+    });
+    rows
 }
 
 /// (process name, thread name) of `tid`.

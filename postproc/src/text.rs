@@ -591,6 +591,9 @@ fn render_path_head(
     )
 }
 
+/// User frames shown beneath a tree row (JSON has them all).
+const NATIVE_FRAMES: usize = 3;
+
 /// Idle-causing call paths: per path, the process and the kernel's wait,
 /// the threads, and the user frames (innermost first).
 fn render_call_paths(
@@ -1080,6 +1083,12 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
             "#   ↳ JVM: the flight recorder's reasons for that idle, % of the row's idle ms"
         )?;
     }
+    if af.rows.iter().any(|r| !r.native.is_empty()) {
+        writeln!(
+            o,
+            "#   ↳ native: where the threads waited beneath the method (kernel wait ← JVM, libc), % of its idle ms"
+        )?;
+    }
     writeln!(
         o,
         "{:>3} {:>10} {:>10} {:>10} {:>6}  method",
@@ -1124,6 +1133,52 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
                 if r.waits.len() > 2 { "; …" } else { "" }
             );
             writeln!(o, "{}", fit(&line, WIDTH))?;
+        }
+        // The native stack beneath the method: the heaviest, its kernel
+        // wait first, then the innermost user frames.
+        if let Some(n) = r.native.first() {
+            let mut path: Vec<&str> = Vec::new();
+            if !n.wait.is_empty() {
+                path.push(&n.wait);
+            }
+            // The frames just inside the Java code (the JVM's entry:
+            // `ObjectMonitor::enter`, `Unsafe_Park`; Java frames are
+            // `[unknown]` without a perf map) say where it waited; libc's
+            // and the futex's are under the kernel wait already.
+            let java = n.frames.iter().position(|f| {
+                matches!(
+                    f.kind,
+                    crate::callpaths::FrameKind::Interpreted
+                        | crate::callpaths::FrameKind::Jit
+                        | crate::callpaths::FrameKind::Unknown
+                )
+            });
+            let (from, to) = match java {
+                Some(j) if j > 0 => (j.saturating_sub(NATIVE_FRAMES), j),
+                _ => (0, n.frames.len().min(NATIVE_FRAMES)),
+            };
+            if from > 0 {
+                path.push("…");
+            }
+            // C++ names without their parameter lists.
+            path.extend(n.frames[from..to].iter().map(|f| {
+                f.name
+                    .split_once('(')
+                    .map_or(f.name.as_str(), |(head, _)| head)
+            }));
+            if to < n.frames.len() && java.is_none() {
+                path.push("…");
+            }
+            let first = format!("↳ native: {:.0} %", n.share_pct);
+            for l in wrap(&path.join(" ← "), &first, "   ", WIDTH - 46 - indent) {
+                writeln!(
+                    o,
+                    "{:46}{}{}",
+                    "",
+                    " ".repeat(indent),
+                    fit(&l, WIDTH - 46 - indent)
+                )?;
+            }
         }
     }
     Ok(())

@@ -590,6 +590,7 @@ impl Views {
                     subtree_key: n.key,
                     subtree_pct: share(n.key, total),
                     waits: Vec::new(),
+                    native: Vec::new(),
                 });
                 let mut ch = std::mem::take(&mut children[i as usize]);
                 ch.sort_by_key(|&c| std::cmp::Reverse(sk.nodes[c as usize].key));
