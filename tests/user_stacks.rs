@@ -270,6 +270,8 @@ fn a_jit_compiled_java_method_is_named_from_the_jvms_perf_map_without_an_agent()
         .find(|f| f["name"].as_str().unwrap().contains("JitWait.pause"))
         .unwrap_or_else(|| panic!("JitWait.pause among {frames:?}"));
     assert_eq!(pause["kind"], "jit", "{pause}");
+    // Named as the flight recorder names it: no return type, no parameters.
+    assert_eq!(pause["name"], "JitWait.pause", "{pause}");
     // Under it libjvm's park, named by its symbols; above it the thread's
     // start, reached through the interpreter's and JIT frames by their
     // frame pointers.

@@ -207,7 +207,9 @@ impl KernelWaits {
             for inl in fr.inlined.iter().rev() {
                 out.push((fr.kind, inl.clone()));
             }
-            let name = if !fr.name.is_empty() {
+            let name = if fr.kind == CodeKind::Jit && !fr.name.is_empty() {
+                java_method(&fr.name).to_string()
+            } else if !fr.name.is_empty() {
                 fr.name.clone()
             } else if fr.kind == CodeKind::Unknown || fr.module == 0 {
                 "[unknown]".to_string()
@@ -286,6 +288,22 @@ pub fn share_pct(part: u64, whole: u64) -> f64 {
         0.0
     } else {
         part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// A JIT frame's Java method as the flight recorder names it
+/// (`java.util.concurrent.LinkedBlockingQueue.take`, `Waits$Ledger.post`)
+/// from HotSpot's perf-map name (`java.lang.Object
+/// java.util.concurrent.LinkedBlockingQueue.take()`): without the return
+/// type and the parameters, so a path reads the same from either source
+/// and from run to run. Other JIT names (`StubRoutines (1)`) stay whole.
+pub fn java_method(name: &str) -> &str {
+    let head = name.split_once('(').map_or(name, |(h, _)| h).trim_end();
+    let method = head.rsplit(' ').next().unwrap_or(head);
+    if method.contains('.') && !method.is_empty() {
+        method
+    } else {
+        name
     }
 }
 
@@ -471,6 +489,22 @@ pub fn folded(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jit_names_read_as_the_flight_recorders() {
+        for (perf_map, jfr) in [
+            (
+                "java.lang.Object java.util.concurrent.LinkedBlockingQueue.take()",
+                "java.util.concurrent.LinkedBlockingQueue.take",
+            ),
+            ("long JitWait.pause(long)", "JitWait.pause"),
+            ("void Waits$Ledger.post(int)", "Waits$Ledger.post"),
+            ("StubRoutines (1)", "StubRoutines (1)"),
+            ("Interpreter", "Interpreter"),
+        ] {
+            assert_eq!(java_method(perf_map), jfr);
+        }
+    }
     use idleflow_format::KernelSymbol;
 
     #[test]
