@@ -591,6 +591,16 @@ fn render_path_head(
     )
 }
 
+/// A section's notes, `# NOTE:` each, wrapped.
+fn render_notes(o: &mut String, notes: &[String]) -> std::fmt::Result {
+    for n in notes {
+        for l in wrap(n, "# NOTE:", "#  ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+    }
+    Ok(())
+}
+
 /// User frames shown beneath a tree row (JSON has them all).
 const NATIVE_FRAMES: usize = 3;
 
@@ -639,11 +649,7 @@ fn render_call_paths(
             writeln!(o, "{l}")?;
         }
     }
-    for n in &cp.notes {
-        for l in wrap(n, "# NOTE:", "#  ", WIDTH) {
-            writeln!(o, "{l}")?;
-        }
-    }
+    render_notes(o, &cp.notes)?;
     writeln!(
         o,
         "{:>10} {:>6} {:>9}  process: kernel wait, the threads, then the user stack (innermost first)",
@@ -759,11 +765,7 @@ fn render_kernel_waits(
             WIDTH
         )
     )?;
-    for n in &kw.notes {
-        for l in wrap(n, "# NOTE:", "#  ", WIDTH) {
-            writeln!(o, "{l}")?;
-        }
-    }
+    render_notes(o, &kw.notes)?;
     writeln!(
         o,
         "{:>10} {:>6} {:>9}  wait, the threads, then the kernel stack (innermost first)",
@@ -809,11 +811,7 @@ fn render_java_waits(
             o,
             "## Idle-causing Java waits: no JVM's flight recording was read"
         )?;
-        for n in &jw.notes {
-            for l in wrap(n, "# NOTE:", "#  ", WIDTH) {
-                writeln!(o, "{l}")?;
-            }
-        }
+        render_notes(o, &jw.notes)?;
         return Ok(());
     }
     let thresholds: Vec<String> = jw
@@ -922,11 +920,7 @@ fn render_java_waits(
             WIDTH
         )
     )?;
-    for n in &jw.notes {
-        for l in wrap(n, "# NOTE:", "#  ", WIDTH) {
-            writeln!(o, "{l}")?;
-        }
-    }
+    render_notes(o, &jw.notes)?;
     if jw.paths.is_empty() {
         return Ok(());
     }
