@@ -2,8 +2,9 @@
  * A worker whose idle-causing path is known: "worker" (on CPU 1) blocks
  * reading a pipe at the end of a chain of named functions,
  *     worker_main -> consume -> next_message -> fill_buffer -> read,
- * while "pacer" (on CPU 0) writes one byte into the pipe every 0.5 ms,
- * spinning in between, so it never leaves its CPU idle. The worker's CPU
+ * while "pacer" (on CPU 0) writes one byte into the pipe 0.5 ms after the
+ * worker took the last one, spinning in between, so it never leaves its
+ * CPU idle. The worker's CPU
  * goes idle each time it blocks in read: that chain is the program's only
  * idle-causing path (about 0.5 ms of idle per round).
  *
@@ -22,6 +23,10 @@
 static int fds[2];
 static int rounds = 2000;
 static volatile long consumed;
+/* Messages the worker has taken: the pacer writes the next one only after
+ * the worker took the last, so the worker blocks in read every round (it
+ * never finds a queue of messages after the VM stole its CPU for a while). */
+static int taken;
 
 #define NOINLINE __attribute__((noinline))
 
@@ -70,9 +75,11 @@ NOINLINE static void *worker_main(void *arg) {
     pthread_setname_np(pthread_self(), "worker");
     if (sysconf(_SC_NPROCESSORS_ONLN) > 1)
         pin(1);
-    for (int i = 0; i < rounds; i++)
+    for (int i = 0; i < rounds; i++) {
         if (consume() != 1)
             break;
+        __atomic_store_n(&taken, i + 1, __ATOMIC_RELEASE);
+    }
     return 0;
 }
 
@@ -87,6 +94,8 @@ int main(int argc, char **argv) {
     if (pthread_create(&t, 0, worker_main, 0) != 0)
         return 1;
     for (int i = 0; i < rounds; i++) {
+        while (__atomic_load_n(&taken, __ATOMIC_ACQUIRE) < i)
+            sched_yield();
         pace();
         if (write(fds[1], "x", 1) != 1)
             return 1;
