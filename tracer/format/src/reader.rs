@@ -135,6 +135,14 @@ fn decode_thread(time: u64, p: &mut Payload<'_>) -> Result<ThreadInfo, FormatErr
     })
 }
 
+/// The END record's summary.
+fn end_summary(data: &[u8], offset: u64) -> Result<RunSummary, FormatError> {
+    serde_json::from_slice(data).map_err(|e| FormatError::Corrupt {
+        offset,
+        what: format!("end record: {e}"),
+    })
+}
+
 /// Kinds below [`kind::FIRST_UNTIMED`] whose payload has no time.
 fn is_timed(k: u8) -> bool {
     k < kind::FIRST_UNTIMED && !matches!(k, kind::META | kind::END | kind::TREE)
@@ -302,13 +310,7 @@ impl<R: Read> Reader<R> {
             if self.summary.is_some() {
                 return Ok(None);
             }
-            let offset = self.offset();
-            let Some((k, (start, end))) = self.raw_record()? else {
-                return Err(FormatError::Truncated {
-                    offset,
-                    what: "no end record",
-                });
-            };
+            let (offset, k, (start, end)) = self.next_bounds()?;
             if self.only_waits
                 && !matches!(
                     k,
@@ -476,12 +478,7 @@ impl<R: Read> Reader<R> {
                     Record::TreeHead(Box::new(head))
                 }
                 kind::END => {
-                    let summary =
-                        serde_json::from_slice(p.data).map_err(|e| FormatError::Corrupt {
-                            offset,
-                            what: format!("end record: {e}"),
-                        })?;
-                    self.summary = Some(summary);
+                    self.summary = Some(end_summary(p.data, offset)?);
                     return Ok(None);
                 }
                 kind::META => {
@@ -521,24 +518,14 @@ impl<R: Read> Reader<R> {
         if self.summary.is_some() {
             return Ok(None);
         }
-        let offset = self.offset();
-        let Some((k, (start, end))) = self.raw_record()? else {
-            return Err(FormatError::Truncated {
-                offset,
-                what: "no end record",
-            });
-        };
+        let (offset, k, (start, end)) = self.next_bounds()?;
         let mut p = Payload {
             data: &self.buf[start..end],
             offset,
         };
         match k {
             kind::END => {
-                let summary = serde_json::from_slice(p.data).map_err(|e| FormatError::Corrupt {
-                    offset,
-                    what: format!("end record: {e}"),
-                })?;
-                self.summary = Some(summary);
+                self.summary = Some(end_summary(p.data, offset)?);
                 return Ok(None);
             }
             kind::META | 0 => {
@@ -582,6 +569,19 @@ impl<R: Read> Reader<R> {
                 }
                 Ok(Some(RawRecord::Other(other)))
             }
+        }
+    }
+
+    /// The next record's offset, kind and payload bounds; a file that ends
+    /// before its end record is [`FormatError::Truncated`].
+    fn next_bounds(&mut self) -> Result<(u64, u8, (usize, usize)), FormatError> {
+        let offset = self.offset();
+        match self.raw_record()? {
+            Some((k, bounds)) => Ok((offset, k, bounds)),
+            None => Err(FormatError::Truncated {
+                offset,
+                what: "no end record",
+            }),
         }
     }
 
