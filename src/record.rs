@@ -272,7 +272,16 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             started.elapsed().as_secs_f64(),
             lost,
             if lost > 0 {
-                format!(" (per CPU: {:?}; try a larger --ring-size)", summary.lost_per_cpu)
+                format!(
+                    " (per CPU: {:?}; try a larger --ring-size{})",
+                    summary.lost_per_cpu,
+                    if args.stacks == crate::cli::StacksAt::Waits && !args.no_stacks {
+                        ", or a smaller --stack-size: --stacks waits copies a stack at every \
+                         wait, which a saturated machine makes hundreds of thousands a second"
+                    } else {
+                        ""
+                    }
+                )
             } else {
                 String::new()
             },
