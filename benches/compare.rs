@@ -787,8 +787,8 @@ fn unwind(loops: u64) {
 }
 
 /// `record --java stacks` on the agent benchmark's workloads: what the
-/// JVM options cost (frame pointers kept in JIT code, the perf map written
-/// at exit) against plain Java, and the whole recording against
+/// JVM options cost (frame pointers kept in JIT code, the light agent
+/// writing the perf map as the JVM compiles) against plain Java, and the whole recording against
 /// `record --no-agent` (the same recorder, JVMs left alone).
 fn jit_stacks(reps: usize) {
     let jdk = Path::new(JDK_BIN);
@@ -802,7 +802,7 @@ fn jit_stacks(reps: usize) {
             vec!["HandOff", "4", "20000"],
         ),
     ];
-    println!("| workload | plain (ms) | JVM options of --java stacks (ms) | idleflow record --no-agent (ms) | idleflow record --java stacks (ms) | options / plain | --java stacks / --no-agent |");
+    println!("| workload | plain (ms) | JVM options + light agent of --java stacks (ms) | idleflow record --no-agent (ms) | idleflow record --java stacks (ms) | options / plain | --java stacks / --no-agent |");
     println!("|---|---|---|---|---|---|---|");
     for (name, args) in workloads {
         let mut t: [Vec<f64>; 4] = Default::default();
@@ -823,11 +823,10 @@ fn jit_stacks(reps: usize) {
                     }
                 };
                 if mode == 1 {
-                    cmd.args([
-                        "-XX:+PreserveFramePointer",
-                        "-XX:+UnlockDiagnosticVMOptions",
-                        "-XX:+DumpPerfMapAtExit",
-                    ]);
+                    cmd.arg("-XX:+PreserveFramePointer").arg(format!(
+                        "-agentpath:{}=tree=0,perfmap=1",
+                        agent_so().display()
+                    ));
                 }
                 let (_, _, out, _) = measure(cmd.arg("-cp").arg(classes.path()).args(&args));
                 times.push(program_ms(&out));

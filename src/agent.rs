@@ -1,7 +1,8 @@
-//! Injecting the JVM agent (`record --java tree`): find the agent library,
-//! create the thread work area and the tree-dump directory, and build the
-//! `JAVA_TOOL_OPTIONS` part that loads the agent into every JVM the
-//! recorded command starts.
+//! Injecting the JVM agent: find the agent library; for `record --java
+//! tree`, create the thread work area and the tree-dump directory; and
+//! build the `JAVA_TOOL_OPTIONS` part that loads the agent into every JVM
+//! the recorded command starts (for `--java stacks` alone, its light mode,
+//! which only writes the perf map).
 //!
 //! A JVM that runs as another user (`runuser`, `sudo -u`, a service that
 //! drops privileges) cannot open the owner-only work area: it asks for it
@@ -118,9 +119,10 @@ fn default_agent() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-/// Prepares the agent for `args`; `None` when no agent library is found
-/// and none was asked for (the recording then has no call trees).
-pub fn prepare(args: &RecordArgs) -> anyhow::Result<Option<Agent>> {
+/// The agent library to inject: `--agent`'s, else the one beside the
+/// idleflow executable; `None` (with a note on stderr) when there is none
+/// and none was asked for.
+pub fn library(args: &RecordArgs) -> anyhow::Result<Option<PathBuf>> {
     let lib = match &args.agent {
         Some(p) => {
             if !p.exists() {
@@ -134,13 +136,40 @@ pub fn prepare(args: &RecordArgs) -> anyhow::Result<Option<Agent>> {
             None => {
                 eprintln!(
                     "idleflow: note: no libidleflow_agent.so beside the idleflow executable; \
-                     JVMs run without the agent (no call trees). Build it with `cargo build --release`."
+                     JVMs run without the agent. Build it with `cargo build --release`."
                 );
                 return Ok(None);
             }
         },
     };
     check_plain(&lib, "the agent library path")?;
+    Ok(Some(lib))
+}
+
+/// The `JAVA_TOOL_OPTIONS` part that loads the agent's light mode alone
+/// (`--java stacks` without `tree`): no method entries or exits, only the
+/// JVM's perf map written as it compiles (see the agent's `perfmap`).
+pub fn perf_map_options(lib: &Path) -> String {
+    format!("-agentpath:{}={PERF_MAP_ONLY}", lib.display())
+}
+
+/// The agent options of the light mode alone.
+const PERF_MAP_ONLY: &str = "tree=0,perfmap=1";
+
+/// Whether process `pid` has the agent loaded (its perf map is then
+/// written as the JVM compiles, not asked for at the end).
+pub fn is_loaded_in(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .is_ok_and(|maps| maps.contains("/libidleflow_agent.so"))
+}
+
+/// Prepares the tree agent for `args` (with the perf-map writer too when
+/// `perf_map`); `None` when no agent library is found and none was asked
+/// for (the recording then has no call trees).
+pub fn prepare(args: &RecordArgs, perf_map: bool) -> anyhow::Result<Option<Agent>> {
+    let Some(lib) = library(args)? else {
+        return Ok(None);
+    };
     let dir = tempfile::Builder::new()
         .prefix("idleflow-")
         .tempdir()
@@ -178,12 +207,13 @@ pub fn prepare(args: &RecordArgs) -> anyhow::Result<Option<Agent>> {
             .context("cannot start the work-area hand-off thread")?;
     }
     let java_options = format!(
-        "-agentpath:{}=twa={},trees={},handoff={},interval_ms={}",
+        "-agentpath:{}=twa={},trees={},handoff={},interval_ms={}{}",
         lib.display(),
         twa_path.display(),
         tree_dir.display(),
         socket.display(),
-        args.snapshot_interval
+        args.snapshot_interval,
+        if perf_map { ",perfmap=1" } else { "" }
     );
     Ok(Some(Agent {
         work_area: Arc::new(work_area),

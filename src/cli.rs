@@ -175,11 +175,12 @@ pub struct RecordArgs {
     /// entry/exit agent for the exact arcflow call tree (commands only; Java
     /// then runs interpreted: 25-200x slower). `--java tree,waits` gives both.
     /// `stacks` names the JIT-compiled frames of the user stacks taken at
-    /// the switch-outs, with no agent: the command's JVMs run with
+    /// the switch-outs, at full speed: the command's JVMs run with
     /// -XX:+PreserveFramePointer (frame pointers walk through JIT code) and
-    /// write their perf map when they exit (-XX:+DumpPerfMapAtExit); JVMs
-    /// still running when the window closes (and --pid's) are asked for it
-    /// through the attach mechanism (`jcmd PID Compiler.perfmap`).
+    /// the agent's light mode, which records no method entries or exits and
+    /// only writes the JVM's perf map (/tmp/perf-PID.map) as it compiles;
+    /// --pid's JVMs are asked for theirs when the window closes (`jcmd PID
+    /// Compiler.perfmap`).
     #[arg(
         long,
         value_enum,
@@ -296,7 +297,8 @@ pub enum JavaMode {
     /// The entry/exit agent: the arcflow call tree.
     Tree,
     /// JIT-compiled Java frames in the user stacks at the switch-outs:
-    /// HotSpot's own frame pointers and perf map, no agent.
+    /// HotSpot's frame pointers and the agent's light mode (the perf map
+    /// only, no entries or exits).
     Stacks,
 }
 

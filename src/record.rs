@@ -70,8 +70,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     // The JVM agent's work area and tree dumps live in a private directory
     // that disappears with this process.
     let java = |m| !args.no_agent && args.java.contains(&m);
+    let jit_stacks = java(JavaMode::Stacks) && !args.no_stacks && args.stack_size > 0;
     let agent = if java(JavaMode::Tree) && !args.command.is_empty() {
-        crate::agent::prepare(&args)?
+        crate::agent::prepare(&args, jit_stacks)?
     } else {
         None
     };
@@ -84,10 +85,17 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         None
     };
     recorder.set_java_waits(waits.is_some());
-    let mut java_options: Vec<&str> = agent.iter().map(|a| a.java_options.as_str()).collect();
-    let jit_stacks = java(JavaMode::Stacks) && !args.no_stacks && args.stack_size > 0;
-    if jit_stacks {
-        java_options.push(JIT_STACK_OPTIONS);
+    let mut java_options: Vec<String> = agent.iter().map(|a| a.java_options.clone()).collect();
+    if jit_stacks && !args.command.is_empty() {
+        java_options.push(JIT_STACK_OPTIONS.to_string());
+        if agent.is_none() {
+            // The light agent writes the perf map as the JVM compiles;
+            // without it, HotSpot writes its own at exit.
+            java_options.push(match crate::agent::library(&args)? {
+                Some(lib) => crate::agent::perf_map_options(&lib),
+                None => HOTSPOT_PERF_MAP_OPTIONS.to_string(),
+            });
+        }
     }
     if let Some(a) = &agent {
         recorder.attach_work_area(a.work_area.clone(), a.tree_dir.clone());
@@ -322,24 +330,27 @@ pub fn resolve_stacks(path: &std::path::Path, quiet: bool) -> anyhow::Result<()>
     Ok(())
 }
 
-/// What `--java stacks` adds to the command's JVMs: frame pointers kept in
-/// JIT-compiled code (so the unwinder walks through it; HotSpot's own JIT
-/// code has no CFI), and HotSpot's perf map written at exit (so its frames
-/// get their Java names).
-const JIT_STACK_OPTIONS: &str =
-    "-XX:+PreserveFramePointer -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit";
+/// What `--java stacks` adds to the command's JVMs besides the light
+/// agent: frame pointers kept in JIT-compiled code (so the unwinder walks
+/// through it; HotSpot's own JIT code has no CFI).
+const JIT_STACK_OPTIONS: &str = "-XX:+PreserveFramePointer";
 
-/// Asks every JVM of `root`'s process tree that still runs to write its
-/// perf map (`/tmp/perf-PID.map`, as `jcmd PID Compiler.perfmap`), so the
-/// resolver names its JIT frames; JVMs that exited wrote theirs at exit.
-/// Returns what failed, one note each.
+/// The fallback when no agent library is found: HotSpot writes its perf
+/// map at exit (the code of that moment only).
+const HOTSPOT_PERF_MAP_OPTIONS: &str = "-XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit";
+
+/// Asks every JVM of `root`'s process tree that still runs without the
+/// agent (`--pid`'s, or one started without our `JAVA_TOOL_OPTIONS`) to
+/// write its perf map (`/tmp/perf-PID.map`, as `jcmd PID Compiler.perfmap`),
+/// so the resolver names its JIT frames; the agent writes its JVM's map as
+/// it compiles. Returns what failed, one note each.
 fn write_perf_maps(root: Option<u32>, quiet: bool) -> Vec<String> {
     let Some(root) = root else {
         return Vec::new();
     };
     let mut notes = Vec::new();
     for pid in crate::attach::process_tree(root) {
-        if !crate::attach::is_jvm(pid) {
+        if !crate::attach::is_jvm(pid) || crate::agent::is_loaded_in(pid) {
             continue;
         }
         match crate::attach::jcmd(pid, "Compiler.perfmap", "") {

@@ -234,7 +234,7 @@ fn stack_size_zero_and_no_stacks_take_no_user_stacks() {
 }
 
 #[test]
-fn a_jit_compiled_java_method_is_named_from_the_jvms_perf_map_without_an_agent() {
+fn a_jit_compiled_java_method_is_named_from_the_light_agents_perf_map() {
     let Some(_m) = machine() else { return };
     let classes = java_examples();
     let dir = tempfile::tempdir().unwrap();
@@ -254,10 +254,21 @@ fn a_jit_compiled_java_method_is_named_from_the_jvms_perf_map_without_an_agent()
         .args(["JitWait", "20000"]));
     let err = stderr(&out);
     assert!(out.status.success(), "record: {err}");
-    // No agent: HotSpot's own options, nothing else.
-    assert!(err.contains("-XX:+PreserveFramePointer"), "{err}");
-    assert!(!err.contains("agentpath"), "{err}");
+    // The agent's light mode only: no entry/exit events (`tree=0`), the
+    // perf map written as the JVM compiles, not HotSpot's at exit.
+    let picked = err
+        .lines()
+        .find(|l| l.starts_with("Picked up JAVA_TOOL_OPTIONS"))
+        .unwrap_or_else(|| panic!("the JVM's options line in {err}"));
+    assert!(picked.contains("-XX:+PreserveFramePointer"), "{picked}");
+    assert!(
+        picked.contains("libidleflow_agent.so=tree=0,perfmap=1"),
+        "{picked}"
+    );
+    assert!(!picked.contains("DumpPerfMapAtExit"), "{picked}");
     let r = report_json(&rec);
+    // No call tree: the JVM ran compiled, with no method events.
+    assert!(r["arcflow"].is_null(), "{}", r["arcflow"]);
     let paths = r["call_paths"]["paths"].as_array().unwrap();
     let waiter: Vec<&Value> = paths
         .iter()

@@ -12,8 +12,18 @@ use std::path::Path;
 /// One process's perf map.
 #[derive(Debug, Default)]
 pub struct PerfMap {
-    /// (start, end, name), sorted by start; later lines win on overlap.
-    blobs: Vec<(u64, u64, String)>,
+    /// Sorted by start, then line.
+    blobs: Vec<Blob>,
+}
+
+/// One line of a perf map: a blob of generated code.
+#[derive(Debug)]
+struct Blob {
+    start: u64,
+    end: u64,
+    /// Its line number: a later line wins where blobs overlap.
+    line: usize,
+    name: String,
 }
 
 impl PerfMap {
@@ -24,34 +34,37 @@ impl PerfMap {
 
     /// Parses a perf map's text; lines that do not parse are skipped.
     pub fn parse(text: &str) -> Self {
-        let mut blobs: Vec<(usize, u64, u64, String)> = text
+        let mut blobs: Vec<Blob> = text
             .lines()
             .enumerate()
-            .filter_map(|(i, l)| {
+            .filter_map(|(line, l)| {
                 let mut f = l.splitn(3, ' ');
                 let start = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
                 let size = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
                 let name = f.next()?.trim().to_string();
-                Some((i, start, start.checked_add(size)?, name))
+                Some(Blob {
+                    start,
+                    end: start.checked_add(size)?,
+                    line,
+                    name,
+                })
             })
             .collect();
-        // By start, then by line: the lookup takes the last line among
-        // those that start at or before an address and hold it.
-        blobs.sort_by_key(|b| (b.1, b.0));
-        PerfMap {
-            blobs: blobs.into_iter().map(|(_, s, e, n)| (s, e, n)).collect(),
-        }
+        blobs.sort_by_key(|b| (b.start, b.line));
+        PerfMap { blobs }
     }
 
-    /// The name of the blob that holds `addr`, and the blob's start.
+    /// The name of the blob that holds `addr`, and the blob's start: of the
+    /// blobs that hold it, the one written last.
     pub fn find(&self, addr: u64) -> Option<(u64, &str)> {
-        let i = self.blobs.partition_point(|b| b.0 <= addr);
+        let i = self.blobs.partition_point(|b| b.start <= addr);
         self.blobs[..i]
             .iter()
             .rev()
             .take(64)
-            .find(|b| addr < b.1)
-            .map(|b| (b.0, b.2.as_str()))
+            .filter(|b| addr < b.end)
+            .max_by_key(|b| b.line)
+            .map(|b| (b.start, b.name.as_str()))
     }
 
     /// Number of blobs.
@@ -86,5 +99,19 @@ mod tests {
         assert_eq!(m.find(0x7f0000002014).unwrap().1, "Lshort;::inner");
         assert_eq!(m.find(0x7f0000002030).unwrap().1, "LWaits$Ledger;::post");
         assert_eq!(m.find(0x10), None);
+    }
+
+    #[test]
+    fn a_blob_written_later_wins_where_code_space_was_reused() {
+        // A small method at 0x2010, flushed; a larger one then compiled
+        // over its space from 0x2000.
+        let m = PerfMap::parse(
+            "2010 10 Old.small()\n\
+             2000 100 New.large()\n\
+             3000 10 Stub\n",
+        );
+        assert_eq!(m.find(0x2014), Some((0x2000, "New.large()")));
+        assert_eq!(m.find(0x2004).unwrap().1, "New.large()");
+        assert_eq!(m.find(0x3004).unwrap().1, "Stub");
     }
 }

@@ -288,26 +288,50 @@ impl Jvmti {
     /// [`java_class_name`]) and the name of `method`
     /// (`GetMethodDeclaringClass`, `GetClassSignature`, `GetMethodName`).
     pub fn method_name(self, method: MethodId) -> Result<(String, String), JvmtiError> {
-        let name = self.method_simple_name(method)?;
+        let (name, _) = self.method_name_signature(method, false)?;
         let class = self.declaring_class(method)?;
         let signature = self.class_signature(class)?;
         Ok((signature, name))
     }
 
-    fn method_simple_name(self, method: MethodId) -> Result<String, JvmtiError> {
+    /// As [`method_name`](Self::method_name), plus the method's own
+    /// signature (`(Ljava/lang/String;I)V`): (class signature, name,
+    /// method signature).
+    pub fn method_descriptor(
+        self,
+        method: MethodId,
+    ) -> Result<(String, String, String), JvmtiError> {
+        let (name, signature) = self.method_name_signature(method, true)?;
+        let class = self.declaring_class(method)?;
+        let class = self.class_signature(class)?;
+        Ok((class, name, signature.unwrap_or_default()))
+    }
+
+    /// `GetMethodName`: the name, and the signature when `with_signature`.
+    fn method_name_signature(
+        self,
+        method: MethodId,
+        with_signature: bool,
+    ) -> Result<(String, Option<String>), JvmtiError> {
         const CALL: &str = "GetMethodName";
         // SAFETY: `self.env` is valid (type invariant).
         let f = unsafe { function::GetMethodName(self.as_raw()) }.ok_or_else(|| missing(CALL))?;
         let mut name: *mut c_char = ptr::null_mut();
+        let mut signature: *mut c_char = ptr::null_mut();
         // SAFETY: `f` is the table's GetMethodName; `method` was issued by
-        // the JVM (`MethodId` invariant); `name` is a valid out-pointer and the
-        // signature and generic out-pointers may be null (not returned).
+        // the JVM (`MethodId` invariant); `name` is a valid out-pointer, the
+        // signature's is valid or null (not returned), and the generic
+        // out-pointer may be null.
         let code = unsafe {
             f(
                 self.as_raw(),
                 method.as_raw(),
                 &mut name,
-                ptr::null_mut(),
+                if with_signature {
+                    &mut signature
+                } else {
+                    ptr::null_mut()
+                },
                 ptr::null_mut(),
             )
         };
@@ -315,11 +339,16 @@ impl Jvmti {
             jvmti: self,
             ptr: name,
         };
+        let signature = JvmtiString {
+            jvmti: self,
+            ptr: signature,
+        };
         check(CALL, code)?;
-        name.to_string().ok_or(JvmtiError {
+        let name = name.to_string().ok_or(JvmtiError {
             call: CALL,
             code: JVMTI_ERROR_NULL_POINTER,
-        })
+        })?;
+        Ok((name, signature.to_string()))
     }
 
     fn declaring_class(self, method: MethodId) -> Result<jclass, JvmtiError> {
@@ -580,9 +609,73 @@ pub fn java_class_name(signature: &str) -> String {
     name
 }
 
+/// A method signature's parameter list in Java source form:
+/// `(Ljava/lang/String;I[J)V` → `(java.lang.String, int, long[])`, as
+/// HotSpot's own perf map writes it. A malformed signature comes back
+/// as far as it could be read.
+pub fn java_parameters(signature: &str) -> String {
+    let params = signature
+        .strip_prefix('(')
+        .and_then(|s| s.split_once(')'))
+        .map_or("", |(p, _)| p);
+    let mut names = Vec::new();
+    let mut rest = params;
+    while !rest.is_empty() {
+        let dims = rest.bytes().take_while(|&b| b == b'[').count();
+        let len = match rest.as_bytes().get(dims) {
+            Some(b'L') => match rest[dims..].find(';') {
+                Some(end) => dims + end + 1,
+                None => rest.len(),
+            },
+            Some(_) => dims + 1,
+            None => rest.len(),
+        };
+        names.push(java_class_name(&rest[..len]));
+        rest = &rest[len..];
+    }
+    format!("({})", names.join(", "))
+}
+
+/// The text of a NUL-terminated string the JVM lends to a callback
+/// (`DynamicCodeGenerated`'s name), decoded leniently as
+/// [`JvmtiString`]s are; `None` for null.
+///
+/// # Safety
+/// `text` must be null or point to a NUL-terminated string that stays
+/// valid during the call.
+pub unsafe fn borrowed_text(text: *const c_char) -> Option<String> {
+    if text.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated by the caller's contract.
+    let text = unsafe { CStr::from_ptr(text) };
+    Some(text.to_string_lossy().into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn method_signatures_become_parameter_lists() {
+        let cases = [
+            ("()V", "()"),
+            (
+                "(Ljava/lang/String;I[J)V",
+                "(java.lang.String, int, long[])",
+            ),
+            (
+                "([[Lcom/x/Pool;Z)Ljava/lang/Object;",
+                "(com.x.Pool[][], boolean)",
+            ),
+            ("(Ljava/lang/Str)V", "(Ljava.lang.Str)"),
+            ("(Ljava/lang/Str", "()"),
+            ("garbage", "()"),
+        ];
+        for (signature, expected) in cases {
+            assert_eq!(java_parameters(signature), expected, "{signature}");
+        }
+    }
 
     #[test]
     fn class_signatures_become_java_names() {

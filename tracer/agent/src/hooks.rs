@@ -35,7 +35,7 @@ use crate::clock::{monotonic_ns, Clock, ClockKind, ThreadClock};
 use crate::env::{java_class_name, Jvmti, MethodId, ThreadRef};
 use crate::tree::CallTree;
 
-/// Agent options: `twa=PATH,trees=DIR,handoff=SOCKET,interval_ms=N,clock=tsc|monotonic`.
+/// Agent options: `twa=PATH,trees=DIR,handoff=SOCKET,interval_ms=N,clock=tsc|monotonic,tree=0|1,perfmap=0|1`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// The thread work area to publish to.
@@ -52,6 +52,10 @@ pub struct Options {
     pub noop: bool,
     /// `clock=tsc|monotonic`: how the hot path reads time (see [`clock`](crate::clock)).
     pub clock: ClockKind,
+    /// `tree=0`: no method entry/exit events and no call trees (default 1).
+    pub tree: bool,
+    /// `perfmap=1`: write the JVM's perf map (see [`perfmap`](crate::perfmap)).
+    pub perfmap: bool,
 }
 
 /// Parses the agent's option string.
@@ -63,6 +67,8 @@ pub fn parse_options(s: &str) -> Result<Options, String> {
         interval_ms: 1000,
         noop: false,
         clock: ClockKind::Tsc,
+        tree: true,
+        perfmap: false,
     };
     for part in s.split(',').filter(|p| !p.is_empty()) {
         let (k, v) = part
@@ -73,6 +79,8 @@ pub fn parse_options(s: &str) -> Result<Options, String> {
             "trees" => o.trees = Some(PathBuf::from(v)),
             "handoff" => o.handoff = Some(PathBuf::from(v)),
             "noop" => o.noop = v == "1",
+            "tree" => o.tree = flag(k, v)?,
+            "perfmap" => o.perfmap = flag(k, v)?,
             "clock" => {
                 o.clock = match v {
                     "tsc" => ClockKind::Tsc,
@@ -89,12 +97,21 @@ pub fn parse_options(s: &str) -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                "unknown option `{other}` (known: twa, trees, handoff, interval_ms, clock, noop)"
+                "unknown option `{other}` (known: twa, trees, handoff, interval_ms, clock, noop, tree, perfmap)"
             ))
             }
         }
     }
     Ok(o)
+}
+
+/// A `0|1` option.
+fn flag(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(format!("{key}={value}: expected 0 or 1")),
+    }
 }
 
 struct Methods {
@@ -364,9 +381,9 @@ fn with_thread(
 /// Called first in `Agent_OnLoad` with the text after `=` in
 /// `-agentpath:libidleflow_agent.so=OPTIONS` (empty when there is none).
 /// An `Err` is printed and the agent stays inert.
-pub fn on_load(options: &str) -> Result<(), String> {
+pub fn on_load(options: &str) -> Result<Options, String> {
     let mut opts = parse_options(options)?;
-    let area = match opts.twa.clone() {
+    let area = match opts.twa.clone().filter(|_| opts.tree) {
         Some(p) => Some(open_work_area(&p, &mut opts)?),
         None => None,
     };
@@ -383,11 +400,12 @@ pub fn on_load(options: &str) -> Result<(), String> {
         unmatched_exits: AtomicU64::new(0),
         dump_tid: AtomicU32::new(0),
         finished: AtomicBool::new(false),
-        opts,
+        opts: opts.clone(),
     };
     AGENT
         .set(agent)
-        .map_err(|_| "the agent was loaded twice".to_string())
+        .map_err(|_| "the agent was loaded twice".to_string())?;
+    Ok(opts)
 }
 
 /// Opens the work area at `path`; when this JVM's user may not (it runs as
@@ -562,5 +580,10 @@ mod tests {
         assert!(parse_options("clock=sundial")
             .unwrap_err()
             .contains("tsc or monotonic"));
+        let light = parse_options("tree=0,perfmap=1").unwrap();
+        assert!(!light.tree && light.perfmap);
+        let default = parse_options("").unwrap();
+        assert!(default.tree && !default.perfmap);
+        assert!(parse_options("perfmap=yes").unwrap_err().contains("0 or 1"));
     }
 }

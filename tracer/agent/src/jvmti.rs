@@ -259,6 +259,8 @@ pub struct jvmtiCapabilities {
 pub const CAN_GENERATE_METHOD_ENTRY_EVENTS: u32 = 24;
 /// Bit of `can_generate_method_exit_events`.
 pub const CAN_GENERATE_METHOD_EXIT_EVENTS: u32 = 25;
+/// Bit of `can_generate_compiled_method_load_events`.
+pub const CAN_GENERATE_COMPILED_METHOD_LOAD_EVENTS: u32 = 27;
 /// Bit of `can_generate_monitor_events`.
 pub const CAN_GENERATE_MONITOR_EVENTS: u32 = 28;
 /// Bit of `can_generate_sampled_object_alloc_events` (JDK 11+, present in
@@ -274,6 +276,10 @@ pub const CAPABILITY_BITS: &[(&str, u32)] = &[
     (
         "can_generate_method_exit_events",
         CAN_GENERATE_METHOD_EXIT_EVENTS,
+    ),
+    (
+        "can_generate_compiled_method_load_events",
+        CAN_GENERATE_COMPILED_METHOD_LOAD_EVENTS,
     ),
     ("can_generate_monitor_events", CAN_GENERATE_MONITOR_EVENTS),
     (
@@ -302,6 +308,11 @@ impl jvmtiCapabilities {
     /// `can_generate_method_exit_events = 1`.
     pub fn set_can_generate_method_exit_events(&mut self) -> &mut Self {
         self.set_bit(CAN_GENERATE_METHOD_EXIT_EVENTS)
+    }
+
+    /// `can_generate_compiled_method_load_events = 1`.
+    pub fn set_can_generate_compiled_method_load_events(&mut self) -> &mut Self {
+        self.set_bit(CAN_GENERATE_COMPILED_METHOD_LOAD_EVENTS)
     }
 
     /// `can_generate_monitor_events = 1`.
@@ -351,6 +362,27 @@ pub type SampledObjectAllocFn = unsafe extern "system" fn(
     object: jobject,
     object_klass: jclass,
     size: jlong,
+);
+/// `jvmtiEventCompiledMethodLoad`: `method` was compiled to `code_size`
+/// bytes at `code_addr`. The address-location map and `compile_info` (the
+/// inlining records) are not used.
+pub type CompiledMethodLoadFn = unsafe extern "system" fn(
+    jvmti_env: *mut jvmtiEnv,
+    method: jmethodID,
+    code_size: jint,
+    code_addr: *const c_void,
+    map_length: jint,
+    map: *const c_void,
+    compile_info: *const c_void,
+);
+/// `jvmtiEventDynamicCodeGenerated`: the VM generated `length` bytes of
+/// code named `name` (modified UTF-8, valid for the call) at `address`
+/// (the interpreter, stubs, adapters).
+pub type DynamicCodeGeneratedFn = unsafe extern "system" fn(
+    jvmti_env: *mut jvmtiEnv,
+    name: *const c_char,
+    address: *const c_void,
+    length: jint,
 );
 /// `jvmtiEventMonitorContendedEnter` and `jvmtiEventMonitorContendedEntered`.
 pub type MonitorContendedFn = unsafe extern "system" fn(
@@ -424,11 +456,11 @@ pub struct jvmtiEventCallbacks {
     /// 67
     pub NativeMethodBind: UnusedCallback,
     /// 68
-    pub CompiledMethodLoad: UnusedCallback,
+    pub CompiledMethodLoad: Option<CompiledMethodLoadFn>,
     /// 69
     pub CompiledMethodUnload: UnusedCallback,
     /// 70
-    pub DynamicCodeGenerated: UnusedCallback,
+    pub DynamicCodeGenerated: Option<DynamicCodeGeneratedFn>,
     /// 71
     pub DataDumpRequest: UnusedCallback,
     /// 72 (reserved)

@@ -7,8 +7,11 @@
 //!   slot against the JDK 17 and JDK 25 headers (`tests/jvmti_header.rs`);
 //! - [`env`](mod@env): the safe [`Jvmti`] handle, typed [`JvmtiError`]s, and
 //!   [`java_class_name`];
-//! - [`hooks`]: what to do at each event, in safe Rust (today a smoke
-//!   version that counts entries and exits);
+//! - [`hooks`]: what to do at each event of the tree mode (the default),
+//!   in safe Rust: a call tree per thread from method entries and exits;
+//! - [`perfmap`]: the light mode (`tree=0,perfmap=1`): no entries or exits,
+//!   only the JVM's perf map from `CompiledMethodLoad` and
+//!   `DynamicCodeGenerated`;
 //! - this file: `Agent_OnLoad` and one `extern "system"` trampoline per event.
 //!
 //! Invariants:
@@ -29,6 +32,7 @@ pub mod clock;
 pub mod env;
 pub mod hooks;
 pub mod jvmti;
+pub mod perfmap;
 pub mod tree;
 
 use std::any::Any;
@@ -42,8 +46,8 @@ use jni_sys::{jclass, jint, jlong, jmethodID, jobject, jvalue, JNIEnv, JavaVM, J
 pub use env::{java_class_name, Caps, Jvmti, JvmtiError, MethodId, ThreadRef};
 use jvmti::{jthread, jvmtiEnv, jvmtiEvent, jvmtiEventCallbacks, JvmtiBool};
 
-/// The events the agent turns on, in the order it turns them on.
-const EVENTS: [jvmtiEvent; 7] = [
+/// The events the tree mode turns on, in the order it turns them on.
+const TREE_EVENTS: [jvmtiEvent; 7] = [
     jvmti::JVMTI_EVENT_VM_INIT,
     jvmti::JVMTI_EVENT_VM_DEATH,
     jvmti::JVMTI_EVENT_THREAD_START,
@@ -51,6 +55,12 @@ const EVENTS: [jvmtiEvent; 7] = [
     jvmti::JVMTI_EVENT_METHOD_ENTRY,
     jvmti::JVMTI_EVENT_METHOD_EXIT,
     jvmti::JVMTI_EVENT_SAMPLED_OBJECT_ALLOC,
+];
+
+/// The events the perf-map writer turns on.
+const PERFMAP_EVENTS: [jvmtiEvent; 2] = [
+    jvmti::JVMTI_EVENT_COMPILED_METHOD_LOAD,
+    jvmti::JVMTI_EVENT_DYNAMIC_CODE_GENERATED,
 ];
 
 /// Bytes allocated per thread between two allocation samples (AO / AB).
@@ -77,15 +87,20 @@ pub unsafe extern "system" fn Agent_OnLoad(
         // valid for the duration of `Agent_OnLoad`.
         let options = unsafe { env::agent_options(options) }?;
         option_text.clone_from(&options);
-        hooks::on_load(&options)?;
+        let opts = hooks::on_load(&options)?;
+        if opts.perfmap {
+            perfmap::open()?;
+        }
         // SAFETY: `vm` is the JVM's own `JavaVM*`, valid until it exits, and
         // the environment we get from it lives as long.
         let jvmti = unsafe { Jvmti::from_vm(vm) }.map_err(|e| e.to_string())?;
-        start(jvmti)?;
-        // The thread loading the agent creates the VM and then runs `main`:
-        // trace it from now on, so that its dispatches during VM start-up
-        // are tagged with its root node.
-        hooks::thread_start(jvmti, ThreadRef::current());
+        start(jvmti, opts.tree, opts.perfmap)?;
+        if opts.tree {
+            // The thread loading the agent creates the VM and then runs
+            // `main`: trace it from now on, so that its dispatches during VM
+            // start-up are tagged with its root node.
+            hooks::thread_start(jvmti, ThreadRef::current());
+        }
         Ok::<(), String>(())
     }));
     match outcome {
@@ -102,18 +117,26 @@ pub unsafe extern "system" fn Agent_OnLoad(
     JNI_OK
 }
 
-/// Adds the capabilities, installs the trampolines and enables [`EVENTS`].
-/// If enabling fails part-way, the events already enabled are disabled
-/// again, so the agent is either fully on or fully off.
-fn start(jvmti: Jvmti) -> Result<(), String> {
+/// Adds the capabilities, installs the trampolines and enables the events
+/// of the modes asked for ([`TREE_EVENTS`], [`PERFMAP_EVENTS`]). If
+/// enabling fails part-way, the events already enabled are disabled again,
+/// so the agent is either fully on or fully off.
+fn start(jvmti: Jvmti, tree: bool, perfmap: bool) -> Result<(), String> {
     let mut caps = Caps::default();
-    caps.set_can_generate_method_entry_events()
-        .set_can_generate_method_exit_events()
-        .set_can_generate_sampled_object_alloc_events();
+    if tree {
+        caps.set_can_generate_method_entry_events()
+            .set_can_generate_method_exit_events()
+            .set_can_generate_sampled_object_alloc_events();
+    }
+    if perfmap {
+        caps.set_can_generate_compiled_method_load_events();
+    }
     jvmti.add_capabilities(&caps).map_err(|e| e.to_string())?;
-    jvmti
-        .set_heap_sampling_interval(HEAP_SAMPLING_INTERVAL)
-        .map_err(|e| e.to_string())?;
+    if tree {
+        jvmti
+            .set_heap_sampling_interval(HEAP_SAMPLING_INTERVAL)
+            .map_err(|e| e.to_string())?;
+    }
 
     let callbacks = jvmtiEventCallbacks {
         VMInit: Some(on_vm_init),
@@ -123,13 +146,20 @@ fn start(jvmti: Jvmti) -> Result<(), String> {
         MethodEntry: Some(on_method_entry),
         MethodExit: Some(on_method_exit),
         SampledObjectAlloc: Some(on_sampled_object_alloc),
+        CompiledMethodLoad: Some(on_compiled_method_load),
+        DynamicCodeGenerated: Some(on_dynamic_code_generated),
         ..jvmtiEventCallbacks::default()
     };
     jvmti.set_callbacks(&callbacks).map_err(|e| e.to_string())?;
 
-    for (i, &event) in EVENTS.iter().enumerate() {
+    let events: Vec<jvmtiEvent> = [(tree, &TREE_EVENTS[..]), (perfmap, &PERFMAP_EVENTS[..])]
+        .into_iter()
+        .filter(|(on, _)| *on)
+        .flat_map(|(_, events)| events.iter().copied())
+        .collect();
+    for (i, &event) in events.iter().enumerate() {
         if let Err(e) = jvmti.enable(event) {
-            for &enabled in &EVENTS[..i] {
+            for &enabled in &events[..i] {
                 // Best effort: we are already reporting the first failure.
                 let _ = jvmti.disable(enabled);
             }
@@ -276,6 +306,39 @@ unsafe extern "system" fn on_sampled_object_alloc(
         if let Some(jvmti) = jvmti {
             hooks::sampled_alloc(jvmti, thread, size.max(0) as u64);
         }
+    });
+}
+
+unsafe extern "system" fn on_compiled_method_load(
+    env: *mut jvmtiEnv,
+    method: jmethodID,
+    code_size: jint,
+    code_addr: *const c_void,
+    _map_length: jint,
+    _map: *const c_void,
+    _compile_info: *const c_void,
+) {
+    // SAFETY: see the comment above the trampolines; the code address and
+    // size are only numbers here.
+    let (jvmti, method) = unsafe { (Jvmti::from_raw(env), MethodId::from_raw(method)) };
+    guarded("CompiledMethodLoad", || {
+        if let Some(jvmti) = jvmti {
+            perfmap::compiled_method_load(jvmti, method, code_addr as u64, code_size.max(0) as u64);
+        }
+    });
+}
+
+unsafe extern "system" fn on_dynamic_code_generated(
+    _env: *mut jvmtiEnv,
+    name: *const c_char,
+    address: *const c_void,
+    length: jint,
+) {
+    // SAFETY: the JVM lends `name`, NUL-terminated, for the callback.
+    let name = unsafe { env::borrowed_text(name) };
+    guarded("DynamicCodeGenerated", || {
+        let name = name.as_deref().unwrap_or("<generated code>");
+        perfmap::dynamic_code_generated(name, address as u64, length.max(0) as u64);
     });
 }
 
