@@ -161,7 +161,7 @@ pub struct RowNative {
     pub wait: String,
     /// The user frames, innermost first (the JVM's, libc's; the Java
     /// frames of the tree row above them).
-    pub frames: Vec<crate::callpaths::PathFrame>,
+    pub frames: Vec<crate::path::Frame>,
     /// Dispatches to idle the row's threads caused there.
     pub idle_dispatches: u64,
     /// Idle time that followed, ns.

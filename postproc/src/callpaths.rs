@@ -3,7 +3,7 @@
 //! JIT and interpreted frames), with the kernel's wait under it, summed by
 //! path with the idle time that followed.
 //!
-//! A path is one [`PathFrame`] list from the kernel's wait outward (the
+//! A path is one [`Frame`] list from the kernel's wait outward (the
 //! innermost user frame next, the thread's entry last), each frame with
 //! what ran there, and the process it ran in: the same code in two
 //! processes of one name (PostgreSQL's backends) is one path, and a pool's
@@ -14,47 +14,12 @@
 //! thread) triples ([`crate::kwaits::KernelWaits::caused`]), never with
 //! the number of dispatches; idleflow's own threads are never a row.
 
-use idleflow_format::{CodeKind, UnwindEnd, UserStackCounts};
+use idleflow_format::{UnwindEnd, UserStackCounts};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use crate::kwaits::{is_scheduler_frame, KernelWaits, StacksKey};
-
-/// What ran at a frame of a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FrameKind {
-    /// The kernel (its wait).
-    Kernel,
-    /// A module's machine code.
-    Native,
-    /// JIT-compiled code, named from a perf map.
-    Jit,
-    /// An interpreter.
-    Interpreted,
-    /// Nothing known.
-    Unknown,
-}
-
-impl From<CodeKind> for FrameKind {
-    fn from(k: CodeKind) -> Self {
-        match k {
-            CodeKind::Native => FrameKind::Native,
-            CodeKind::Jit => FrameKind::Jit,
-            CodeKind::Interpreted => FrameKind::Interpreted,
-            CodeKind::Unknown => FrameKind::Unknown,
-        }
-    }
-}
-
-/// One frame of a path.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct PathFrame {
-    /// What ran there.
-    pub kind: FrameKind,
-    /// Its name (`fill_buffer`, `std::sync::Condvar::wait`, `libc.so.6+0x1234`).
-    pub name: String,
-}
+use crate::path::{self, Folded, Frame, FrameKind};
 
 /// One idle-causing call path of the report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -65,7 +30,7 @@ pub struct CallPath {
     /// empty where no kernel stack was taken.
     pub wait: String,
     /// The user frames, innermost first.
-    pub frames: Vec<PathFrame>,
+    pub frames: Vec<Frame>,
     /// Some of its stacks were cut at the copy's end or stopped early:
     /// outer frames are missing.
     pub partial: bool,
@@ -99,13 +64,13 @@ pub struct CallPathsSection {
 }
 
 /// A path's key while summing: (process, wait, frames).
-type Key = (String, String, Vec<PathFrame>);
+type Key = (String, String, Vec<Frame>);
 
 /// One path summed from (stacks, count, ns) rows.
 struct Grouped {
     process: String,
     wait: String,
-    frames: Vec<PathFrame>,
+    frames: Vec<Frame>,
     partial: bool,
     count: u64,
     ns: u64,
@@ -172,7 +137,7 @@ pub struct BlockedPath {
     /// The kernel's wait, empty where no kernel stack was taken.
     pub wait: String,
     /// The user frames, innermost first.
-    pub frames: Vec<PathFrame>,
+    pub frames: Vec<Frame>,
     /// Some of its stacks were cut at the copy's end or stopped early.
     pub partial: bool,
     /// Blocking switch-outs through it.
@@ -256,10 +221,10 @@ pub(crate) fn wait_of(kw: &KernelWaits, id: u64) -> String {
 }
 
 /// The user frames of user stack `id` as path frames.
-pub(crate) fn user_path(kw: &KernelWaits, id: u64) -> Vec<PathFrame> {
+pub(crate) fn user_path(kw: &KernelWaits, id: u64) -> Vec<Frame> {
     kw.user_frames(id)
         .into_iter()
-        .map(|(k, name)| PathFrame {
+        .map(|(k, name)| Frame {
             kind: k.into(),
             name,
         })
@@ -329,17 +294,6 @@ impl CallPathsSection {
     }
 }
 
-/// The suffix inferno's `java` palette colours a frame by (async-profiler's
-/// convention): kernel orange, JIT green, interpreted/inlined aqua.
-fn suffix(kind: FrameKind) -> &'static str {
-    match kind {
-        FrameKind::Kernel => "_[k]",
-        FrameKind::Jit => "_[j]",
-        FrameKind::Interpreted => "_[i]",
-        FrameKind::Native | FrameKind::Unknown => "",
-    }
-}
-
 /// Folded stacks of the call paths for `inferno`: `PROCESS;THREAD;user
 /// frames outermost first;kernel frames, the wait on top WEIGHT` (the
 /// kernel frames left out with `user_only`), from `rows` ((kernel stack,
@@ -356,37 +310,30 @@ pub fn folded(
     fold: crate::views::FoldOptions,
     user_only: bool,
 ) -> Vec<String> {
-    let mut lines: std::collections::BTreeMap<String, u64> = Default::default();
-    let clean = |s: &str| s.replace(';', ":");
+    let mut out = Folded::default();
     for ((kstack, ustack, tid), count, ns) in rows {
         if !shown(tid) || (ustack == 0 && (kstack == 0 || user_only)) {
             continue;
         }
-        let (process, thread) = crate::kwaits::folded_roots(names, tid, fold);
-        let mut parts = vec![process, thread];
-        parts.extend(
+        let mut frames: Vec<(FrameKind, String)> =
+            path::roots(names, tid, fold.merge_threads).into();
+        frames.extend(
             user_path(kw, ustack)
-                .iter()
+                .into_iter()
                 .rev()
-                .map(|f| format!("{}{}", clean(&f.name), suffix(f.kind))),
+                .map(|f| (f.kind, f.name)),
         );
         if !user_only && kstack != 0 {
             let all = kw.frames(kstack);
             let inner = all.iter().position(|f| !is_scheduler_frame(f)).unwrap_or(0);
-            parts.extend(
+            frames.extend(
                 all[inner..]
                     .iter()
                     .rev()
-                    .map(|f| format!("{}_[k]", clean(f))),
+                    .map(|f| (FrameKind::Kernel, f.clone())),
             );
         }
-        let weight = if fold.dispatches { count } else { ns };
-        let e = lines.entry(parts.join(";")).or_default();
-        *e = e.saturating_add(weight);
+        out.add(frames, if fold.dispatches { count } else { ns });
     }
-    lines
-        .into_iter()
-        .filter(|(_, w)| *w > 0)
-        .map(|(l, w)| format!("{l} {w}"))
-        .collect()
+    out.into_lines()
 }

@@ -19,6 +19,8 @@ use idleflow_format::{CodeKind, KernelStack, KernelSymbols, SwitchStack, UserSta
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
+use crate::path::{self, Folded, FrameKind};
+
 /// Idle caused through one stack by one thread.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Caused {
@@ -208,7 +210,7 @@ impl KernelWaits {
                 out.push((fr.kind, inl.clone()));
             }
             let name = if fr.kind == CodeKind::Jit && !fr.name.is_empty() {
-                java_method(&fr.name).to_string()
+                path::java_method(&fr.name).to_string()
             } else if !fr.name.is_empty() {
                 fr.name.clone()
             } else if fr.kind == CodeKind::Unknown || fr.module == 0 {
@@ -288,22 +290,6 @@ pub fn share_pct(part: u64, whole: u64) -> f64 {
         0.0
     } else {
         part as f64 * 100.0 / whole as f64
-    }
-}
-
-/// A JIT frame's Java method as the flight recorder names it
-/// (`java.util.concurrent.LinkedBlockingQueue.take`, `Waits$Ledger.post`)
-/// from HotSpot's perf-map name (`java.lang.Object
-/// java.util.concurrent.LinkedBlockingQueue.take()`): without the return
-/// type and the parameters, so a path reads the same from either source
-/// and from run to run. Other JIT names (`StubRoutines (1)`) stay whole.
-pub fn java_method(name: &str) -> &str {
-    let head = name.split_once('(').map_or(name, |(h, _)| h).trim_end();
-    let method = head.rsplit(' ').next().unwrap_or(head);
-    if method.contains('.') && !method.is_empty() {
-        method
-    } else {
-        name
     }
 }
 
@@ -423,28 +409,6 @@ impl KernelWaitsSection {
     }
 }
 
-/// The two root frames of a folded stack of thread `tid`: its process's
-/// name and its own (a pool's name pattern unless `fold` keeps threads
-/// apart). `names`: tid → (pid, name).
-pub fn folded_roots(
-    names: &FxHashMap<u32, (u32, String)>,
-    tid: u32,
-    fold: crate::views::FoldOptions,
-) -> (String, String) {
-    let (pid, name) = names
-        .get(&tid)
-        .map_or((0, format!("tid {tid}")), |(pid, n)| (*pid, n.clone()));
-    let process = names
-        .get(&pid)
-        .map_or_else(|| format!("pid {pid}"), |n| n.1.clone());
-    let thread = if fold.merge_threads {
-        crate::arcflow::thread_pattern(&name)
-    } else {
-        name
-    };
-    (process.replace(';', ":"), thread.replace(';', ":"))
-}
-
 /// Folded stacks of the kernel waits for `inferno`: `PROCESS;THREAD;kernel
 /// frames outermost first, the wait on top WEIGHT`, frames suffixed `_[k]`
 /// (inferno's `java` palette draws them as kernel frames). Pool threads are
@@ -457,54 +421,36 @@ pub fn folded(
     shown: impl Fn(u32) -> bool,
     fold: crate::views::FoldOptions,
 ) -> Vec<String> {
-    let mut lines: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut out = Folded::default();
     for (&(stack, _, tid), c) in &kw.caused {
         if stack == 0 || !shown(tid) {
             continue;
         }
-        let (process, thread) = folded_roots(names, tid, fold);
         let all = kw.frames(stack);
         let inner = all.iter().position(|f| !is_scheduler_frame(f)).unwrap_or(0);
-        let frames: Vec<String> = all[inner..]
+        let frames = all[inner..]
             .iter()
             .rev()
-            .map(|f| format!("{}_[k]", f.replace(';', ":")))
-            .collect();
-        let line = format!("{process};{thread};{}", frames.join(";"));
+            .map(|f| (FrameKind::Kernel, f.clone()));
         let weight = if fold.dispatches {
             c.dispatches
         } else {
             c.idle_ns
         };
-        let e = lines.entry(line).or_default();
-        *e = e.saturating_add(weight);
+        out.add(
+            path::roots(names, tid, fold.merge_threads)
+                .into_iter()
+                .chain(frames),
+            weight,
+        );
     }
-    lines
-        .into_iter()
-        .filter(|(_, w)| *w > 0)
-        .map(|(l, w)| format!("{l} {w}"))
-        .collect()
+    out.into_lines()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn jit_names_read_as_the_flight_recorders() {
-        for (perf_map, jfr) in [
-            (
-                "java.lang.Object java.util.concurrent.LinkedBlockingQueue.take()",
-                "java.util.concurrent.LinkedBlockingQueue.take",
-            ),
-            ("long JitWait.pause(long)", "JitWait.pause"),
-            ("void Waits$Ledger.post(int)", "Waits$Ledger.post"),
-            ("StubRoutines (1)", "StubRoutines (1)"),
-            ("Interpreter", "Interpreter"),
-        ] {
-            assert_eq!(java_method(perf_map), jfr);
-        }
-    }
     use idleflow_format::KernelSymbol;
 
     #[test]

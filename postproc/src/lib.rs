@@ -11,6 +11,7 @@ pub mod callpaths;
 pub mod flame;
 pub mod kwaits;
 pub mod nodes;
+pub mod path;
 pub mod report;
 pub mod script;
 pub mod startup;

@@ -668,7 +668,7 @@ fn call_paths(a: &Analysis) -> Option<crate::callpaths::CallPathsSection> {
         let unknown = cp.paths.iter().any(|p| {
             p.frames
                 .iter()
-                .any(|f| f.kind == crate::callpaths::FrameKind::Unknown)
+                .any(|f| f.kind == crate::path::FrameKind::Unknown)
         });
         let jvms = jvm_pids(a);
         if unknown && !perf_maps && !jvms.is_empty() {

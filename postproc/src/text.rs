@@ -678,14 +678,14 @@ fn render_call_paths(
 /// marked, `… (cut)` after a stack cut at the copy's end.
 fn render_user_frames(
     o: &mut String,
-    frames: &[crate::callpaths::PathFrame],
+    frames: &[crate::path::Frame],
     partial: bool,
 ) -> std::fmt::Result {
     let mut names: Vec<String> = frames
         .iter()
         .map(|f| match f.kind {
-            crate::callpaths::FrameKind::Jit => format!("{} [jit]", f.name),
-            crate::callpaths::FrameKind::Interpreted => format!("{} [interpreted]", f.name),
+            crate::path::FrameKind::Jit => format!("{} [jit]", f.name),
+            crate::path::FrameKind::Interpreted => format!("{} [interpreted]", f.name),
             _ => f.name.clone(),
         })
         .collect();
@@ -1142,9 +1142,9 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
             let java = n.frames.iter().position(|f| {
                 matches!(
                     f.kind,
-                    crate::callpaths::FrameKind::Interpreted
-                        | crate::callpaths::FrameKind::Jit
-                        | crate::callpaths::FrameKind::Unknown
+                    crate::path::FrameKind::Interpreted
+                        | crate::path::FrameKind::Jit
+                        | crate::path::FrameKind::Unknown
                 )
             });
             let (from, to) = match java {

@@ -17,13 +17,12 @@
 //! recording, the same sums the whole trees would give (merging adds nodes
 //! along identical method paths, per-thread rows are the thread's own).
 
-use std::collections::BTreeMap;
-
 use idleflow_format::{EncodedThread, TreeHead, TreeNode};
 use rustc_hash::FxHashMap;
 
 use crate::arcflow::{thread_pattern, ArcRow, ArcflowOptions, JvmSummary, Measures, SortBy};
 use crate::nodes::{NodeAttribution, NodeIdle};
+use crate::path::{Folded, FrameKind};
 use crate::waits::JavaWaits;
 
 /// What the flame graph's folded stacks are weighted by and how threads group.
@@ -105,7 +104,7 @@ pub struct Views {
     second_pass: bool,
     /// In the second pass: the JVM the records belong to, by pid.
     current: FxHashMap<u32, usize>,
-    folded: BTreeMap<String, u64>,
+    folded: Folded,
 }
 
 /// The built views.
@@ -230,7 +229,7 @@ impl Views {
             cut: 1,
             second_pass: false,
             current: FxHashMap::default(),
-            folded: BTreeMap::new(),
+            folded: Folded::default(),
         }
     }
 
@@ -440,13 +439,12 @@ impl Views {
         } else {
             t.name.clone()
         };
-        let head = format!(
-            "java {};{}",
-            self.jvms[jvm].summary.pid,
-            thread.replace(';', ":")
-        );
-        let mut frames: Vec<&str> = Vec::new();
         let pid = self.jvms[jvm].summary.pid;
+        let head = [
+            (FrameKind::Process, format!("java {pid}")),
+            (FrameKind::Thread, thread),
+        ];
+        let mut frames: Vec<&str> = Vec::new();
         for &(i, w, ni) in weighted {
             if !l.attached[i as usize] {
                 continue;
@@ -458,11 +456,11 @@ impl Views {
                 frames.push(methods.get(m as usize).map_or("<unknown method>", |s| s));
                 cur = l.parent[cur] as usize;
             }
-            let mut line = head.clone();
-            for f in frames.iter().rev() {
-                line.push(';');
-                line.push_str(&f.replace(';', ":"));
-            }
+            let path = || {
+                head.iter()
+                    .map(|(k, n)| (*k, n.as_str()))
+                    .chain(frames.iter().rev().map(|&f| (FrameKind::Java, f)))
+            };
             let mut rest = w;
             for nw in &ni.waits {
                 let part = if fold.dispatches {
@@ -476,12 +474,12 @@ impl Views {
                 }
                 rest -= part;
                 let why = crate::waits::reason_frame(waits, pid, nw.reason, nw.object);
-                let e = self.folded.entry(format!("{line};{why}")).or_default();
-                *e = e.saturating_add(part);
+                let mut with_reason: Vec<(FrameKind, &str)> = path().collect();
+                with_reason.push((FrameKind::Reason, &why));
+                self.folded.add(with_reason, part);
             }
             if rest > 0 {
-                let e = self.folded.entry(line).or_default();
-                *e = e.saturating_add(rest);
+                self.folded.add(path(), rest);
             }
         }
     }
@@ -601,11 +599,7 @@ impl Views {
             jvms: self.jvms.into_iter().map(|j| j.summary).collect(),
             rows,
             total_key: total,
-            folded: self
-                .folded
-                .into_iter()
-                .map(|(stack, w)| format!("{stack} {w}"))
-                .collect(),
+            folded: self.folded.into_lines(),
         }
     }
 }

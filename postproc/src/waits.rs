@@ -23,6 +23,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::io::{Read, Seek};
 
+use crate::path::{self, Folded};
+
 /// One wait, and whether a switch-out of its thread was seen inside it.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -303,7 +305,7 @@ impl JavaWaits {
 /// The flame graph's frame for a JVM reason: `[monitor enter] Waits$Ledger`,
 /// `[sleep]`.
 pub fn reason_frame(w: &JavaWaits, pid: u32, reason: WaitReason, object: u64) -> String {
-    let obj = w.symbol(pid, object).replace(';', ":");
+    let obj = w.symbol(pid, object);
     if obj.is_empty() {
         format!("[{}]", reason.words())
     } else {
@@ -313,42 +315,29 @@ pub fn reason_frame(w: &JavaWaits, pid: u32, reason: WaitReason, object: u64) ->
 
 /// Folded stacks of the idle-causing Java paths, for flame graphs: `java
 /// PID;THREAD;frames, root first;[reason] object WEIGHT`, or with
-/// `by_reason` the `[reason] object` frame first. Frames carry
-/// async-profiler's kind suffixes, which inferno's `java` palette colours:
-/// `_[j]` JIT-compiled (green), `_[i]` inlined (aqua), `_[0]` interpreted,
-/// `_[n]` native; the reason frame has none (red).
+/// `by_reason` the `[reason] object` frame first; each frame annotated by
+/// its [`path::FrameKind`] (JIT, inlined).
 pub fn folded(w: &JavaWaits, fold: crate::views::FoldOptions, by_reason: bool) -> Vec<String> {
-    let mut lines: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut out = Folded::default();
     for (&(pid, group, reason, object), p) in &w.paths {
-        let mut frames: Vec<String> = w
+        let mut frames: Vec<(path::FrameKind, String)> = w
             .group(group)
             .map(|g| {
                 g.frames
                     .iter()
                     .zip(&g.kinds)
                     .rev()
-                    .map(|(&(m, _), &bits)| {
-                        let has = |k: FrameKind| bits & (1 << k.code()) != 0;
-                        let suffix = if has(FrameKind::Jit) {
-                            "_[j]"
-                        } else if has(FrameKind::Inlined) {
-                            "_[i]"
-                        } else if has(FrameKind::Native) {
-                            "_[n]"
-                        } else if has(FrameKind::Interpreted) {
-                            "_[0]"
-                        } else {
-                            ""
-                        };
-                        format!("{}{suffix}", w.symbol(pid, m).replace(';', ":"))
-                    })
+                    .map(|(&(m, _), &bits)| (path_kind(bits), w.symbol(pid, m).to_string()))
                     .collect()
             })
             .unwrap_or_default();
         if frames.is_empty() {
-            frames.push("[no stack]".into());
+            frames.push((path::FrameKind::Unknown, "[no stack]".into()));
         }
-        let why = reason_frame(w, pid, reason, object);
+        let why = (
+            path::FrameKind::Reason,
+            reason_frame(w, pid, reason, object),
+        );
         for (&tid, &(n, ns)) in &p.by_thread {
             let name = w
                 .named
@@ -359,22 +348,45 @@ pub fn folded(w: &JavaWaits, fold: crate::views::FoldOptions, by_reason: bool) -
             } else {
                 name
             };
-            let head = format!("java {pid};{}", thread.replace(';', ":"));
-            let line = if by_reason {
-                format!("{why};{head};{}", frames.join(";"))
-            } else {
-                format!("{head};{};{why}", frames.join(";"))
-            };
+            let head = [
+                (path::FrameKind::Process, format!("java {pid}")),
+                (path::FrameKind::Thread, thread),
+            ];
             let weight = if fold.dispatches { n } else { ns };
-            let e = lines.entry(line).or_default();
-            *e = e.saturating_add(weight);
+            if by_reason {
+                out.add(
+                    std::iter::once(why.clone())
+                        .chain(head)
+                        .chain(frames.iter().cloned()),
+                    weight,
+                );
+            } else {
+                out.add(
+                    head.into_iter()
+                        .chain(frames.iter().cloned())
+                        .chain(std::iter::once(why.clone())),
+                    weight,
+                );
+            }
         }
     }
-    lines
-        .into_iter()
-        .filter(|(_, w)| *w > 0)
-        .map(|(l, w)| format!("{l} {w}"))
-        .collect()
+    out.into_lines()
+}
+
+/// The path kind of a Java frame from the [`FrameKind`] codes seen at it
+/// (bits): JIT-compiled where it ever was, then inlined, native,
+/// interpreted; a Java method of no known kind otherwise.
+fn path_kind(bits: u8) -> path::FrameKind {
+    let has = |k: FrameKind| bits & (1 << k.code()) != 0;
+    [
+        FrameKind::Jit,
+        FrameKind::Inlined,
+        FrameKind::Native,
+        FrameKind::Interpreted,
+    ]
+    .into_iter()
+    .find(|&k| has(k))
+    .map_or(path::FrameKind::Java, path::FrameKind::from)
 }
 
 /// One frame of a [`JavaPathRow`].

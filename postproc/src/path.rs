@@ -1,0 +1,221 @@
+//! The one path model (`ARCHITECTURE.md`, "One attribution model"):
+//! whichever source named what a thread was doing when it left its CPU —
+//! the tree agent's node ([`crate::views`]), a flight-recorder wait
+//! ([`crate::waits`]), the stacks copied at the switch-out
+//! ([`crate::callpaths`], [`crate::kwaits`]) — the answer is a path: its
+//! process and its thread (or pool), then frames from the outermost in,
+//! each with the [`FrameKind`] of code that ran there and a name
+//! normalized so that the same code reads the same in every run and from
+//! every source ([`java_method`]), and last, where the JVM gave one, the
+//! reason of the wait.
+//!
+//! The outputs that draw paths (folded stacks, hence the flame graphs)
+//! take them through [`Folded`], so a source plugs in by producing
+//! [`Frame`]s and an output by reading [`Folded`]'s lines.
+//!
+//! Invariants: a frame's kind alone decides its annotation in folded
+//! output ([`FrameKind::folded_suffix`], inferno's `java` palette);
+//! no name in a folded line carries `;`, the frame separator; memory is
+//! one entry per distinct path, never per dispatch.
+
+use std::collections::BTreeMap;
+
+use idleflow_format::CodeKind;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+/// What ran at a frame of a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FrameKind {
+    /// The root: the process.
+    Process,
+    /// The thread, or a pool's name pattern (`http-nio-8080-exec-*`).
+    Thread,
+    /// A Java method named by the JVM (the tree agent, the flight
+    /// recorder), however it ran.
+    Java,
+    /// JIT-compiled code.
+    Jit,
+    /// Inlined into the JIT-compiled frame below it.
+    Inlined,
+    /// An interpreter.
+    Interpreted,
+    /// A module's machine code, or a Java native method.
+    Native,
+    /// The kernel (its wait).
+    Kernel,
+    /// The JVM's reason of the wait (`[monitor enter] Waits$Ledger`).
+    Reason,
+    /// Nothing known.
+    Unknown,
+}
+
+impl FrameKind {
+    /// The annotation inferno's `java` palette colours a frame by
+    /// (async-profiler's convention, which inferno strips from the label):
+    /// kernel orange, JIT green, inlined aqua. The others have none and are
+    /// coloured by their names (Java green, C++ yellow, the rest red).
+    pub fn folded_suffix(self) -> &'static str {
+        match self {
+            FrameKind::Kernel => "_[k]",
+            FrameKind::Jit => "_[j]",
+            FrameKind::Inlined => "_[i]",
+            _ => "",
+        }
+    }
+}
+
+impl From<CodeKind> for FrameKind {
+    fn from(k: CodeKind) -> Self {
+        match k {
+            CodeKind::Native => FrameKind::Native,
+            CodeKind::Jit => FrameKind::Jit,
+            CodeKind::Interpreted => FrameKind::Interpreted,
+            CodeKind::Unknown => FrameKind::Unknown,
+        }
+    }
+}
+
+impl From<idleflow_format::FrameKind> for FrameKind {
+    /// A flight-recorder frame: how its Java method ran.
+    fn from(k: idleflow_format::FrameKind) -> Self {
+        use idleflow_format::FrameKind as Jfr;
+        match k {
+            Jfr::Unknown => FrameKind::Java,
+            Jfr::Interpreted => FrameKind::Interpreted,
+            Jfr::Jit => FrameKind::Jit,
+            Jfr::Inlined => FrameKind::Inlined,
+            Jfr::Native => FrameKind::Native,
+        }
+    }
+}
+
+/// One frame of a path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Frame {
+    /// What ran there.
+    pub kind: FrameKind,
+    /// Its name (`fill_buffer`, `std::sync::Condvar::wait`,
+    /// `java.util.concurrent.LinkedBlockingQueue.take`, `libc.so.6+0x1234`).
+    pub name: String,
+}
+
+/// A JIT frame's Java method as the flight recorder names it
+/// (`java.util.concurrent.LinkedBlockingQueue.take`, `Waits$Ledger.post`)
+/// from a perf map's name: HotSpot's (`java.lang.Object
+/// java.util.concurrent.LinkedBlockingQueue.take()`) or the agent's
+/// (`JitWait.pause(long)`), without the return type and the parameters, so
+/// a path reads the same from either source and from run to run. Other
+/// JIT names (`StubRoutines (1)`, `call_stub`) stay whole.
+pub fn java_method(name: &str) -> &str {
+    let head = name.split_once('(').map_or(name, |(h, _)| h).trim_end();
+    let method = head.rsplit(' ').next().unwrap_or(head);
+    if method.contains('.') && !method.is_empty() {
+        method
+    } else {
+        name
+    }
+}
+
+/// The two root frames of thread `tid`'s paths: its process's name and
+/// its own (a pool's name pattern when `merge_threads`). `names`: tid →
+/// (pid, name).
+pub fn roots(
+    names: &FxHashMap<u32, (u32, String)>,
+    tid: u32,
+    merge_threads: bool,
+) -> [(FrameKind, String); 2] {
+    let (pid, name) = names
+        .get(&tid)
+        .map_or((0, format!("tid {tid}")), |(pid, n)| (*pid, n.clone()));
+    let process = names
+        .get(&pid)
+        .map_or_else(|| format!("pid {pid}"), |n| n.1.clone());
+    let thread = if merge_threads {
+        crate::arcflow::thread_pattern(&name)
+    } else {
+        name
+    };
+    [(FrameKind::Process, process), (FrameKind::Thread, thread)]
+}
+
+/// Paths summed by weight, as folded stacks for `inferno` (`root;…;leaf
+/// WEIGHT`, one line per distinct path, sorted).
+#[derive(Debug, Default)]
+pub struct Folded {
+    lines: BTreeMap<String, u64>,
+}
+
+impl Folded {
+    /// Adds `weight` to the path `frames` (root first).
+    pub fn add<S: AsRef<str>>(
+        &mut self,
+        frames: impl IntoIterator<Item = (FrameKind, S)>,
+        weight: u64,
+    ) {
+        let mut line = String::new();
+        for (kind, name) in frames {
+            if !line.is_empty() {
+                line.push(';');
+            }
+            line.push_str(&name.as_ref().replace(';', ":"));
+            line.push_str(kind.folded_suffix());
+        }
+        let e = self.lines.entry(line).or_default();
+        *e = e.saturating_add(weight);
+    }
+
+    /// The folded lines, paths of no weight left out.
+    pub fn into_lines(self) -> Vec<String> {
+        self.lines
+            .into_iter()
+            .filter(|(_, w)| *w > 0)
+            .map(|(l, w)| format!("{l} {w}"))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jit_names_read_as_the_flight_recorders() {
+        for (perf_map, jfr) in [
+            (
+                "java.lang.Object java.util.concurrent.LinkedBlockingQueue.take()",
+                "java.util.concurrent.LinkedBlockingQueue.take",
+            ),
+            ("long JitWait.pause(long)", "JitWait.pause"),
+            ("JitWait.pause(long)", "JitWait.pause"),
+            ("void Waits$Ledger.post(int, int)", "Waits$Ledger.post"),
+            ("StubRoutines (1)", "StubRoutines (1)"),
+            ("Interpreter", "Interpreter"),
+        ] {
+            assert_eq!(java_method(perf_map), jfr);
+        }
+    }
+
+    #[test]
+    fn folded_lines_sum_paths_and_annotate_frames_by_kind() {
+        let mut f = Folded::default();
+        let path = [
+            (FrameKind::Process, "java"),
+            (FrameKind::Thread, "exec-*"),
+            (FrameKind::Interpreted, "Interpreter"),
+            (FrameKind::Jit, "Pool.take"),
+            (FrameKind::Inlined, "Queue.poll"),
+            (FrameKind::Native, "Unsafe_Park"),
+            (FrameKind::Kernel, "futex_wait"),
+            (FrameKind::Reason, "[park] a;b"),
+        ];
+        f.add(path, 3);
+        f.add(path, 4);
+        f.add([(FrameKind::Process, "idle"), (FrameKind::Thread, "t")], 0);
+        assert_eq!(
+            f.into_lines(),
+            ["java;exec-*;Interpreter;Pool.take_[j];Queue.poll_[i];Unsafe_Park;futex_wait_[k];[park] a:b 7"]
+        );
+    }
+}
