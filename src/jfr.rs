@@ -99,6 +99,19 @@ pub struct Watched {
     pub repositories: HashMap<u32, (PathBuf, SystemTime)>,
 }
 
+/// Whether `JFR.start` failed only because the JVM is still starting: its
+/// attach listener runs, but the flight recorder's diagnostic commands are
+/// not registered yet (measured on Tomcat 10 with `--java waits,stacks`:
+/// `java.lang.IllegalArgumentException: Unknown diagnostic command`).
+fn is_too_early(e: &crate::attach::AttachError) -> bool {
+    e.to_string().contains("Unknown diagnostic command")
+}
+
+/// How long after its first attach a JVM may still be too early for
+/// `JFR.start` ([`is_too_early`]); a JVM without the flight recorder's
+/// commands at all answers the same, and gets its note after this.
+const REGISTERED_WITHIN: Duration = Duration::from_secs(5);
+
 /// How often a pending process is looked at again.
 const WATCH_PERIOD: Duration = Duration::from_millis(100);
 
@@ -114,6 +127,8 @@ struct Pending {
     since: Instant,
     /// It has `libjvm.so` mapped.
     jvm: bool,
+    /// When it first took an attach but was too early for `JFR.start`.
+    too_early_since: Option<Instant>,
 }
 
 impl Watch {
@@ -134,6 +149,7 @@ impl Watch {
                             Pending {
                                 since: now,
                                 jvm: false,
+                                too_early_since: None,
                             },
                         )
                     })
@@ -150,7 +166,6 @@ impl Watch {
                         if !crate::attach::is_ready(pid) {
                             return p.since.elapsed() < READY_WITHIN;
                         }
-                        seen.insert(pid);
                         let at = SystemTime::now();
                         match waits.start_in(pid) {
                             Ok(()) => {
@@ -159,8 +174,21 @@ impl Watch {
                                     done.repositories.insert(pid, (dir, at));
                                 }
                             }
+                            // The attach listener answers before the JVM
+                            // registered the flight recorder's commands:
+                            // ask again at the next look.
+                            Err(e)
+                                if is_too_early(&e)
+                                    && p.too_early_since
+                                        .get_or_insert_with(Instant::now)
+                                        .elapsed()
+                                        < REGISTERED_WITHIN =>
+                            {
+                                return true;
+                            }
                             Err(e) => done.notes.push(format!("JVM {pid}: no Java waits: {e}")),
                         }
+                        seen.insert(pid);
                         false
                     });
                     let renamed = if pending.is_empty() {
@@ -182,6 +210,7 @@ impl Watch {
                                 Pending {
                                     since: Instant::now(),
                                     jvm: false,
+                                    too_early_since: None,
                                 },
                             );
                         }

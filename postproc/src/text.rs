@@ -573,22 +573,34 @@ fn render_path_head(
         count(dispatches),
         fit(head, WIDTH - PATH_INDENT)
     )?;
-    let who: Vec<String> = threads
-        .iter()
-        .take(4)
-        .map(|(name, n)| format!("{name} ×{}", count(*n)))
-        .collect();
-    let more = if threads.len() > 4 {
-        format!(", {} more", threads.len() - 4)
-    } else {
-        String::new()
-    };
     writeln!(
         o,
         "{:PATH_INDENT$}{}",
         "",
-        fit(&format!("by {}{more}", who.join(", ")), WIDTH - PATH_INDENT)
+        threads_line(threads, WIDTH - PATH_INDENT)
     )
+}
+
+/// `by NAME ×N, NAME ×N, K more` in `width` characters: up to four
+/// threads, as many whole ones as fit (the first cut to fit if alone it
+/// does not), then how many more there are.
+fn threads_line(threads: &[(String, u64)], width: usize) -> String {
+    let more = |shown: usize| match threads.len() - shown {
+        0 => String::new(),
+        n => format!(", {n} more"),
+    };
+    let mut line = String::from("by ");
+    let mut shown = 0;
+    for (name, n) in threads.iter().take(4) {
+        let item = format!("{}{name} ×{}", if shown > 0 { ", " } else { "" }, count(*n));
+        let after = line.chars().count() + item.chars().count();
+        if shown > 0 && after + more(shown + 1).chars().count() > width {
+            break;
+        }
+        line.push_str(&item);
+        shown += 1;
+    }
+    fit(&format!("{line}{}", more(shown)), width)
 }
 
 /// A section's notes, `# NOTE:` each, wrapped.
@@ -1180,7 +1192,32 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
 
 #[cfg(test)]
 mod tests {
-    use super::{count, wrap};
+    use super::{count, threads_line, wrap};
+
+    #[test]
+    fn a_threads_line_keeps_whole_names_and_counts_the_rest() {
+        let t = |n: &str, c| (n.to_string(), c);
+        let threads = [
+            t("http-nio-8080-exec-*", 1172),
+            t("C1 CompilerThre", 146),
+            t("VM Periodic Tas", 130),
+            t("C2 CompilerThre", 126),
+            t("ab", 3),
+        ];
+        assert_eq!(
+            threads_line(&threads, 200),
+            "by http-nio-8080-exec-* ×1,172, C1 CompilerThre ×146, VM Periodic Tas ×130, C2 CompilerThre ×126, 1 more"
+        );
+        assert_eq!(
+            threads_line(&threads, 70),
+            "by http-nio-8080-exec-* ×1,172, C1 CompilerThre ×146, 3 more"
+        );
+        assert_eq!(
+            threads_line(&threads[..1], 70),
+            "by http-nio-8080-exec-* ×1,172"
+        );
+        assert!(threads_line(&threads, 12).chars().count() <= 12);
+    }
 
     #[test]
     fn long_java_names_are_shortened_from_the_left() {
