@@ -397,6 +397,7 @@ fn synthesize(path: &Path, n: u64) {
         tool_pid: 0,
         java_waits: false,
         stacks: String::new(),
+        wait_sample_period: 0,
     };
     let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
     let mut w = Writer::new(file, &info).unwrap();

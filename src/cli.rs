@@ -265,7 +265,7 @@ pub struct RecordArgs {
     /// --blocked` draws them (an off-CPU flame graph). `waits` copies a
     /// stack at every wait of every thread on the machine (the kernel's
     /// filter cannot tell processes apart); the report keeps the recorded
-    /// program's.
+    /// program's. On a busy machine, add --wait-sample.
     #[arg(
         long,
         value_enum,
@@ -274,6 +274,17 @@ pub struct RecordArgs {
         conflicts_with = "no_stacks"
     )]
     pub stacks: StacksAt,
+
+    /// With `--stacks waits`: copy the stacks at one interruptible sleep in
+    /// N on each CPU (the other sleeps are still recorded, without
+    /// stacks); the blocking paths count each sampled wait N times, an
+    /// estimate. For a busy or saturated machine, where every switch is a
+    /// wait and an 8 KiB copy at each overflows the rings: the summary line
+    /// says when records were lost. Uninterruptible waits (disk I/O) and
+    /// the switch-outs that leave a CPU idle keep their stacks every time.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub wait_sample: u32,
 
     /// (internal, for the resolver's benchmark) Keep the raw stack copies:
     /// `idleflow __resolve FILE` resolves them later.

@@ -46,6 +46,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             bail!("--duration must be a positive number of seconds, not {d}");
         }
     }
+    if args.wait_sample > 1 && (args.stacks != crate::cli::StacksAt::Waits || args.no_stacks) {
+        bail!("--wait-sample {} samples the stacks of `--stacks waits`; add --stacks waits, or leave --wait-sample out", args.wait_sample);
+    }
     if let Some(pid) = args.pid {
         if !procfs::process_exists(pid) {
             bail!("--pid {pid}: no such process");
@@ -64,6 +67,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         kernel_stacks: !args.no_stacks,
         user_stack_bytes: if args.no_stacks { 0 } else { args.stack_size },
         stacks_at_waits: args.stacks == crate::cli::StacksAt::Waits,
+        wait_sample_period: args.wait_sample,
     })?;
     recorder.enable()?;
     let started = Instant::now();
@@ -284,8 +288,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
                     " (per CPU: {:?}; try a larger --ring-size{})",
                     summary.lost_per_cpu,
                     if args.stacks == crate::cli::StacksAt::Waits && !args.no_stacks {
-                        ", or a smaller --stack-size: --stacks waits copies a stack at every \
-                         wait, which a saturated machine makes hundreds of thousands a second"
+                        ", or --wait-sample N (the stacks of one wait in N) or a smaller \
+                         --stack-size: --stacks waits copies a stack at every wait, which a \
+                         saturated machine makes hundreds of thousands a second"
                     } else {
                         ""
                     }

@@ -46,6 +46,73 @@ fn handing_off_among_128_threads_loses_no_record_at_defaults() {
     );
 }
 
+/// `--stacks waits` on the same saturated machine: every switch is a wait,
+/// and an 8 KiB copy at each overflows the rings (measured: most records
+/// lost). With `--wait-sample 64` the sleeps' stacks are sampled, one in
+/// 64 per CPU: no record is lost, and the blocking paths, each sampled wait
+/// counted 64 times, estimate the waits the dispatches show.
+#[test]
+fn sampled_wait_stacks_keep_up_with_a_saturated_machine() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("w.idleflow");
+    let out = run(idleflow()
+        .args([
+            "record",
+            "-q",
+            "--stacks",
+            "waits",
+            "--wait-sample",
+            "64",
+            "-o",
+        ])
+        .arg(&rec)
+        .arg("--")
+        .arg(example("handoff"))
+        .args(["--pairs", "64", "--seconds", "3"]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let r = report_json(&rec);
+    assert_eq!(u(&r, "lost_events"), 0, "records lost with sampled waits");
+    let bp = &r["blocking_paths"];
+    assert_eq!(u(bp, "sample_period"), 64, "{bp}");
+    let waits = u(bp, "waits");
+    let non_runnable: u64 = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["comm"] == "handoff")
+        .map(|t| u(t, "non_runnable"))
+        .sum();
+    println!(
+        "| --wait-sample 64 | {waits} waits estimated | {non_runnable} blocking switch-outs |"
+    );
+    assert!(
+        non_runnable > 100_000,
+        "the load was too light: {non_runnable}"
+    );
+    assert!(
+        waits * 10 >= non_runnable * 9 && waits * 10 <= non_runnable * 11,
+        "{waits} waits estimated from the samples, {non_runnable} in the dispatches"
+    );
+    // The hand-off's wait: a receive on its socket, named.
+    let top = &bp["paths"][0];
+    let frames = top["frames"].to_string();
+    assert!(frames.contains("recv"), "{top}");
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert!(text.contains("sampled (--wait-sample 64)"), "{text}");
+    // Only with --stacks waits.
+    let out = run(idleflow()
+        .args(["record", "--wait-sample", "4", "-o"])
+        .arg(dir.path().join("x.idleflow"))
+        .args(["--", "true"]));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("add --stacks waits"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// Records the kernel dropped are never turned into idle or busy time: a
 /// recording with an injected loss (written with the format's writer)
 /// reports the span around it as unknown, and says what to do.

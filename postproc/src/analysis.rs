@@ -165,7 +165,7 @@ impl Analysis {
             info,
         };
         if a.info.stacks == "waits" {
-            a.kernel.track_blocked();
+            a.kernel.track_blocked(a.info.wait_sample_period);
         }
         if a.info.java_waits {
             a.java = JavaWaits::load(&mut reader)?;

@@ -154,6 +154,10 @@ pub struct BlockedPath {
 /// threads waited, by the time until they ran again (an off-CPU profile).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BlockedPathsSection {
+    /// The stacks of one interruptible sleep in this many were taken
+    /// (`record --wait-sample`); each such wait counts this many times in
+    /// `waits` and `blocked_ns` here and in the paths. 1: every wait.
+    pub sample_period: u64,
     /// Waits with a user stack.
     pub waits: u64,
     /// Their blocked time, ns.
@@ -199,6 +203,7 @@ impl BlockedPathsSection {
             })
             .collect();
         Some(BlockedPathsSection {
+            sample_period: kw.wait_sample_period.max(1),
             waits,
             blocked_ns,
             paths,

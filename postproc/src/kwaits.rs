@@ -49,6 +49,8 @@ struct Pending {
     kernel: u64,
     /// User stack id (0: none).
     user: u64,
+    /// How many waits it stands for (a sampled sleep: the sampling period).
+    weight: u64,
 }
 
 /// The key of [`KernelWaits::caused`]: (kernel stack id, user stack id,
@@ -78,8 +80,12 @@ pub struct KernelWaits {
     pub user_symbols: Option<Box<UserSymbols>>,
     /// Whether blocked time is summed ([`KernelWaits::track_blocked`]).
     tracking: bool,
-    /// Per CPU slot, the last dispatch: (time, leaving tid, it blocked).
-    last: Vec<Option<(u64, u32, bool)>>,
+    /// One interruptible sleep in this many had its stacks taken
+    /// (`RunInfo::wait_sample_period`, at least 1).
+    pub wait_sample_period: u64,
+    /// Per CPU slot, the last dispatch: (time, leaving tid, the waits it
+    /// stands for if it blocked, else 0).
+    last: Vec<Option<(u64, u32, u64)>>,
     /// Threads blocked now, with the stacks taken when they left.
     open_waits: FxHashMap<u32, Pending>,
     /// Where threads blocked, and for how long.
@@ -105,9 +111,12 @@ impl KernelWaits {
     }
 
     /// Sums blocked time by stacks from now on: a recording with stacks at
-    /// every blocking switch-out (`RunInfo::stacks` `waits`).
-    pub fn track_blocked(&mut self) {
+    /// every blocking switch-out (`RunInfo::stacks` `waits`), or at one
+    /// interruptible sleep in `sample_period` (each then counted that many
+    /// times).
+    pub fn track_blocked(&mut self, sample_period: u32) {
         self.tracking = true;
+        self.wait_sample_period = u64::from(sample_period.max(1));
     }
 
     /// Whether blocked time is summed.
@@ -127,8 +136,10 @@ impl KernelWaits {
                 .blocked
                 .entry((w.kernel, w.user, d.next_tid))
                 .or_default();
-            b.waits += 1;
-            b.blocked_ns = b.blocked_ns.saturating_add(d.time.saturating_sub(w.time));
+            b.waits += w.weight;
+            b.blocked_ns = b
+                .blocked_ns
+                .saturating_add(d.time.saturating_sub(w.time).saturating_mul(w.weight));
         }
         if self.last.len() <= ci {
             self.last.resize(ci + 1, None);
@@ -139,7 +150,14 @@ impl KernelWaits {
                 d.prev_state,
                 S::Sleeping | S::DiskSleep | S::Parked | S::IdleWait | S::Blocked
             );
-        self.last[ci] = Some((d.time, d.prev_tid, blocked));
+        // Only the interruptible sleeps that did not leave the CPU idle are
+        // sampled (the recorder's `WAIT_SAMPLE_FILTER`).
+        let weight = match (blocked, d.prev_state) {
+            (false, _) => 0,
+            (true, S::Sleeping) if d.next_tid != 0 => self.wait_sample_period.max(1),
+            (true, _) => 1,
+        };
+        self.last[ci] = Some((d.time, d.prev_tid, weight));
     }
 
     /// A thread exited: a wait it never left is not counted.
@@ -150,7 +168,11 @@ impl KernelWaits {
     /// Adds a stack of the dispatch just read on CPU slot `ci` to its
     /// thread's open wait, if that dispatch was a blocking switch-out.
     fn open_wait(&mut self, ci: usize, s: &SwitchStack, set: impl FnOnce(&mut Pending)) {
-        if !self.tracking || self.last.get(ci).copied().flatten() != Some((s.time, s.tid, true)) {
+        let weight = match self.last.get(ci).copied().flatten() {
+            Some((time, tid, weight)) if time == s.time && tid == s.tid && weight > 0 => weight,
+            _ => return,
+        };
+        if !self.tracking {
             return;
         }
         let fresh = Pending {
@@ -158,6 +180,7 @@ impl KernelWaits {
             tid: s.tid,
             kernel: 0,
             user: 0,
+            weight,
         };
         let w = self.open_waits.entry(s.tid).or_insert(fresh);
         if w.time != s.time {
@@ -178,6 +201,7 @@ impl KernelWaits {
                 tid: s.tid,
                 kernel: 0,
                 user: 0,
+                weight: 1,
             });
         }
         p.as_mut().expect("just set")
@@ -452,6 +476,49 @@ mod tests {
     use super::*;
 
     use idleflow_format::KernelSymbol;
+
+    /// With `--wait-sample 4`, a sampled interruptible sleep to another
+    /// thread stands for 4 waits; a sleep that left the CPU idle, and an
+    /// uninterruptible one, carry their stacks every time and count once.
+    #[test]
+    fn a_sampled_sleep_counts_its_period_and_the_others_once() {
+        use idleflow_format::{Dispatch, NodeTag, PrevState};
+        let mut kw = KernelWaits::default();
+        kw.track_blocked(4);
+        let d = |time, prev_tid, prev_state, next_tid| Dispatch {
+            time,
+            cpu: 0,
+            prev_tid,
+            prev_state,
+            next_tid,
+            prev_node: NodeTag::Untraced,
+        };
+        let stack = |time, tid| SwitchStack {
+            time,
+            cpu: 0,
+            tid,
+            stack: 1,
+        };
+        // Thread 7 sleeps to thread 8 (sampled: ×4), runs again 100 ns on.
+        kw.dispatched(0, &d(1_000, 7, PrevState::Sleeping, 8));
+        kw.switch_stack(0, &stack(1_000, 7));
+        kw.dispatched(0, &d(1_100, 8, PrevState::Preempted, 7));
+        // Then to idle (every time: ×1), back 50 ns on.
+        kw.dispatched(0, &d(2_000, 7, PrevState::Sleeping, 0));
+        kw.switch_stack(0, &stack(2_000, 7));
+        kw.dispatched(0, &d(2_050, 0, PrevState::Unknown, 7));
+        // Then into disk sleep (every time: ×1), back 10 ns on.
+        kw.dispatched(0, &d(3_000, 7, PrevState::DiskSleep, 8));
+        kw.switch_stack(0, &stack(3_000, 7));
+        kw.dispatched(0, &d(3_010, 8, PrevState::Preempted, 7));
+        // A preemption is no wait, stack or not.
+        kw.dispatched(0, &d(4_000, 7, PrevState::Preempted, 8));
+        kw.switch_stack(0, &stack(4_000, 7));
+        kw.dispatched(0, &d(4_500, 8, PrevState::Preempted, 7));
+        let b = kw.blocked[&(1, 0, 7)];
+        assert_eq!(b.waits, 4 + 1 + 1);
+        assert_eq!(b.blocked_ns, 4 * 100 + 50 + 10);
+    }
 
     #[test]
     fn a_stack_is_credited_only_to_its_own_dispatch_and_named_by_its_wait() {

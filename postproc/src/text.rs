@@ -727,13 +727,27 @@ fn render_blocking_paths(
         "{}",
         fit(
             &format!(
-                "# {} waits with a user stack, {} ms blocked in all (threads of the recorded processes; idleflow's own left out)",
+                "# {} waits with a user stack, {} ms blocked in all (the recorded processes' threads; not idleflow's)",
                 count(bp.waits),
                 ms(bp.blocked_ns)
             ),
             WIDTH
         )
     )?;
+    if bp.sample_period > 1 {
+        writeln!(
+            o,
+            "{}",
+            fit(
+                &format!(
+                    "# sampled (--wait-sample {n}): one interruptible sleep in {n} per CPU has its stacks, \
+                     counted {n} times: an estimate",
+                    n = bp.sample_period
+                ),
+                WIDTH
+            )
+        )?;
+    }
     writeln!(
         o,
         "{:>10} {:>6} {:>9}  process: kernel wait, the threads, then the user stack (innermost first)",

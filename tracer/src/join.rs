@@ -30,6 +30,13 @@ use crate::parse::PerfRecord;
 /// record without its sample is then a sleep unless it flags preemption.
 pub const SWITCH_SAMPLE_FILTER: &str = "prev_state & 254";
 
+/// The filter of the second `sched_switch` event of `record --stacks
+/// waits`: the interruptible sleeps of threads that leave their CPU to
+/// another thread, which [`SWITCH_SAMPLE_FILTER`] and the main event's
+/// `next_pid == 0` leave out; the two filters are disjoint, so a switch
+/// has at most one sample.
+pub const WAIT_SAMPLE_FILTER: &str = "prev_state == 1 && next_pid != 0";
+
 /// Which `sched_switch` samples the kernel writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SwitchSamples {

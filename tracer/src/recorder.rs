@@ -21,7 +21,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use crate::drain::{Drain, Round};
-use crate::join::{Joiner, SwitchSamples, SWITCH_SAMPLE_FILTER};
+use crate::join::{Joiner, SwitchSamples, SWITCH_SAMPLE_FILTER, WAIT_SAMPLE_FILTER};
 use crate::merge::Merge;
 use crate::names::{TaskEvent, ThreadNames};
 use crate::parse::{parse, Layout, PerfRecord, UserStackCopy};
@@ -106,6 +106,10 @@ pub struct RecordOptions {
     /// preemption), not only at those that leave a CPU idle: where the
     /// threads wait, by blocked time (`record --stacks waits`).
     pub stacks_at_waits: bool,
+    /// With `stacks_at_waits`: the stacks of one interruptible sleep in
+    /// this many (per CPU); the others are counted, not copied. 0 and 1:
+    /// every one.
+    pub wait_sample_period: u32,
 }
 
 /// Default user stack copy, bytes: held the wait and park stacks of a JVM
@@ -121,6 +125,7 @@ impl Default for RecordOptions {
             kernel_stacks: true,
             user_stack_bytes: DEFAULT_USER_STACK_BYTES,
             stacks_at_waits: false,
+            wait_sample_period: 1,
         }
     }
 }
@@ -221,6 +226,8 @@ pub struct Recorder {
     user_stacks: bool,
     /// `RunInfo::stacks`.
     stacks: &'static str,
+    /// `RunInfo::wait_sample_period`.
+    wait_sample_period: u32,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -265,6 +272,9 @@ impl Recorder {
         let mut ring_owner = Vec::new();
         let mut rings = Vec::new();
         let mut mapped = Vec::new();
+        // Whether every CPU's sleeps are sampled by the second event (a
+        // kernel that refused the main filter samples them all).
+        let mut sleeps_sampled = options.stacks_at_waits;
         for &cpu in &cpus {
             let main = PerfEvent::open_cpu_wide(
                 &EventSpec {
@@ -275,6 +285,7 @@ impl Recorder {
                     kernel_callchain: options.kernel_stacks,
                     user_stack_bytes: options.user_stack_bytes,
                     mmap_records: options.user_stack_bytes > 0,
+                    sample_period: 1,
                 },
                 cpu,
                 &switch.name,
@@ -284,11 +295,7 @@ impl Recorder {
             // joiner then reads each state from its sample, as before.
             // With stacks, the switches that leave the CPU idle are sampled
             // too (their state is then read from the sample).
-            let filter = if options.stacks_at_waits {
-                // Every switch-out that is not a preemption (0x100) or a
-                // runnable yield (0): interruptible sleeps (1) too.
-                "prev_state & 255 || next_pid == 0".to_string()
-            } else if options.kernel_stacks || options.user_stack_bytes > 0 {
+            let filter = if options.kernel_stacks || options.user_stack_bytes > 0 {
                 format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0")
             } else {
                 SWITCH_SAMPLE_FILTER.to_string()
@@ -299,6 +306,34 @@ impl Recorder {
                 SwitchSamples::Filtered
             };
             let ring = Ring::map(&main, rb)?;
+            sleeps_sampled &= samples == SwitchSamples::Filtered;
+            if options.stacks_at_waits && samples == SwitchSamples::Filtered {
+                // The interruptible sleeps (state 1) the main event leaves
+                // out, every `wait_sample_period`th: a second event on the
+                // same tracepoint, into the same ring, whose filter is
+                // disjoint from the main one's, so the joiner never sees
+                // two samples of one switch.
+                let waits = PerfEvent::open_cpu_wide(
+                    &EventSpec {
+                        tracepoint_id: switch.id,
+                        switch_records: false,
+                        task_records: false,
+                        wakeup_bytes,
+                        kernel_callchain: options.kernel_stacks,
+                        user_stack_bytes: options.user_stack_bytes,
+                        mmap_records: false,
+                        sample_period: u64::from(options.wait_sample_period.max(1)),
+                    },
+                    cpu,
+                    &switch.name,
+                )
+                .map_err(priv_err)?;
+                waits
+                    .set_filter(WAIT_SAMPLE_FILTER)
+                    .map_err(RecorderError::Sys)?;
+                waits.set_output(&main)?;
+                events.push(waits);
+            }
             for tp in [&wakeup, &wakeup_new] {
                 let ev = PerfEvent::open_cpu_wide(
                     &EventSpec {
@@ -309,6 +344,7 @@ impl Recorder {
                         kernel_callchain: false,
                         user_stack_bytes: 0,
                         mmap_records: false,
+                        sample_period: 1,
                     },
                     cpu,
                     &tp.name,
@@ -352,6 +388,11 @@ impl Recorder {
             stop_ns: None,
             kernel_stacks: FxHashMap::default(),
             user_stacks: options.user_stack_bytes > 0,
+            wait_sample_period: if sleeps_sampled {
+                options.wait_sample_period.max(1)
+            } else {
+                1
+            },
             stacks: if !options.kernel_stacks && options.user_stack_bytes == 0 {
                 ""
             } else if options.stacks_at_waits {
@@ -428,6 +469,11 @@ impl Recorder {
             tool_pid: std::process::id(),
             java_waits: self.java_waits,
             stacks: self.stacks.to_string(),
+            wait_sample_period: if self.stacks == "waits" {
+                self.wait_sample_period
+            } else {
+                0
+            },
         };
         let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &info);
         let mut output = Output {

@@ -77,6 +77,9 @@ pub struct EventSpec {
     /// flag other tools' mmap records as build-id ones, and perf 6.1's
     /// `perf record -g` then failed an assertion writing its file).
     pub mmap_records: bool,
+    /// A sample at one event in this many (per CPU) that pass the filter;
+    /// 0 and 1 are every one.
+    pub sample_period: u64,
 }
 
 /// An open perf event, closed on drop.
@@ -87,7 +90,8 @@ pub struct PerfEvent {
 
 impl PerfEvent {
     /// Opens `spec` on every task of `cpu` (system-wide, `pid = -1`),
-    /// disabled, stamping with `CLOCK_MONOTONIC`, one sample per event.
+    /// disabled, stamping with `CLOCK_MONOTONIC`, one sample per
+    /// `sample_period` events.
     pub fn open_cpu_wide(spec: &EventSpec, cpu: u32, what: &str) -> Result<Self, SysError> {
         let mut attr = perf_event_attr {
             type_: PERF_TYPE_TRACEPOINT,
@@ -106,7 +110,7 @@ impl PerfEvent {
             attr.set_mmap(1);
             attr.set_mmap2(1);
         }
-        attr.__bindgen_anon_1.sample_period = 1;
+        attr.__bindgen_anon_1.sample_period = spec.sample_period.max(1);
         attr.__bindgen_anon_2.wakeup_watermark = spec.wakeup_bytes;
         attr.set_watermark(1);
         attr.set_disabled(1);

@@ -175,6 +175,7 @@ impl<R: Read> Reader<R> {
                 tool_pid: 0,
                 java_waits: false,
                 stacks: String::new(),
+                wait_sample_period: 0,
             },
             summary: None,
             unknown_records: 0,

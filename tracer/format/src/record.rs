@@ -247,6 +247,15 @@ pub struct RunInfo {
     /// switch-out), empty (none, or an older recorder).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stacks: String,
+    /// With `stacks` `waits`: the stacks of one interruptible sleep
+    /// (state S) in this many were taken, per CPU (`record --wait-sample`);
+    /// 0 or 1: every one.
+    #[serde(default, skip_serializing_if = "is_every_one")]
+    pub wait_sample_period: u32,
+}
+
+fn is_every_one(period: &u32) -> bool {
+    *period <= 1
 }
 
 impl RunInfo {
@@ -269,6 +278,7 @@ impl RunInfo {
             tool_pid: 0,
             java_waits: false,
             stacks: String::new(),
+            wait_sample_period: 0,
         }
     }
 }

@@ -23,6 +23,7 @@ fn info() -> RunInfo {
         tool_pid: 0,
         java_waits: false,
         stacks: String::new(),
+        wait_sample_period: 0,
     }
 }
 
