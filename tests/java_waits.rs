@@ -70,7 +70,7 @@ fn frames(p: &Value) -> Vec<&str> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| f["method"].as_str().unwrap())
+        .map(|f| f["name"].as_str().unwrap())
         .collect()
 }
 
@@ -435,7 +435,10 @@ fn only_a_switch_out_inside_a_wait_of_its_own_thread_is_joined() {
         "{p}"
     );
     assert_eq!(p["object"], "app.Ledger");
-    assert_eq!(p["frames"][0]["method"], "app.Ledger.post");
+    // The frame as every path has it, with the ways it ran.
+    assert_eq!(p["frames"][0]["name"], "app.Ledger.post");
+    assert_eq!(p["frames"][0]["kind"], "jit");
+    assert_eq!(p["frames"][0]["line"], 42);
     assert_eq!(p["frames"][0]["kinds"][0], "jit");
     assert_eq!(p["others"][0]["name"], "eleven", "{p}");
     assert_eq!(u(jw, "java_idle_ns"), 26 * MS, "{jw}");

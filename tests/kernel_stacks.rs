@@ -90,6 +90,14 @@ fn each_threads_kernel_wait_is_named_at_the_switch_out_that_left_a_cpu_idle() {
     let sleeper = waits_of(kw, "sleeper");
     assert!(reader[0].0.contains("pipe_read"), "{reader:?}");
     assert!(sleeper[0].0.contains("nanosleep"), "{sleeper:?}");
+    // Their frames are path frames, as in every section: kind `kernel`.
+    let first = &kw["paths"][0];
+    let frames = first["frames"].as_array().unwrap();
+    assert!(
+        !frames.is_empty() && frames.iter().all(|f| f["kind"] == "kernel"),
+        "{first}"
+    );
+    assert!(frames.iter().any(|f| f["name"] == first["wait"]), "{first}");
     let ours_reader: u64 = reader.iter().map(|w| w.1).sum();
     assert!(
         reader[0].1 * 10 >= ours_reader * 9,

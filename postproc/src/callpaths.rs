@@ -229,10 +229,7 @@ pub(crate) fn wait_of(kw: &KernelWaits, id: u64) -> String {
 pub(crate) fn user_path(kw: &KernelWaits, id: u64) -> Vec<Frame> {
     kw.user_frames(id)
         .into_iter()
-        .map(|(k, name)| Frame {
-            kind: k.into(),
-            name,
-        })
+        .map(|(k, name)| Frame::new(k.into(), name))
         .collect()
 }
 

@@ -19,7 +19,7 @@ use idleflow_format::{CodeKind, KernelStack, KernelSymbols, SwitchStack, UserSta
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
-use crate::path::{self, Folded, FrameKind};
+use crate::path::{self, Folded, Frame, FrameKind};
 
 /// Idle caused through one stack by one thread.
 #[derive(Debug, Clone, Copy, Default)]
@@ -337,8 +337,8 @@ pub fn is_scheduler_frame(name: &str) -> bool {
 pub struct KernelPath {
     /// The wait: the innermost frame outside the scheduler.
     pub wait: String,
-    /// Its frames, innermost first.
-    pub frames: Vec<String>,
+    /// Its frames, innermost first, all of kind `kernel`.
+    pub frames: Vec<Frame>,
     /// Dispatches to idle through it.
     pub idle_dispatches_to: u64,
     /// Idle time that followed, ns.
@@ -408,7 +408,10 @@ impl KernelWaitsSection {
                 threads.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
                 KernelPath {
                     wait,
-                    frames,
+                    frames: frames
+                        .into_iter()
+                        .map(|f| Frame::new(FrameKind::Kernel, f))
+                        .collect(),
                     idle_dispatches_to: c.dispatches,
                     idle_ns: c.idle_ns,
                     share_pct: crate::kwaits::share_pct(c.idle_ns, total_idle),

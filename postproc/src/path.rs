@@ -91,7 +91,8 @@ impl From<idleflow_format::FrameKind> for FrameKind {
     }
 }
 
-/// One frame of a path.
+/// One frame of a path: the same JSON object in every section that has
+/// paths (`{"kind": "jit", "name": "Pool.take", "line": 42}`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Frame {
     /// What ran there.
@@ -99,6 +100,25 @@ pub struct Frame {
     /// Its name (`fill_buffer`, `std::sync::Condvar::wait`,
     /// `java.util.concurrent.LinkedBlockingQueue.take`, `libc.so.6+0x1234`).
     pub name: String,
+    /// Its source line where the source said (the flight recorder's Java
+    /// frames), else 0 (left out of JSON).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub line: u32,
+}
+
+impl Frame {
+    /// A frame without a line.
+    pub fn new(kind: FrameKind, name: impl Into<String>) -> Self {
+        Frame {
+            kind,
+            name: name.into(),
+            line: 0,
+        }
+    }
+}
+
+fn is_zero(line: &u32) -> bool {
+    *line == 0
 }
 
 /// A JIT frame's Java method as the flight recorder names it

@@ -809,7 +809,7 @@ fn render_kernel_waits(
         let frames: Vec<&str> = p
             .frames
             .iter()
-            .map(String::as_str)
+            .map(|f| f.name.as_str())
             .skip_while(|f| crate::kwaits::is_scheduler_frame(f))
             .collect();
         for l in wrap(&frames.join(" ← "), "at", "  ", WIDTH - PATH_INDENT) {
@@ -999,14 +999,19 @@ fn render_java_waits(
             )?;
         }
         for f in p.frames.iter().take(PATH_FRAMES) {
-            let at = if f.line > 0 {
-                format!(":{}", f.line)
+            let at = if f.frame.line > 0 {
+                format!(":{}", f.frame.line)
             } else {
                 String::new()
             };
             let tail = format!("{at} [{}]", f.kinds.join("|"));
             let room = (WIDTH - INDENT - 3).saturating_sub(tail.chars().count());
-            writeln!(o, "{:INDENT$}at {}{tail}", "", fit_method(&f.method, room))?;
+            writeln!(
+                o,
+                "{:INDENT$}at {}{tail}",
+                "",
+                fit_method(&f.frame.name, room)
+            )?;
         }
         let hidden = p.frames.len().saturating_sub(PATH_FRAMES);
         if hidden > 0 || p.truncated {

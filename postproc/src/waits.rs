@@ -389,13 +389,14 @@ fn path_kind(bits: u8) -> path::FrameKind {
     .map_or(path::FrameKind::Java, path::FrameKind::from)
 }
 
-/// One frame of a [`JavaPathRow`].
+/// One frame of a [`JavaPathRow`]: a path frame (`pkg.Class.method`, its
+/// line, and its kind: how it ran, JIT-compiled winning where the waits of
+/// the path saw it run several ways), with every way it ran.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct FrameRow {
-    /// `pkg.Class.method`.
-    pub method: String,
-    /// Source line, 0 where not known.
-    pub line: u32,
+    /// The frame as every path has it.
+    #[serde(flatten)]
+    pub frame: path::Frame,
     /// How it ran when the waits of this path began: `interpreted`, `jit`,
     /// `inlined`, `native` or `java` (not said); several where it differed.
     pub kinds: Vec<&'static str>,
@@ -525,8 +526,10 @@ impl JavaWaitsSection {
                                 .iter()
                                 .zip(&s.kinds)
                                 .map(|(&(method, line), &bits)| FrameRow {
-                                    method: w.symbol(pid, method).to_string(),
-                                    line,
+                                    frame: path::Frame {
+                                        line,
+                                        ..path::Frame::new(path_kind(bits), w.symbol(pid, method))
+                                    },
                                     kinds: FrameKind::ALL
                                         .iter()
                                         .filter(|k| bits & (1 << k.code()) != 0)
