@@ -496,28 +496,33 @@ mod tests {
             next_tid,
             prev_node: NodeTag::Untraced,
         };
-        let stack = |time, tid| SwitchStack {
-            time,
-            cpu: 0,
-            tid,
-            stack: 1,
+        // Thread 7 leaves for `next` in `state` at `at` with its stack, and
+        // runs again `after` ns on.
+        let mut wait = |at: u64, state, next, after: u64| {
+            kw.dispatched(0, &d(at, 7, state, next));
+            kw.switch_stack(
+                0,
+                &SwitchStack {
+                    time: at,
+                    cpu: 0,
+                    tid: 7,
+                    stack: 1,
+                },
+            );
+            let back = if next == 0 {
+                PrevState::Unknown
+            } else {
+                PrevState::Preempted
+            };
+            kw.dispatched(0, &d(at + after, next, back, 7));
         };
-        // Thread 7 sleeps to thread 8 (sampled: ×4), runs again 100 ns on.
-        kw.dispatched(0, &d(1_000, 7, PrevState::Sleeping, 8));
-        kw.switch_stack(0, &stack(1_000, 7));
-        kw.dispatched(0, &d(1_100, 8, PrevState::Preempted, 7));
-        // Then to idle (every time: ×1), back 50 ns on.
-        kw.dispatched(0, &d(2_000, 7, PrevState::Sleeping, 0));
-        kw.switch_stack(0, &stack(2_000, 7));
-        kw.dispatched(0, &d(2_050, 0, PrevState::Unknown, 7));
-        // Then into disk sleep (every time: ×1), back 10 ns on.
-        kw.dispatched(0, &d(3_000, 7, PrevState::DiskSleep, 8));
-        kw.switch_stack(0, &stack(3_000, 7));
-        kw.dispatched(0, &d(3_010, 8, PrevState::Preempted, 7));
-        // A preemption is no wait, stack or not.
-        kw.dispatched(0, &d(4_000, 7, PrevState::Preempted, 8));
-        kw.switch_stack(0, &stack(4_000, 7));
-        kw.dispatched(0, &d(4_500, 8, PrevState::Preempted, 7));
+        // A sleep to thread 8 (sampled: ×4), then one to idle (every
+        // time: ×1), then a disk sleep (every time: ×1); a preemption is
+        // no wait, stack or not.
+        wait(1_000, PrevState::Sleeping, 8, 100);
+        wait(2_000, PrevState::Sleeping, 0, 50);
+        wait(3_000, PrevState::DiskSleep, 8, 10);
+        wait(4_000, PrevState::Preempted, 8, 500);
         let b = kw.blocked[&(1, 0, 7)];
         assert_eq!(b.waits, 4 + 1 + 1);
         assert_eq!(b.blocked_ns, 4 * 100 + 50 + 10);
