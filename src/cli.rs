@@ -197,8 +197,8 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 10.0, value_name = "MS")]
     pub wait_threshold: f64,
 
-    /// The JVM agent to inject for `--java tree` (default:
-    /// libidleflow_agent.so beside the idleflow executable).
+    /// The JVM agent to inject for `--java tree` and `--java stacks`
+    /// (default: libidleflow_agent.so beside the idleflow executable).
     #[arg(long, value_name = "PATH")]
     pub agent: Option<PathBuf>,
 

@@ -241,7 +241,9 @@ fn a_jit_compiled_java_method_is_named_from_the_light_agents_perf_map() {
     let rec = dir.path().join("j.idleflow");
     let java = Path::new(JDK17).join("bin/java");
     let out = run(idleflow()
-        .args(["record", "--java", "stacks", "-o"])
+        .args(["record", "--java", "stacks", "--agent"])
+        .arg(agent_library())
+        .arg("-o")
         .arg(&rec)
         .arg("--")
         .arg(&java)
