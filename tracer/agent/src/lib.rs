@@ -89,7 +89,13 @@ pub unsafe extern "system" fn Agent_OnLoad(
         option_text.clone_from(&options);
         let opts = hooks::on_load(&options)?;
         if opts.perfmap {
-            perfmap::open()?;
+            match perfmap::open() {
+                Ok(()) => {}
+                // The light mode has nothing else to do.
+                Err(e) if !opts.tree => return Err(e),
+                // The call trees do not need the map: go on without it.
+                Err(e) => report_once(&format!("{e}; JIT frames stay unnamed")),
+            }
         }
         // SAFETY: `vm` is the JVM's own `JavaVM*`, valid until it exits, and
         // the environment we get from it lives as long.
