@@ -16,9 +16,9 @@ mkdir -p target/java
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac -d target/java examples/java/*.java
 ./target/release/idleflow record --java tree -o run.idleflow -- \
     /usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp target/java LockedIo 4 3
-./target/release/idleflow report run.idleflow --threads 10
+./target/release/idleflow report run.idleflow --view tree --threads 10
 ./target/release/idleflow flamegraph run.idleflow -o idle.svg
-echo "flame graph of idle-causing Java paths: idle.svg"
+echo "flame graph of the merged idle-causing paths (the tree's Java frames over the native ones): idle.svg"
 # The same program in the default Java mode (the JVM's flight recorder, no
 # instrumentation), every wait recorded: the Java wait stacks and reasons.
 ./target/release/idleflow record --wait-threshold 0 -o waits.idleflow -- \

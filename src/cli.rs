@@ -321,6 +321,26 @@ pub enum Format {
     Json,
 }
 
+/// One source's own view of a recording (`report --view`, `flamegraph --view`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ViewArg {
+    /// The merged idle-causing paths (the default): each dispatch to idle
+    /// with the kernel, native and Java frames of the best source covering it.
+    Paths,
+    /// The entry/exit agent's arcflow call tree (`record --java tree`).
+    Tree,
+    /// The JVMs' flight-recorder waits: exact Java stacks and reasons.
+    Java,
+    /// The user stacks taken at the switch-outs.
+    User,
+    /// The kernel stacks taken at the switch-outs.
+    Kernel,
+    /// Where threads blocked, by blocked time (`record --stacks waits`).
+    Blocking,
+    /// Every view the recording has (report only).
+    All,
+}
+
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// The recording to read.
@@ -331,8 +351,15 @@ pub struct ReportArgs {
     #[arg(short, long, value_enum, default_value = "text")]
     pub format: Format,
 
+    /// Also show one source's own section (repeat or comma-separate):
+    /// `tree`, `java`, `user`, `kernel`, `blocking`, or `all`. The merged
+    /// paths, the per-CPU and the thread tables are always there; JSON
+    /// carries a view's section only when asked for.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "VIEW")]
+    pub view: Vec<ViewArg>,
+
     /// Threads shown in the text thread table (JSON has all).
-    #[arg(long, default_value_t = 25)]
+    #[arg(long, default_value_t = 10)]
     pub threads: usize,
 
     /// Threads shown among those whose leaving made a CPU idle (for all CPUs
@@ -340,8 +367,8 @@ pub struct ReportArgs {
     #[arg(long, default_value_t = 5)]
     pub causes: usize,
 
-    /// Idle-causing Java paths shown (recordings with Java waits; JSON has all).
-    #[arg(long, default_value_t = 10, value_name = "N")]
+    /// Idle-causing paths shown, merged and per view (JSON has all).
+    #[arg(long, default_value_t = 5, value_name = "N")]
     pub paths: usize,
 
     /// Every CPU's row in the per-CPU table (above 16 CPUs the text shows
@@ -428,15 +455,20 @@ pub struct FlamegraphArgs {
     #[command(flatten)]
     pub window: WindowArgs,
 
-    /// Java waits (`record --java waits`) grouped by their JVM reason first:
-    /// `[monitor enter] CLASS`, `[park] CLASS`, `[socket read] ADDRESS`, …
-    /// at the root instead of on top of each stack.
+    /// Draw one source's own paths instead of the merged ones: `tree`,
+    /// `java`, `user` (the user stacks, kernel frames on top), `kernel`, or
+    /// `blocking` (same as --blocked).
+    #[arg(long, value_enum, default_value = "paths", value_name = "VIEW")]
+    pub view: ViewArg,
+
+    /// The paths grouped by their reason first (`[monitor enter] CLASS`,
+    /// `[park] CLASS`, `[futex wait]`, …) at the root instead of on top:
+    /// the merged paths, or with `--view java` the Java waits.
     #[arg(long)]
     pub by_reason: bool,
 
-    /// Draw the stacks taken at the idle-causing switch-outs (process →
-    /// thread → user frames → the kernel's, wait on top) even when the
-    /// recording has Java paths; without Java paths they are the default.
+    /// The stacks taken at the idle-causing switch-outs alone (process →
+    /// thread → user frames → the kernel's, wait on top): `--view user`.
     #[arg(long, conflicts_with = "by_reason")]
     pub stacks: bool,
 

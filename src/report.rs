@@ -8,7 +8,9 @@ use idleflow_postproc::startup::{startup_end, StartupEnd};
 use idleflow_postproc::views::{FoldOptions, ViewOptions};
 use idleflow_postproc::{text, Analysis, AnalysisOptions, Report, Window};
 
-use crate::cli::{FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg, WeightArg, WindowArgs};
+use crate::cli::{
+    FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg, ViewArg, WeightArg, WindowArgs,
+};
 use idleflow_postproc::arcflow::{ArcflowOptions, SortBy};
 use idleflow_postproc::flame::{self, Weight};
 
@@ -138,7 +140,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
             fold: None,
         },
     )?;
-    let report = Report::new(&analysis, args.causes);
+    let mut report = Report::new(&analysis, args.causes);
+    report.keep_views(report_views(&args.view));
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
         Format::Text => text::render(
@@ -155,6 +158,23 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     stdout.write_all(out.as_bytes())?;
     stdout.flush()?;
     Ok(())
+}
+
+/// The per-source sections `--view` asks for.
+fn report_views(asked: &[ViewArg]) -> idleflow_postproc::report::Views {
+    let mut v = idleflow_postproc::report::Views::default();
+    for a in asked {
+        match a {
+            ViewArg::All => v = idleflow_postproc::report::Views::all(),
+            ViewArg::Paths => {}
+            ViewArg::Tree => v.tree = true,
+            ViewArg::Java => v.java = true,
+            ViewArg::User => v.user = true,
+            ViewArg::Kernel => v.kernel = true,
+            ViewArg::Blocking => v.blocking = true,
+        }
+    }
+    v
 }
 
 pub fn script(args: ScriptArgs) -> anyhow::Result<()> {
@@ -190,11 +210,23 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let analysis = analyse(&args.input, &args.window, views)?;
+    let view = match args.view {
+        _ if args.blocked => flame::View::Blocking,
+        _ if args.stacks => flame::View::User,
+        ViewArg::Paths => flame::View::Paths,
+        ViewArg::Tree => flame::View::Tree,
+        ViewArg::Java => flame::View::Java,
+        ViewArg::User => flame::View::User,
+        ViewArg::Kernel => flame::View::Kernel,
+        ViewArg::Blocking => flame::View::Blocking,
+        ViewArg::All => {
+            anyhow::bail!("flamegraph draws one view: --view paths|tree|java|user|kernel|blocking")
+        }
+    };
     let source = flame::Source {
+        view,
         by_reason: args.by_reason,
-        stacks: args.stacks,
         user_only: args.user_only,
-        blocked: args.blocked,
     };
     let lines =
         flame::folded(&analysis, source).with_context(|| format!("{}", args.input.display()))?;
@@ -207,7 +239,7 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
             writeln!(out, "{line}")?;
         }
     } else {
-        flame::svg(&lines, weight, args.blocked, &mut out)
+        flame::svg(&lines, weight, view == flame::View::Blocking, &mut out)
             .with_context(|| format!("cannot write {}", out_path.display()))?;
     }
     out.flush()?;

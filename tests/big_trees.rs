@@ -159,13 +159,24 @@ fn report_and_flamegraph_memory_does_not_grow_with_the_trees() {
         let per_thread = dir.path().join("p.json");
         let svg_arg = svg.to_str().unwrap();
         let runs = [
-            peak_rss(&["report", "--format", "json", rec], &json),
             peak_rss(
-                &["report", "--format", "json", "--per-thread", rec],
+                &["report", "--format", "json", "--view", "tree", rec],
+                &json,
+            ),
+            peak_rss(
+                &[
+                    "report",
+                    "--format",
+                    "json",
+                    "--view",
+                    "tree",
+                    "--per-thread",
+                    rec,
+                ],
                 &per_thread,
             ),
             peak_rss(
-                &["flamegraph", rec, "-o", svg_arg],
+                &["flamegraph", "--view", "tree", rec, "-o", svg_arg],
                 &dir.path().join("f.out"),
             ),
         ];

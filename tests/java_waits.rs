@@ -130,8 +130,12 @@ fn a_synchronized_convoy_is_a_monitor_enter_at_the_synchronized_method() {
     assert!(f(p, "share_pct") > 80.0, "{p}");
     // The flame graph draws the same path: the synchronized method under
     // the reason, with its frame kind; --by-reason puts the reason first.
-    let total: u64 = folded(&rec, "idle-ns").iter().map(|(_, w)| w).sum();
-    let (top, w) = folded(&rec, "idle-ns")
+    let java = ["--view", "java"];
+    let total: u64 = folded_with(&rec, "idle-ns", &java)
+        .iter()
+        .map(|(_, w)| w)
+        .sum();
+    let (top, w) = folded_with(&rec, "idle-ns", &java)
         .into_iter()
         .max_by_key(|(_, w)| *w)
         .unwrap();
@@ -139,7 +143,7 @@ fn a_synchronized_convoy_is_a_monitor_enter_at_the_synchronized_method() {
     assert!(top.ends_with(";[monitor enter] Waits$Ledger"), "{top}");
     assert!(top.contains(";Waits$Ledger.post_["), "{top}");
     assert!(w * 10 > total * 8, "{w} of {total}");
-    let (top, _) = folded_with(&rec, "dispatches", &["--by-reason"])
+    let (top, _) = folded_with(&rec, "dispatches", &["--by-reason", "--view", "java"])
         .into_iter()
         .max_by_key(|(_, w)| *w)
         .unwrap();
@@ -612,8 +616,39 @@ fn with_the_tree_agent_the_node_gets_the_jvm_reason() {
         "{frames:?}"
     );
     assert!(f(native, "share_pct") > 50.0, "{top}");
+    // The merged paths: the tree node stays the key (its frames named by
+    // the tree), the flight recorder's reason is the path's, and the
+    // native frames of the JVM's monitor code lie inside it, the kernel's
+    // futex wait innermost.
+    let merged = r["idle_paths"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["reason"] == "monitor enter")
+        .unwrap_or_else(|| panic!("no merged monitor-enter path: {}", r["idle_paths"]));
+    assert_eq!(merged["object"], "Waits$Ledger", "{merged}");
+    let fr = merged["frames"].as_array().unwrap();
+    let at = |name: &str| fr.iter().position(|f| f["name"] == name);
+    let tree = at("Waits.lambda$main$3").unwrap_or_else(|| panic!("{merged}"));
+    assert_eq!(fr[tree]["source"], "tree", "{merged}");
+    let monitor = fr
+        .iter()
+        .position(|f| f["name"].as_str().unwrap().starts_with("ObjectMonitor::"))
+        .unwrap_or_else(|| panic!("{merged}"));
+    assert!(
+        monitor < tree,
+        "native frames inside the Java ones: {merged}"
+    );
+    assert_eq!(fr[0]["source"], "kernel", "{merged}");
+    assert!(
+        fr[0]["name"].as_str().unwrap().contains("futex"),
+        "{merged}"
+    );
     // The text report shows it under the method.
-    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    let text = stdout(&run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--view", "tree"])));
     assert!(
         text.contains("↳ JVM: monitor enter on Waits$Ledger"),
         "{text}"
@@ -623,7 +658,7 @@ fn with_the_tree_agent_the_node_gets_the_jvm_reason() {
     // The flame graph tops the node's path with the reason, and the flight
     // recorder's own threads (idleflow's) are never in it. The clerks'
     // threads are merged: their stacks carry the node's reason's idle.
-    let stacks = folded(&rec, "idle-ns");
+    let stacks = folded_with(&rec, "idle-ns", &["--view", "tree"]);
     let in_reason: u64 = stacks
         .iter()
         .filter(|(s, _)| s.ends_with("Waits.lambda$main$3;[monitor enter] Waits$Ledger"))

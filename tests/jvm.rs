@@ -42,8 +42,8 @@ fn only_the_blocking_method_is_blamed_for_idle() {
 /// its two workers `blk-0` and `blk-1` are one pool in the flame graph
 /// unless `--per-thread` asks for each.
 fn check_one_blocker(rec: &std::path::Path, what: &str) {
-    let merged = folded(rec, "dispatches");
-    let split = folded_with(rec, "dispatches", &["--per-thread"]);
+    let merged = folded_with(rec, "dispatches", &["--view", "tree"]);
+    let split = folded_with(rec, "dispatches", &["--per-thread", "--view", "tree"]);
     let pool = |v: &[(String, u64)], name: &str| -> u64 {
         v.iter()
             .filter(|(s, _)| s.split(';').nth(1) == Some(name))
@@ -66,7 +66,7 @@ fn check_one_blocker(rec: &std::path::Path, what: &str) {
         caused > 500,
         "the workers should leave CPUs idle often: {caused}"
     );
-    let stacks = folded(rec, "dispatches");
+    let stacks = folded_with(rec, "dispatches", &["--view", "tree"]);
     let on_path: u64 = stacks
         .iter()
         .filter(|(s, _)| s.contains(";blk-") && s.contains(";OneBlocker.pause"))
@@ -91,7 +91,7 @@ fn the_lock_held_across_a_blocking_call_is_the_heaviest_stack() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("r.idleflow");
     record_java(&rec, classes.path(), &["LockedIo", "4", "2"]);
-    let stacks = folded(&rec, "idle-ns");
+    let stacks = folded_with(&rec, "idle-ns", &["--view", "tree"]);
     let (heaviest, w) = stacks.iter().max_by_key(|(_, w)| *w).unwrap();
     assert!(
         heaviest.ends_with(";LockedIo.process"),
@@ -106,7 +106,7 @@ fn the_lock_held_across_a_blocking_call_is_the_heaviest_stack() {
     assert!(text.contains("<svg") && text.contains("Idle time after a thread left"));
     assert!(text.contains("LockedIo.process"));
     // The text report has the arcflow section with the path in it.
-    let out = run(idleflow().arg("report").arg(&rec));
+    let out = run(idleflow().arg("report").arg(&rec).args(["--view", "tree"]));
     let report = stdout(&out);
     assert!(report.contains("## Arcflow call tree"), "{report}");
     assert!(report.contains("LockedIo.fetch"));
@@ -144,6 +144,8 @@ fn check_call_counts(rec: &std::path::Path) -> serde_json::Value {
     let out = run(idleflow().arg("report").arg(rec).args([
         "--format",
         "json",
+        "--view",
+        "tree",
         "--sort",
         "calls",
         "--min-share",
@@ -217,7 +219,10 @@ fn a_jvm_killed_mid_run_still_reports_from_its_last_snapshot() {
     assert!(u(jvm, "nodes") > 100);
     let rows = r["arcflow"]["rows"].as_array().unwrap();
     assert!(rows.iter().any(|row| row["method"] == "LockedIo.process"));
-    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    let text = stdout(&run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--view", "tree"])));
     assert!(text.contains("LAST PERIODIC SNAPSHOT"), "{text}");
 }
 
@@ -254,20 +259,30 @@ fn a_recording_without_a_jvm_has_no_call_trees_and_says_so() {
         top.starts_with("sleep;sleep;") && top.ends_with("do_nanosleep_[k]"),
         "{top}"
     );
-    // Without kernel stacks there is nothing to draw, and it says so.
+    // Without stacks the merged paths are the process and the thread;
+    // the kernel's view has nothing to draw, and it says so.
     let bare = dir.path().join("bare.idleflow");
     let out = run(idleflow()
         .args(["record", "-q", "--no-stacks", "-o"])
         .arg(&bare)
         .args(["--", "sleep", "0.2"]));
     assert!(out.status.success(), "{}", stderr(&out));
+    let lines = folded(&bare, "dispatches");
+    assert!(
+        lines.iter().any(|(l, n)| l == "sleep;sleep" && *n >= 1),
+        "{lines:?}"
+    );
     let out = run(idleflow()
         .arg("flamegraph")
         .arg(&bare)
-        .arg("-o")
+        .args(["--view", "kernel", "-o"])
         .arg(dir.path().join("x.svg")));
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("no call paths"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no stacks at the switch-outs"),
+        "{}",
+        stderr(&out)
+    );
     assert!(
         !dir.path().join("x.svg").exists(),
         "no empty file left behind"

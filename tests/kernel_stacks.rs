@@ -132,7 +132,10 @@ fn each_threads_kernel_wait_is_named_at_the_switch_out_that_left_a_cpu_idle() {
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(drawn.contains("pipe_read (") && drawn.contains("do_nanosleep ("));
     // The text report names the waits.
-    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    let text = stdout(&run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--view", "kernel"])));
     assert!(text.contains("## Idle-causing kernel waits"), "{text}");
     assert_fits_120_columns(&text);
 }

@@ -98,7 +98,10 @@ fn sampled_wait_stacks_keep_up_with_a_saturated_machine() {
     let top = &bp["paths"][0];
     let frames = top["frames"].to_string();
     assert!(frames.contains("recv"), "{top}");
-    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    let text = stdout(&run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--view", "blocking"])));
     assert!(text.contains("sampled (--wait-sample 64)"), "{text}");
     // Only with --stacks waits.
     let out = run(idleflow()

@@ -109,7 +109,10 @@ fn a_c_program_without_frame_pointers_is_unwound_by_cfi_to_its_blocking_chain() 
         "{c}"
     );
     // The file and line of the innermost frame of our own code.
-    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    let text = stdout(&run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--view", "user"])));
     assert!(text.contains("## Idle-causing call paths"), "{text}");
     assert!(
         text.contains("fill_buffer ← next_message ← consume"),
@@ -433,7 +436,10 @@ fn stacks_at_every_wait_give_the_blocking_paths_by_blocked_time() {
     // dispatches to idle whenever its CPU had something else to run, and
     // never fewer.
     assert!(waits >= to_idle_of(&r, "worker") * 95 / 100, "{waits}");
-    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    let text = stdout(&run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--view", "blocking"])));
     assert!(text.contains("## Blocking call paths"), "{text}");
     assert_fits_120_columns(&text);
     let lines = folded_with(&rec, "idle-ns", &["--blocked"]);

@@ -14,6 +14,7 @@ use idleflow_format::{
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::idlepaths::IdlePathsAcc;
 use crate::kwaits::KernelWaits;
 use crate::nodes::NodeAttribution;
 use crate::views::{BuiltViews, ViewOptions, Views};
@@ -45,6 +46,9 @@ pub struct Analysis {
     pub causes: FxHashMap<(usize, u32), IdleCause>,
     /// Latest known (pid, comm) of each thread.
     pub names: FxHashMap<u32, (u32, String)>,
+    /// Each process's own name, as the kernel last named its main thread
+    /// (a JVM's recorder names that thread `main`, the kernel `java`).
+    pub process_names: FxHashMap<u32, String>,
     /// The processes whose threads the report shows (targets and their
     /// descendants); empty means all.
     pub shown_pids: FxHashSet<u32>,
@@ -80,6 +84,8 @@ pub struct Analysis {
     pub java: JavaWaits,
     /// The kernel stacks taken at switch-outs, and what they caused.
     pub kernel: KernelWaits,
+    /// What each idle-causing dispatch's merged path is made of.
+    pub idle_paths: IdlePathsAcc,
 }
 
 /// Which part of a recording to analyse, in seconds from its start.
@@ -150,6 +156,7 @@ impl Analysis {
             intervals: info.cpus.iter().map(|_| histogram()).collect(),
             causes: FxHashMap::default(),
             names: FxHashMap::default(),
+            process_names: FxHashMap::default(),
             shown_pids: info.target_pids.iter().copied().collect(),
             dispatches: 0,
             wakeups: 0,
@@ -162,6 +169,7 @@ impl Analysis {
             summary: RunSummary::default(),
             java: JavaWaits::default(),
             kernel: KernelWaits::default(),
+            idle_paths: IdlePathsAcc::default(),
             info,
         };
         if a.info.stacks == "waits" {
@@ -210,6 +218,10 @@ impl Analysis {
                         None
                     };
                     a.node_idle.dispatch(ci, &d, &out, wait);
+                    if out.to_idle {
+                        let node = d.prev_node.node().unwrap_or(0);
+                        a.idle_paths.to_idle(ci, d.time, d.prev_tid, node);
+                    }
                     // Causes are counted when their idle interval ends, so one
                     // lookup carries the count, the state and the idle time.
                     if let Some(iv) = out.closed_idle {
@@ -228,6 +240,9 @@ impl Analysis {
                     if !a.shown_pids.is_empty() && t.tid == t.pid && a.shown_pids.contains(&t.ppid)
                     {
                         a.shown_pids.insert(t.pid);
+                    }
+                    if t.tid == t.pid {
+                        a.process_names.insert(t.pid, t.comm.clone());
                     }
                     if !a.java.has_name(t.tid) {
                         a.names.insert(t.tid, (t.pid, t.comm));
@@ -382,10 +397,25 @@ impl Analysis {
             self.java.idle_cause(tid, pid, time, idle_ns);
         }
         self.kernel.idle_cause(ci, tid, time, idle_ns);
+        let stacks = self.kernel.stacks_at(ci, tid, time).unwrap_or((0, 0));
+        let node = self.idle_paths.node_at(ci, tid, time);
+        let wait = self
+            .java
+            .wait_at(tid, time)
+            .map(|w| (w, self.java.wait_group(w)));
+        self.idle_paths.add(tid, stacks, node, wait, idle_ns);
         let c = self.causes.entry((ci, tid)).or_default();
         c.dispatches += 1;
         c.by_state[state.code() as usize] += 1;
         c.idle_ns = c.idle_ns.saturating_add(idle_ns);
+    }
+
+    /// The name of process `pid` (`pid N` where unknown).
+    pub fn process_name(&self, pid: u32) -> String {
+        self.process_names
+            .get(&pid)
+            .or_else(|| self.names.get(&pid).map(|n| &n.1))
+            .map_or_else(|| format!("pid {pid}"), Clone::clone)
     }
 
     /// Window length, ns.

@@ -1,10 +1,10 @@
 //! Flame graphs of idle-causing paths, drawn by `inferno` from folded
-//! stacks: the arcflow call trees' ([`crate::views`]) where a JVM ran the
-//! tree agent, else the Java wait stacks of the JVMs' flight recorders
-//! ([`crate::waits::folded`]), else the stacks taken at the switch-outs:
-//! user frames with the kernel's on top where the user stacks were
-//! unwound ([`crate::callpaths::folded`]), kernel frames alone otherwise
-//! ([`crate::kwaits::folded`]).
+//! stacks: the merged paths of every recording by default
+//! ([`crate::idlepaths::folded`]), or one source's own view: the arcflow
+//! call trees ([`crate::views`]), the flight recorders' Java wait stacks
+//! ([`crate::waits::folded`]), the user stacks with the kernel's on top
+//! ([`crate::callpaths::folded`]), the kernel stacks
+//! ([`crate::kwaits::folded`]), or the blocking paths.
 
 use std::io::Write;
 
@@ -22,17 +22,20 @@ pub enum Weight {
 /// Errors of drawing.
 #[derive(Debug, thiserror::Error)]
 pub enum FlameError {
-    /// The recording has no call paths: no trees, Java waits or kernel stacks.
-    #[error("the recording has no call paths: no JVM ran under `idleflow record` with `--java waits` (the default) or `--java tree`, and it has no kernel stacks (recorded with `--no-stacks`, or by an older idleflow)")]
+    /// `--view tree` asks for call trees, and the recording has none.
+    #[error("--view tree needs call trees: record with `idleflow record --java tree`")]
     NoTrees,
-    /// `--by-reason` asks for Java waits, and there are none.
-    #[error("--by-reason needs Java waits (`record --java waits`, the default); this recording has call trees only")]
+    /// `--view java` asks for Java waits, and there are none.
+    #[error("--view java needs Java waits: a JVM recorded with `--java waits` (the default) whose flight recording was read")]
     NoWaits,
+    /// `--view user` or `--view kernel` asks for stacks, and there are none.
+    #[error("the recording has no stacks at the switch-outs (recorded with `--no-stacks`, or by an older idleflow)")]
+    NoStacks,
     /// `--blocked` asks for blocking paths, and the recording has none.
     #[error("--blocked needs stacks at every wait: record with `idleflow record --stacks waits`")]
     NoBlocked,
-    /// No dispatch to idle was attributed to any call path.
-    #[error("no dispatch to idle was attributed to a call path: nothing to draw")]
+    /// No dispatch to idle was attributed to any path.
+    #[error("no thread of the recorded program left a CPU idle in the window: nothing to draw")]
     Empty,
     /// inferno or the output failed.
     #[error("drawing the flame graph")]
@@ -40,66 +43,69 @@ pub enum FlameError {
 }
 
 /// Which paths to draw.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Source {
-    /// Java waits grouped by their JVM reason first.
-    pub by_reason: bool,
-    /// The stacks taken at the switch-outs, even where Java paths exist.
-    pub stacks: bool,
-    /// Of those, the user frames only (no kernel frames on top).
-    pub user_only: bool,
-    /// The blocking call paths instead, by blocked time or waits
-    /// (`record --stacks waits`): an off-CPU flame graph.
-    pub blocked: bool,
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum View {
+    /// The merged paths ([`crate::idlepaths`]): any recording.
+    #[default]
+    Paths,
+    /// The arcflow call trees.
+    Tree,
+    /// The flight recorders' Java wait stacks.
+    Java,
+    /// The user stacks at the switch-outs, the kernel's on top.
+    User,
+    /// The kernel stacks at the switch-outs.
+    Kernel,
+    /// The blocking call paths (`record --stacks waits`): off-CPU.
+    Blocking,
 }
 
-/// The folded stacks of `a`: its call trees', built while it was read as
-/// its [`crate::views::FoldOptions`] asked (weight, pool threads merged by
-/// name pattern: [`crate::arcflow::thread_pattern`]); without trees, or
-/// with `by_reason`, its Java wait stacks, the same way; without either,
-/// or with `stacks`, the stacks taken at the switch-outs.
+/// What to draw.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Source {
+    /// Which paths.
+    pub view: View,
+    /// Reasons first (merged paths, Java waits).
+    pub by_reason: bool,
+    /// The kernel frames left out (merged paths, user stacks).
+    pub user_only: bool,
+}
+
+/// The folded stacks of `a` for `source`, weighted and with pool threads
+/// merged by name pattern as its [`crate::views::FoldOptions`] say
+/// ([`crate::arcflow::thread_pattern`]).
 pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
-    let by_reason = source.by_reason;
     let fold = a.view_options.fold.unwrap_or(crate::views::FoldOptions {
         dispatches: false,
         merge_threads: true,
     });
     let shown = |tid| a.shows(tid) && !a.tool_tids.contains(&tid);
-    let user_stacks = a.kernel.switch_user_stacks > 0;
     let caused = || {
         a.kernel
             .caused
             .iter()
             .map(|(&key, c)| (key, c.dispatches, c.idle_ns))
     };
-    let lines = if source.blocked {
-        if !a.kernel.tracks_blocked() {
-            return Err(FlameError::NoBlocked);
+    let lines = match source.view {
+        View::Paths => crate::idlepaths::folded(a, fold, source.by_reason, source.user_only),
+        View::Tree if a.views.jvms.is_empty() => return Err(FlameError::NoTrees),
+        View::Tree => a.views.folded.clone(),
+        View::Java if a.java.is_empty() => return Err(FlameError::NoWaits),
+        View::Java => crate::waits::folded(&a.java, fold, source.by_reason),
+        View::User if a.kernel.switch_user_stacks > 0 => {
+            crate::callpaths::folded(&a.kernel, caused(), &a.names, shown, fold, source.user_only)
         }
-        let rows = a
-            .kernel
-            .blocked
-            .iter()
-            .map(|(&key, b)| (key, b.waits, b.blocked_ns));
-        crate::callpaths::folded(&a.kernel, rows, &a.names, shown, fold, source.user_only)
-    } else if source.stacks && user_stacks {
-        crate::callpaths::folded(&a.kernel, caused(), &a.names, shown, fold, source.user_only)
-    } else if source.stacks && !a.kernel.is_empty() {
-        crate::kwaits::folded(&a.kernel, &a.names, shown, fold)
-    } else if source.stacks {
-        return Err(FlameError::NoTrees);
-    } else if !a.views.jvms.is_empty() && !by_reason {
-        a.views.folded.clone()
-    } else if !a.java.is_empty() {
-        crate::waits::folded(&a.java, fold, by_reason)
-    } else if by_reason && !a.views.jvms.is_empty() {
-        return Err(FlameError::NoWaits);
-    } else if user_stacks && !by_reason {
-        crate::callpaths::folded(&a.kernel, caused(), &a.names, shown, fold, source.user_only)
-    } else if !a.kernel.is_empty() && !by_reason {
-        crate::kwaits::folded(&a.kernel, &a.names, shown, fold)
-    } else {
-        return Err(FlameError::NoTrees);
+        View::User | View::Kernel if a.kernel.is_empty() => return Err(FlameError::NoStacks),
+        View::User | View::Kernel => crate::kwaits::folded(&a.kernel, &a.names, shown, fold),
+        View::Blocking if !a.kernel.tracks_blocked() => return Err(FlameError::NoBlocked),
+        View::Blocking => {
+            let rows = a
+                .kernel
+                .blocked
+                .iter()
+                .map(|(&key, b)| (key, b.waits, b.blocked_ns));
+            crate::callpaths::folded(&a.kernel, rows, &a.names, shown, fold, source.user_only)
+        }
     };
     if lines.is_empty() {
         return Err(FlameError::Empty);

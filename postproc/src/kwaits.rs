@@ -53,6 +53,20 @@ struct Pending {
     weight: u64,
 }
 
+/// One user frame with where it came from ([`KernelWaits::user_frames_full`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserPathFrame<'a> {
+    /// What ran there.
+    pub kind: CodeKind,
+    /// Its name.
+    pub name: String,
+    /// Its source line, 0 if unknown.
+    pub line: u32,
+    /// Its module's path (a JIT's perf map: `/tmp/perf-PID.map`), empty
+    /// outside any module.
+    pub module: &'a str,
+}
+
 /// The key of [`KernelWaits::caused`]: (kernel stack id, user stack id,
 /// tid), a stack id 0 where there is none.
 pub type StacksKey = (u64, u64, u32);
@@ -217,6 +231,16 @@ impl KernelWaits {
     /// `module+0xoffset` (a stripped binary), `[unknown]` outside any
     /// module.
     pub fn user_frames(&self, id: u64) -> Vec<(CodeKind, String)> {
+        self.user_frames_full(id)
+            .into_iter()
+            .map(|f| (f.kind, f.name))
+            .collect()
+    }
+
+    /// [`KernelWaits::user_frames`] with each frame's source line (where
+    /// DWARF gave one; inlined frames have none) and module path (empty
+    /// outside any module).
+    pub fn user_frames_full(&self, id: u64) -> Vec<UserPathFrame<'_>> {
         let (Some(st), Some(sy)) = (self.user_stacks.get(&id), self.user_symbols.as_ref()) else {
             return Vec::new();
         };
@@ -227,11 +251,26 @@ impl KernelWaits {
                 .and_then(|f| f.checked_sub(1))
                 .and_then(|i| sy.frames.get(i))
             else {
-                out.push((CodeKind::Unknown, "[unknown]".to_string()));
+                out.push(UserPathFrame {
+                    kind: CodeKind::Unknown,
+                    name: "[unknown]".to_string(),
+                    line: 0,
+                    module: "",
+                });
                 continue;
             };
+            let module = usize::try_from(fr.module)
+                .ok()
+                .and_then(|m| m.checked_sub(1))
+                .and_then(|i| sy.modules.get(i))
+                .map_or("", |m| m.path.as_str());
             for inl in fr.inlined.iter().rev() {
-                out.push((fr.kind, inl.clone()));
+                out.push(UserPathFrame {
+                    kind: fr.kind,
+                    name: inl.clone(),
+                    line: 0,
+                    module,
+                });
             }
             let name = if fr.kind == CodeKind::Jit && !fr.name.is_empty() {
                 path::java_method(&fr.name).to_string()
@@ -240,16 +279,29 @@ impl KernelWaits {
             } else if fr.kind == CodeKind::Unknown || fr.module == 0 {
                 "[unknown]".to_string()
             } else {
-                let module = usize::try_from(fr.module)
-                    .ok()
-                    .and_then(|m| m.checked_sub(1))
-                    .and_then(|i| sy.modules.get(i))
-                    .map_or("?", |m| m.path.rsplit('/').next().unwrap_or(&m.path));
-                format!("{module}+{:#x}", fr.addr)
+                let short = if module.is_empty() {
+                    "?"
+                } else {
+                    module.rsplit('/').next().unwrap_or(module)
+                };
+                format!("{short}+{:#x}", fr.addr)
             };
-            out.push((fr.kind, name));
+            out.push(UserPathFrame {
+                kind: fr.kind,
+                name,
+                line: if fr.inlined.is_empty() { fr.line } else { 0 },
+                module,
+            });
         }
         out
+    }
+
+    /// The kernel and user stack ids (0: none) taken at `tid`'s switch-out
+    /// from CPU slot `ci` at `time`, if that was the last dispatch with
+    /// stacks there.
+    pub fn stacks_at(&self, ci: usize, tid: u32, time: u64) -> Option<(u64, u64)> {
+        let p = self.pending.get(ci).copied().flatten()?;
+        (p.time == time && p.tid == tid).then_some((p.kernel, p.user))
     }
 
     /// An interned stack's definition.
@@ -286,6 +338,15 @@ impl KernelWaits {
             c.dispatches += 1;
             c.idle_ns = c.idle_ns.saturating_add(idle_ns);
         }
+    }
+
+    /// The names of stack `id`'s frames from its wait (the innermost frame
+    /// outside the scheduler, [`is_scheduler_frame`]) outward.
+    pub fn wait_frames(&self, id: u64) -> Vec<String> {
+        let mut all = self.frames(id);
+        let inner = all.iter().position(|f| !is_scheduler_frame(f)).unwrap_or(0);
+        all.drain(..inner);
+        all
     }
 
     /// The names of stack `id`'s frames, innermost first (`0x…` where the

@@ -9,6 +9,7 @@ pub mod analysis;
 pub mod arcflow;
 pub mod callpaths;
 pub mod flame;
+pub mod idlepaths;
 pub mod kwaits;
 pub mod nodes;
 pub mod path;

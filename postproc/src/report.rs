@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::analysis::{Analysis, IdleCause};
 use crate::arcflow::{Arcflow, RowWait};
+use crate::idlepaths::IdlePathsSection;
 use crate::kwaits::KernelWaitsSection;
 use crate::waits::JavaWaitsSection;
 use idleflow_format::PrevState;
@@ -236,18 +237,57 @@ pub struct Report {
     /// Why a JVM of the recording has no call tree, one line each: what
     /// its agent said, or that it was attached with `--pid`.
     pub no_tree: Vec<String>,
-    /// The arcflow call-tree section (recordings of JVMs run with the agent).
+    /// The merged idle-causing paths: one per idle-causing dispatch, from
+    /// the best source that covers it, summed (the report's answer).
+    pub idle_paths: IdlePathsSection,
+    /// The arcflow call-tree section (recordings of JVMs run with the
+    /// agent; `--view tree`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub arcflow: Option<Arcflow>,
-    /// Idle-causing Java waits, from the JVMs' flight recorders.
+    /// Idle-causing Java waits, from the JVMs' flight recorders (`--view java`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub java_waits: Option<JavaWaitsSection>,
-    /// Idle-causing kernel waits, from the kernel stacks at the switch-outs.
+    /// Idle-causing kernel waits, from the kernel stacks at the switch-outs
+    /// (`--view kernel`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_waits: Option<KernelWaitsSection>,
-    /// Idle-causing call paths, from the user stacks at the switch-outs.
+    /// Idle-causing call paths, from the user stacks at the switch-outs
+    /// (`--view user`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub call_paths: Option<crate::callpaths::CallPathsSection>,
     /// Where the recorded threads blocked, by blocked time (recordings with
-    /// stacks at every wait, `record --stacks waits`).
+    /// stacks at every wait, `record --stacks waits`; `--view blocking`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocking_paths: Option<crate::callpaths::BlockedPathsSection>,
+}
+
+/// The per-source views a report keeps (`report --view`): each is one
+/// source's own section, beside the merged paths every report has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Views {
+    /// The arcflow call tree (`--java tree`).
+    pub tree: bool,
+    /// The flight recorders' Java waits.
+    pub java: bool,
+    /// The user stacks' call paths.
+    pub user: bool,
+    /// The kernel stacks' waits.
+    pub kernel: bool,
+    /// The blocking paths (`record --stacks waits`).
+    pub blocking: bool,
+}
+
+impl Views {
+    /// Every view.
+    pub fn all() -> Self {
+        Views {
+            tree: true,
+            java: true,
+            user: true,
+            kernel: true,
+            blocking: true,
+        }
+    }
 }
 
 /// What one dispatch out of idle can take from the kernel's idle clock
@@ -521,6 +561,17 @@ impl Report {
             })
             .collect();
         threads.sort_by(|x, y| (y.runtime_ns, x.tid).cmp(&(x.runtime_ns, y.tid)));
+        let java_waits = JavaWaitsSection::new(&a.java, a.window, &no_waits_reasons(a));
+        let call_paths = call_paths(a);
+        let mut idle_paths = IdlePathsSection::new(a, total.idle_ns);
+        // What the sources said about what they miss, for every report.
+        idle_paths.notes.extend(
+            java_waits
+                .iter()
+                .flat_map(|j| j.notes.iter())
+                .chain(call_paths.iter().flat_map(|c| c.notes.iter()))
+                .cloned(),
+        );
         Report {
             format_version: idleflow_format::VERSION,
             duration_ns: duration,
@@ -550,14 +601,15 @@ impl Report {
             late_events: a.summary.late_events,
             unknown_records: a.unknown_records,
             undecodable_records: a.summary.undecodable,
+            idle_paths,
             arcflow,
-            java_waits: JavaWaitsSection::new(&a.java, a.window, &no_waits_reasons(a)),
+            java_waits,
             kernel_waits: KernelWaitsSection::new(&a.kernel, &a.tool_tids, idle_caused(a), |tid| {
                 a.names
                     .get(&tid)
                     .map_or_else(|| format!("tid {tid}"), |(_, comm)| comm.clone())
             }),
-            call_paths: call_paths(a),
+            call_paths,
             blocking_paths: crate::callpaths::BlockedPathsSection::new(
                 &a.kernel,
                 &a.tool_tids,
@@ -573,6 +625,28 @@ impl Report {
                 offset: c.offset,
                 reason: c.reason.clone(),
             }),
+        }
+    }
+}
+
+impl Report {
+    /// Keeps the per-source sections `views` asks for and drops the others
+    /// (the merged paths, the per-CPU and thread tables stay).
+    pub fn keep_views(&mut self, views: Views) {
+        if !views.tree {
+            self.arcflow = None;
+        }
+        if !views.java {
+            self.java_waits = None;
+        }
+        if !views.user {
+            self.call_paths = None;
+        }
+        if !views.kernel {
+            self.kernel_waits = None;
+        }
+        if !views.blocking {
+            self.blocking_paths = None;
         }
     }
 }
@@ -687,7 +761,7 @@ fn call_paths(a: &Analysis) -> Option<crate::callpaths::CallPathsSection> {
 
 /// The JVMs of the recording (processes with HotSpot's `VM Thread`) among
 /// the shown ones.
-fn jvm_pids(a: &Analysis) -> Vec<u32> {
+pub(crate) fn jvm_pids(a: &Analysis) -> Vec<u32> {
     let mut jvms: Vec<u32> = a
         .names
         .values()

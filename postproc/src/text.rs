@@ -149,6 +149,8 @@ pub fn render(r: &Report, source: &str, opts: &TextOptions) -> String {
 }
 
 fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> std::fmt::Result {
+    render_headline(o, r)?;
+    writeln!(o)?;
     writeln!(
         o,
         "{}",
@@ -322,6 +324,7 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             }
         )?;
     }
+    render_idle_paths(o, &r.idle_paths, opts.max_paths)?;
     writeln!(o)?;
     writeln!(o, "## Per-CPU idle")?;
     writeln!(
@@ -534,7 +537,282 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             ms(t.idle_ns_caused)
         )?;
     }
+    render_more(o, r)?;
     Ok(())
+}
+
+/// The report's first lines, its answer: the window, the CPUs, how idle
+/// they were, how much of it the paths explain, then the top paths one
+/// line each.
+fn render_headline(o: &mut String, r: &Report) -> std::fmt::Result {
+    let ip = &r.idle_paths;
+    let cpu_s = r.duration_ns as f64 * r.cpus as f64 / 1e9;
+    writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "# {:.1} s on {} CPUs, {:.0} % idle ({:.2} of {:.2} CPU-s); the paths below explain {:.0} % of it",
+                r.duration_ns as f64 / 1e9,
+                r.cpus,
+                r.total.idle_pct,
+                ip.idle_ns as f64 / 1e9,
+                cpu_s,
+                ip.explained_pct
+            ),
+            WIDTH
+        )
+    )?;
+    for p in ip.paths.iter().take(HEADLINE_PATHS) {
+        if p.share_pct < HEADLINE_MIN_SHARE {
+            break;
+        }
+        writeln!(
+            o,
+            "{}",
+            fit(
+                &format!("# {:>5.1} %  {}", p.share_pct, cause_words(p)),
+                WIDTH
+            )
+        )?;
+    }
+    let rest = &ip.not_in_paths;
+    let part = |ns: u64| ns as f64 * 100.0 / ip.idle_ns.max(1) as f64;
+    let mut not_in = Vec::new();
+    for (ns, what) in [
+        (
+            rest.no_cause_ns,
+            "idle since the window's start or a stream break",
+        ),
+        (rest.other_processes_ns, "after other processes"),
+        (rest.idleflow_ns, "after idleflow's own threads"),
+    ] {
+        if part(ns) >= 0.05 {
+            not_in.push(format!("{:.1} % {what}", part(ns)));
+        }
+    }
+    if !not_in.is_empty() {
+        let line = format!("not in the paths: {}", not_in.join("; "));
+        for l in wrap(&line, "#  ", "#    ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+    }
+    if let Some(j) = &ip.java {
+        if j.java_idle_ns > 0 || j.before_recorder_ns > 0 {
+            let mut line = format!(
+                "#   Java: {:.1} % of the Java threads' idle ({} ms) has Java frames",
+                j.named_pct,
+                ms(j.java_idle_ns)
+            );
+            if j.before_recorder_ns > 0 {
+                line.push_str(&format!(
+                    "; {} ms came before their JVM's flight recorder ran",
+                    ms(j.before_recorder_ns)
+                ));
+            }
+            writeln!(o, "{}", fit(&line, WIDTH))?;
+        }
+    }
+    Ok(())
+}
+
+/// Top paths in the headline.
+const HEADLINE_PATHS: usize = 5;
+/// The smallest share of idle a headline path has, %.
+const HEADLINE_MIN_SHARE: f64 = 0.5;
+
+/// A path's cause in words: `monitor enter on Ledger — worker-* ×8 in
+/// Ledger.post:74, held by clerk-*`.
+fn cause_words(p: &crate::idlepaths::IdlePath) -> String {
+    let mut s = p.reason.clone();
+    if !p.object.is_empty() {
+        s.push_str(&format!(" on {}", p.object));
+    }
+    if let Some(t) = p.threads.first() {
+        s.push_str(&format!(" — {}", p.process_threads(t)));
+        if p.threads.len() > 1 {
+            s.push_str(&format!(" +{} more", p.threads.len() - 1));
+        }
+    }
+    match p.program() {
+        Some(f) => s.push_str(&format!(" in {}", frame_words(&f.frame))),
+        None => {
+            // The first frame outside the kernel and the C library's
+            // internals (`__futex_…`, `___pthread_…`).
+            let f = p.frames.iter().find(|f| {
+                f.frame.kind != crate::path::FrameKind::Kernel && !f.frame.name.starts_with('_')
+            });
+            if let Some(f) = f {
+                s.push_str(&format!(" in {}", frame_words(&f.frame)));
+            }
+            s.push_str(if p.jvm_internal {
+                " (the JVM's own threads)"
+            } else {
+                " (no program frame)"
+            });
+        }
+    }
+    if let Some(h) = p.held_by.first() {
+        s.push_str(&format!(", held by {}", h.name));
+    }
+    if let Some(h) = p.notified_by.first() {
+        s.push_str(&format!(", notified by {}", h.name));
+    }
+    s
+}
+
+/// A frame in words: its name, `:line` where known, `[jit]`,
+/// `[interpreted]`, `[inlined]` for how Java code ran.
+fn frame_words(f: &crate::path::Frame) -> String {
+    use crate::path::FrameKind as K;
+    let mut s = f.name.clone();
+    if f.line > 0 {
+        s.push_str(&format!(":{}", f.line));
+    }
+    match f.kind {
+        K::Jit => s.push_str(" [jit]"),
+        K::Interpreted => s.push_str(" [interpreted]"),
+        K::Inlined => s.push_str(" [inlined]"),
+        _ => {}
+    }
+    s
+}
+
+/// Frames shown per merged path (JSON has all).
+const MERGED_FRAMES: usize = 9;
+
+/// The merged idle-causing paths: per path its figures, the process, the
+/// reason and object, the threads (and the holders or notifiers), then the
+/// frames from the kernel's wait out, around the program's own code.
+fn render_idle_paths(
+    o: &mut String,
+    ip: &crate::idlepaths::IdlePathsSection,
+    max_paths: usize,
+) -> std::fmt::Result {
+    writeln!(o)?;
+    writeln!(
+        o,
+        "## Idle-causing paths (each dispatch to idle: its kernel, native and Java frames, from the best source)"
+    )?;
+    if ip.paths.is_empty() {
+        writeln!(o, "# no thread of the recorded program left a CPU idle")?;
+        return Ok(());
+    }
+    writeln!(
+        o,
+        "{:>10} {:>6} {:>9}  process: reason, the threads, then the frames (innermost first; … frames left out)",
+        "idle ms", "share", "to-idle"
+    )?;
+    for p in ip.paths.iter().take(max_paths) {
+        let mut head = format!("{}: {}", p.process, p.reason);
+        if !p.object.is_empty() {
+            head.push_str(&format!(" on {}", p.object));
+        }
+        writeln!(
+            o,
+            "{:>10} {:>5.1}% {:>9}  {}",
+            ms(p.idle_ns),
+            p.share_pct,
+            count(p.dispatches),
+            fit(&head, WIDTH - PATH_INDENT)
+        )?;
+        let threads: Vec<(String, u64)> = p
+            .threads
+            .iter()
+            .map(|t| {
+                let name = if t.count > 1 {
+                    format!("{} ({} threads)", t.name, t.count)
+                } else {
+                    t.name.clone()
+                };
+                (name, t.dispatches)
+            })
+            .collect();
+        let mut who = threads_line(&threads, WIDTH - PATH_INDENT);
+        for (what, others) in [("held by", &p.held_by), ("notified by", &p.notified_by)] {
+            if let Some(h) = others.first() {
+                who.push_str(&format!(
+                    "; {what} {} ×{}{}",
+                    h.name,
+                    count(h.dispatches),
+                    if others.len() > 1 { ", …" } else { "" }
+                ));
+            }
+        }
+        writeln!(o, "{:PATH_INDENT$}{}", "", fit(&who, WIDTH - PATH_INDENT))?;
+        let names = shown_frames(p);
+        if names.is_empty() {
+            continue;
+        }
+        for l in wrap(&names.join(" ← "), "at", "  ", WIDTH - PATH_INDENT)
+            .into_iter()
+            .take(3)
+        {
+            writeln!(o, "{:PATH_INDENT$}{l}", "")?;
+        }
+    }
+    more_paths(o, ip.paths.len(), max_paths)?;
+    render_notes(o, &ip.notes)
+}
+
+/// The frames of a path the text shows: the kernel's wait, then up to
+/// [`MERGED_FRAMES`] from two before the program's first frame, `…` where
+/// frames are left out.
+fn shown_frames(p: &crate::idlepaths::IdlePath) -> Vec<String> {
+    use crate::path::FrameKind as K;
+    let f = &p.frames;
+    let mut out = Vec::new();
+    let user = f
+        .iter()
+        .position(|x| x.frame.kind != K::Kernel)
+        .unwrap_or(f.len());
+    if user > 0 {
+        out.push(frame_words(&f[0].frame));
+    }
+    let start = p
+        .program_frame
+        .map_or(user, |i| i.saturating_sub(2).max(user));
+    if start > user || (user > 1 && start == user && start < f.len()) {
+        out.push("…".into());
+    }
+    let end = (start + MERGED_FRAMES).min(f.len());
+    out.extend(f[start..end].iter().map(|x| frame_words(&x.frame)));
+    if end < f.len() {
+        out.push(format!("… {} more", f.len() - end));
+    }
+    out
+}
+
+/// The last lines: what else the report can show.
+fn render_more(o: &mut String, r: &Report) -> std::fmt::Result {
+    writeln!(o)?;
+    let mut views = Vec::new();
+    if r.arcflow.is_none() {
+        views.push("tree");
+    }
+    if r.java_waits.is_none() {
+        views.push("java");
+    }
+    if r.call_paths.is_none() {
+        views.push("user");
+    }
+    if r.kernel_waits.is_none() {
+        views.push("kernel");
+    }
+    if r.blocking_paths.is_none() {
+        views.push("blocking");
+    }
+    writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "# more: --paths N, --threads N, --per-cpu; each source's own section: --view {}",
+                views.join("|")
+            ),
+            WIDTH
+        )
+    )
 }
 
 /// Frames shown per idle-causing Java path (JSON has all).

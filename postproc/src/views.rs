@@ -105,6 +105,7 @@ pub struct Views {
     /// In the second pass: the JVM the records belong to, by pid.
     current: FxHashMap<u32, usize>,
     folded: Folded,
+    node_paths: FxHashMap<u64, Vec<String>>,
 }
 
 /// The built views.
@@ -118,6 +119,10 @@ pub struct BuiltViews {
     pub total_key: u64,
     /// Folded stacks (`frame;frame weight`), sorted, identical ones summed.
     pub folded: Vec<String>,
+    /// The method path of every node whose thread's leaving made a CPU
+    /// idle: node id → method names, the node's own first, its thread's
+    /// entry last (for the merged paths, [`crate::idlepaths`]).
+    pub node_paths: FxHashMap<u64, Vec<String>>,
 }
 
 const NONE: u32 = u32::MAX;
@@ -230,6 +235,7 @@ impl Views {
             second_pass: false,
             current: FxHashMap::default(),
             folded: Folded::default(),
+            node_paths: FxHashMap::default(),
         }
     }
 
@@ -304,10 +310,14 @@ impl Views {
         let mut weighted: Vec<(u32, u64, &NodeIdle)> = Vec::new();
         let mut tree_idle = 0u64;
         let mut root_id = 0;
+        let mut with_idle: Vec<(u32, u64)> = Vec::new();
         let l = Linked::new(t, |i, n| {
             let ni = idle.nodes.get(&n.id);
             if i == 0 {
                 root_id = n.id;
+            }
+            if ni.is_some_and(|ni| ni.idle_dispatches > 0) {
+                with_idle.push((i as u32, n.id));
             }
             keys.push(own_key(n, ni, by));
             if let Some(ni) = ni {
@@ -339,6 +349,17 @@ impl Views {
         }
         let thread_total = keys.first().copied().unwrap_or(0);
         self.total_key = self.total_key.saturating_add(thread_total);
+        let methods = &self.jvms[jvm].methods;
+        for (i, id) in with_idle {
+            let mut path = Vec::new();
+            let mut cur = i as usize;
+            while l.parent[cur] != NONE {
+                let m = l.method[cur] as usize;
+                path.push(methods.get(m).map_or("<unknown method>", |s| s).to_string());
+                cur = l.parent[cur] as usize;
+            }
+            self.node_paths.insert(id, path);
+        }
         if let Some(fold) = fold {
             self.fold(jvm, t, &l, &weighted, fold, waits);
         }
@@ -600,6 +621,7 @@ impl Views {
             rows,
             total_key: total,
             folded: self.folded.into_lines(),
+            node_paths: self.node_paths,
         }
     }
 }

@@ -178,6 +178,44 @@ impl JavaWaits {
         self.groups.get(usize::try_from(id).ok()?.checked_sub(1)?)
     }
 
+    /// The frames of stack group `group` of JVM `pid`, top (the waiting
+    /// method) first, each with its line and the kind it ran as
+    /// (JIT-compiled winning where its waits saw it run several ways), and
+    /// every kind seen as bits of [`FrameKind::code`].
+    pub fn group_frames(&self, pid: u32, group: u64) -> Vec<(path::Frame, u8)> {
+        self.group(group)
+            .map(|s| {
+                s.frames
+                    .iter()
+                    .zip(&s.kinds)
+                    .map(|(&(method, line), &bits)| {
+                        let frame = path::Frame {
+                            line,
+                            ..path::Frame::new(path_kind(bits), self.symbol(pid, method))
+                        };
+                        (frame, bits)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The stack group (see [`PathKey`]) of wait `w`'s stack, 0 if none.
+    pub fn wait_group(&self, w: &JavaWait) -> u64 {
+        self.group_of.get(&(w.pid, w.stack)).copied().unwrap_or(0)
+    }
+
+    /// A Java thread's name as its JVM's flight recorder gave it.
+    pub fn java_name(&self, tid: u32) -> Option<&str> {
+        self.named.get(&tid).map(String::as_str)
+    }
+
+    /// The JVM (pid) of a thread its flight recording named, or of a
+    /// thread that waited.
+    pub fn jvm_of(&self, tid: u32) -> Option<u32> {
+        self.java_tids.get(&tid).copied()
+    }
+
     /// Whether any JVM's waits were read.
     pub fn is_empty(&self) -> bool {
         self.jvms.is_empty() && self.per_thread.is_empty()
@@ -272,7 +310,7 @@ impl JavaWaits {
             self.unjoined_idle.1 = self.unjoined_idle.1.saturating_add(idle_ns);
             return;
         };
-        let group = self.group_of.get(&(w.pid, w.stack)).copied().unwrap_or(0);
+        let group = self.wait_group(&w);
         let p = self
             .paths
             .entry((w.pid, group, w.reason, w.object))
@@ -520,25 +558,18 @@ impl JavaWaitsSection {
                     reason: reason.words(),
                     object: w.symbol(pid, object).to_string(),
                     others,
-                    frames: st
-                        .map(|s| {
-                            s.frames
+                    frames: w
+                        .group_frames(pid, group)
+                        .into_iter()
+                        .map(|(frame, bits)| FrameRow {
+                            frame,
+                            kinds: FrameKind::ALL
                                 .iter()
-                                .zip(&s.kinds)
-                                .map(|(&(method, line), &bits)| FrameRow {
-                                    frame: path::Frame {
-                                        line,
-                                        ..path::Frame::new(path_kind(bits), w.symbol(pid, method))
-                                    },
-                                    kinds: FrameKind::ALL
-                                        .iter()
-                                        .filter(|k| bits & (1 << k.code()) != 0)
-                                        .map(|k| k.name())
-                                        .collect(),
-                                })
-                                .collect()
+                                .filter(|k| bits & (1 << k.code()) != 0)
+                                .map(|k| k.name())
+                                .collect(),
                         })
-                        .unwrap_or_default(),
+                        .collect(),
                     truncated: st.is_some_and(|s| s.truncated),
                     idle_dispatches_to: p.dispatches,
                     idle_ns: p.idle_ns,

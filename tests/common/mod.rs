@@ -86,7 +86,11 @@ pub fn assert_fits_120_columns(text: &str) {
 
 /// `idleflow report --format json` of `rec`.
 pub fn report_json(rec: &Path) -> Value {
-    let out = run(idleflow().arg("report").arg(rec).args(["--format", "json"]));
+    // Every source's own section too (`--view all`), beside the merged paths.
+    let out = run(idleflow()
+        .arg("report")
+        .arg(rec)
+        .args(["--format", "json", "--view", "all"]));
     assert!(out.status.success(), "report failed: {}", stderr(&out));
     serde_json::from_slice(&out.stdout).expect("report JSON parses")
 }

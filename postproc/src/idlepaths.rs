@@ -1,0 +1,866 @@
+//! One merged path per idle-causing dispatch (`ARCHITECTURE.md`, "One
+//! attribution model"): every source that says what a thread was doing
+//! when its leaving made a CPU idle meets here, per dispatch, never per
+//! recording.
+//!
+//! While the recording is read ([`IdlePathsAcc`]), each dispatch to idle
+//! is keyed by what covers *it*: its thread, the kernel and user stacks
+//! taken at its switch-out, the tree agent's node it left in, and the
+//! flight-recorder wait that contains it (its stack group, reason and
+//! object). When the report is built ([`resolve`]), each key becomes one
+//! path, innermost frame first: the kernel's frames from its wait outward,
+//! then the user stack's native frames down to where the JVM's frames meet
+//! the Java code, then the Java frames of the best source that covers the
+//! dispatch (the tree node, else the wait's exact stack, else the JIT and
+//! interpreter frames the perf map named), then the native frames outside
+//! the Java code (the thread's entry). Each frame keeps its kind and the
+//! source that named it; reason, object, holder and notifier are the
+//! dispatch's attributes. Paths are then summed by (process, reason,
+//! object, frames), most idle first ([`IdlePathsSection`]), and the same
+//! resolved rows give the folded stacks of the flame graph ([`folded`]).
+//!
+//! Invariants: memory is one entry per distinct key (thread × stacks ×
+//! node × wait path), never per dispatch; the paths' idle plus what
+//! [`NotInPaths`] lists adds up to the CPUs' idle time in the window;
+//! idleflow's own threads are never a path.
+
+use idleflow_format::{JavaWait, WaitReason};
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+
+use crate::analysis::Analysis;
+use crate::path::{Folded, Frame, FrameKind};
+
+/// Which source named a frame of a merged path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameSource {
+    /// The entry/exit agent's call-tree node (`--java tree`).
+    Tree,
+    /// The JVM's flight recorder: the exact stack of the wait.
+    Jfr,
+    /// A JIT's perf map (the agent's light mode, HotSpot's map).
+    PerfMap,
+    /// The user stack copied at the switch-out, unwound and named from the
+    /// modules' symbols and DWARF.
+    Stack,
+    /// The kernel's stack at the switch-out.
+    Kernel,
+}
+
+/// One frame of a merged path: `{kind, name, line, source}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct PathFrame {
+    /// What ran there, its name and line.
+    #[serde(flatten)]
+    pub frame: Frame,
+    /// Which source named it.
+    pub source: FrameSource,
+    /// A runtime's or a system library's frame (the kernel, libc, the JVM,
+    /// the JDK, Rust's std), not the program's own code.
+    #[serde(skip)]
+    pub runtime: bool,
+}
+
+/// What covers one idle-causing dispatch: the key of its merged path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct RowKey {
+    tid: u32,
+    /// Kernel and user stack ids at the switch-out (0: none).
+    kernel: u64,
+    user: u64,
+    /// The tree agent's node (0: none).
+    node: u64,
+    /// The flight-recorder wait that contains the switch-out: its JVM,
+    /// stack group (0: no stack), reason and object symbol.
+    jvm: u32,
+    group: u64,
+    reason: Option<WaitReason>,
+    object: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct RowAcc {
+    dispatches: u64,
+    idle_ns: u64,
+    /// The other thread the waits named (previous owner, notifier):
+    /// symbol id → dispatches.
+    others: FxHashMap<u64, u64>,
+}
+
+/// What one pass over the recording collects for the merged paths.
+#[derive(Debug, Default)]
+pub struct IdlePathsAcc {
+    rows: FxHashMap<RowKey, RowAcc>,
+    /// Per CPU slot, the last dispatch to idle: (time, leaving tid, its node).
+    to_idle_node: Vec<Option<(u64, u32, u64)>>,
+}
+
+impl IdlePathsAcc {
+    /// A dispatch to idle on CPU slot `ci` at `time`: `tid` left, in call-tree
+    /// node `node` (0: none).
+    pub fn to_idle(&mut self, ci: usize, time: u64, tid: u32, node: u64) {
+        if self.to_idle_node.len() <= ci {
+            self.to_idle_node.resize(ci + 1, None);
+        }
+        self.to_idle_node[ci] = Some((time, tid, node));
+    }
+
+    /// The node `tid` left CPU slot `ci` in at `time` (0: none known).
+    pub fn node_at(&self, ci: usize, tid: u32, time: u64) -> u64 {
+        match self.to_idle_node.get(ci).copied().flatten() {
+            Some((t, who, node)) if t == time && who == tid => node,
+            _ => 0,
+        }
+    }
+
+    /// One idle-causing dispatch: `tid` left with `stacks` (kernel, user
+    /// ids), in `node`, inside `wait` (whose stack is in group `group`),
+    /// followed by `idle_ns` of idle.
+    pub fn add(
+        &mut self,
+        tid: u32,
+        stacks: (u64, u64),
+        node: u64,
+        wait: Option<(&JavaWait, u64)>,
+        idle_ns: u64,
+    ) {
+        let key = RowKey {
+            tid,
+            kernel: stacks.0,
+            user: stacks.1,
+            node,
+            jvm: wait.map_or(0, |w| w.0.pid),
+            group: wait.map_or(0, |w| w.1),
+            reason: wait.map(|w| w.0.reason),
+            object: wait.map_or(0, |w| w.0.object),
+        };
+        let r = self.rows.entry(key).or_default();
+        r.dispatches += 1;
+        r.idle_ns = r.idle_ns.saturating_add(idle_ns);
+        if let Some((w, _)) = wait {
+            if w.other != 0 {
+                *r.others.entry(w.other).or_default() += 1;
+            }
+        }
+    }
+}
+
+/// Threads of one name (or one pool's name pattern) on a path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathThreads {
+    /// The thread's name, or the pool's pattern (`worker-*`).
+    pub name: String,
+    /// How many distinct threads.
+    pub count: u64,
+    /// Dispatches to idle they caused on the path.
+    pub dispatches: u64,
+}
+
+/// Another thread the JVM named on a path (the previous owner of a monitor,
+/// the notifier of a wait), with the dispatches that named it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OtherThread {
+    /// Its name, or its pool's pattern.
+    pub name: String,
+    /// Dispatches to idle of this path that named it.
+    pub dispatches: u64,
+}
+
+/// One merged idle-causing path (JSON `idle_paths.paths`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IdlePath {
+    /// The process's name.
+    pub process: String,
+    /// Why the threads waited: the JVM's reason (`monitor enter`, `park`,
+    /// `sleep`, …) where a flight-recorder wait covers the dispatches, else
+    /// the kernel's wait in words (`futex wait`, `pipe read`, …), else the
+    /// thread's state.
+    pub reason: String,
+    /// What they waited on (monitor or parked-on class, address, path).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub object: String,
+    /// The monitor's previous owners (monitor enter), most first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_by: Vec<OtherThread>,
+    /// The threads that notified the wait (monitor wait), most first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notified_by: Vec<OtherThread>,
+    /// Idle time that followed, ns.
+    pub idle_ns: u64,
+    /// Its share of all CPUs' idle time in the window, %.
+    pub share_pct: f64,
+    /// Dispatches to idle through it.
+    pub dispatches: u64,
+    /// The threads (or pools) that left there, most dispatches first.
+    pub threads: Vec<PathThreads>,
+    /// The frames, innermost (the kernel's wait) first.
+    pub frames: Vec<PathFrame>,
+    /// The index in `frames` of the first frame of the program's own code
+    /// (not the kernel's, a system library's, the JVM's or the JDK's).
+    pub program_frame: Option<usize>,
+    /// All its threads are the JVM's own (GC, JIT compilers, the VM
+    /// thread): HotSpot at work, not the program's code.
+    pub jvm_internal: bool,
+    /// Some of its dispatches were in a JVM thread that runs Java code and
+    /// none of its frames names Java code.
+    #[serde(skip)]
+    pub java_unnamed: bool,
+}
+
+impl IdlePath {
+    /// The first frame of the program's own code, if any.
+    pub fn program(&self) -> Option<&PathFrame> {
+        self.program_frame.and_then(|i| self.frames.get(i))
+    }
+
+    /// `worker-* ×8`: a thread row's name with the number of distinct
+    /// threads where there are several.
+    pub fn process_threads(&self, t: &PathThreads) -> String {
+        if t.count > 1 {
+            format!("{} ×{}", t.name, t.count)
+        } else {
+            t.name.clone()
+        }
+    }
+
+    /// The path's kernel wait (its innermost kernel frame), if any.
+    pub fn kernel_wait(&self) -> Option<&str> {
+        self.frames
+            .first()
+            .filter(|f| f.frame.kind == FrameKind::Kernel)
+            .map(|f| f.frame.name.as_str())
+    }
+}
+
+/// The idle of the window that no path shows, and why.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct NotInPaths {
+    /// Idle no thread's leaving opened: a CPU already idle when the window
+    /// began, or after a break in its record stream, ns.
+    pub no_cause_ns: u64,
+    /// Idle after idleflow's own threads left (the recorder, the flight
+    /// recorders it started, the agents), ns.
+    pub idleflow_ns: u64,
+    /// Idle after threads of processes the report does not show (other
+    /// programs on the machine), ns.
+    pub other_processes_ns: u64,
+}
+
+/// The Java threads' share of the paths (recordings with JVMs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct JavaCoverage {
+    /// Idle after Java threads of the JVMs (HotSpot's own threads aside)
+    /// left a CPU, while their JVM's flight recorder ran or with no
+    /// flight recorder at all, ns.
+    pub java_idle_ns: u64,
+    /// Of that, on paths with named Java frames, ns.
+    pub named_ns: u64,
+    /// `named_ns` as % of `java_idle_ns`.
+    pub named_pct: f64,
+    /// Idle after Java threads left while their JVM's flight recorder did
+    /// not run yet (or any more), ns: not in `java_idle_ns`.
+    pub before_recorder_ns: u64,
+    /// Idle after HotSpot's own threads (GC, compiler, VM thread) left, ns.
+    pub jvm_internal_ns: u64,
+}
+
+/// The merged idle-causing paths of a report (JSON `idle_paths`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IdlePathsSection {
+    /// All CPUs' idle time in the window, ns.
+    pub idle_ns: u64,
+    /// Of that, after a thread of a path left, ns.
+    pub explained_ns: u64,
+    /// `explained_ns` as % of `idle_ns`.
+    pub explained_pct: f64,
+    /// Dispatches to idle on the paths.
+    pub dispatches: u64,
+    /// The rest of `idle_ns`.
+    pub not_in_paths: NotInPaths,
+    /// How much of the Java threads' idle has Java frames (with JVMs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub java: Option<JavaCoverage>,
+    /// Why a source is missing for some paths (a JVM without a flight
+    /// recorder, JIT frames without names, …), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Paths, most idle first.
+    pub paths: Vec<IdlePath>,
+}
+
+/// One resolved key: a thread's path with its figures.
+#[derive(Debug, Clone)]
+pub struct ResolvedRow {
+    /// The thread.
+    pub tid: u32,
+    /// Its process's name.
+    pub process: String,
+    /// See [`IdlePath::reason`].
+    pub reason: String,
+    /// The JVM's reason, where a wait covers it.
+    pub jvm_reason: Option<WaitReason>,
+    /// See [`IdlePath::object`].
+    pub object: String,
+    /// Other threads named, with counts.
+    pub others: Vec<(String, u64)>,
+    /// Innermost first.
+    pub frames: Vec<PathFrame>,
+    /// Dispatches to idle.
+    pub dispatches: u64,
+    /// Idle that followed, ns.
+    pub idle_ns: u64,
+}
+
+/// Names of HotSpot's own threads (as the kernel names them, 15
+/// characters): they never run Java code.
+fn hotspot_internal(name: &str) -> bool {
+    const PREFIXES: [&str; 16] = [
+        "VM Thread",
+        "VM Periodic Tas",
+        "GC Thread#",
+        "G1 ",
+        "C1 CompilerThre",
+        "C2 CompilerThre",
+        "Sweeper thread",
+        "Signal Dispatch",
+        "Service Thread",
+        "Monitor Deflati",
+        "Notification Th",
+        "VM JFR Buffer T",
+        "ZDirector",
+        "ZStat",
+        "ZWorker",
+        "Shenandoah",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Whether a Java-named frame is the JDK's or the JVM's (not the
+/// program's own code).
+fn java_runtime(name: &str) -> bool {
+    const PACKAGES: [&str; 7] = [
+        "java.", "javax.", "jdk.", "sun.", "com.sun.", "kotlin.", "scala.",
+    ];
+    PACKAGES.iter().any(|p| name.starts_with(p)) || !name.contains('.')
+}
+
+/// Whether a native frame is a system library's or a runtime's: by its
+/// module (system paths, the JVM's libraries, the vDSO), else by a Rust
+/// std name.
+fn native_runtime(module: &str, name: &str) -> bool {
+    let base = module.rsplit('/').next().unwrap_or(module);
+    module.is_empty()
+        || module.starts_with("/lib")
+        || module.starts_with("/usr/lib")
+        || module.contains("/jvm/")
+        || module.starts_with('[')
+        || base.starts_with("libc.so")
+        || base.starts_with("ld-linux")
+        || base.starts_with("libjvm")
+        || {
+            let n = name.trim_start_matches('<');
+            n.starts_with("std::")
+                || n.starts_with("core::")
+                || n.starts_with("alloc::")
+                || n.starts_with("__rust")
+        }
+}
+
+/// The user stack's frames as path frames.
+fn user_frames(a: &Analysis, id: u64) -> Vec<PathFrame> {
+    if id == 0 {
+        return Vec::new();
+    }
+    a.kernel
+        .user_frames_full(id)
+        .into_iter()
+        .map(|f| {
+            let kind = FrameKind::from(f.kind);
+            let perf_map = f.module.starts_with("/tmp/perf-") || kind == FrameKind::Jit;
+            let runtime = match kind {
+                FrameKind::Jit | FrameKind::Interpreted => java_runtime(&f.name),
+                FrameKind::Unknown => true,
+                _ => native_runtime(f.module, &f.name),
+            };
+            PathFrame {
+                frame: Frame {
+                    line: f.line,
+                    ..Frame::new(kind, f.name)
+                },
+                source: if perf_map {
+                    FrameSource::PerfMap
+                } else {
+                    FrameSource::Stack
+                },
+                runtime,
+            }
+        })
+        .collect()
+}
+
+/// Whether a user frame is where the JVM runs Java code (a JIT's or the
+/// interpreter's frame, or code outside any module).
+fn java_code(f: &PathFrame) -> bool {
+    matches!(
+        f.frame.kind,
+        FrameKind::Jit | FrameKind::Interpreted | FrameKind::Inlined | FrameKind::Unknown
+    )
+}
+
+/// Splices the Java frames `java` (innermost first) into the user frames
+/// `user` (innermost first): the native frames inside the Java code stay
+/// innermost, the Java frames replace the stack's own Java code (JIT,
+/// interpreter, unnamed frames), the native frames outside it (the
+/// thread's entry) stay outermost. A stack without Java code keeps its
+/// frames innermost and gets the Java frames outside them.
+pub fn splice(user: Vec<PathFrame>, java: Vec<PathFrame>) -> Vec<PathFrame> {
+    if java.is_empty() {
+        return user;
+    }
+    let Some(first) = user.iter().position(java_code) else {
+        let mut out = user;
+        out.extend(java);
+        return out;
+    };
+    let last = user.iter().rposition(java_code).unwrap_or(first);
+    let mut out = Vec::with_capacity(user.len() + java.len());
+    let mut user = user.into_iter();
+    out.extend(user.by_ref().take(first));
+    out.extend(java);
+    out.extend(user.skip(last + 1 - first));
+    out
+}
+
+/// A kernel wait in words (`futex wait`, `pipe read`, `sleep`), or the
+/// function's own name.
+fn kernel_reason(wait: &str) -> String {
+    let w = wait.trim_start_matches('_');
+    let words = if w.starts_with("futex") {
+        "futex wait"
+    } else if w.contains("nanosleep") || w.starts_with("hrtimer") || w.contains("clock_nanosleep") {
+        "sleep"
+    } else if w.contains("pipe_read") || w.contains("pipe_wait") {
+        "pipe read"
+    } else if w.contains("pipe_write") {
+        "pipe write"
+    } else if w.starts_with("ep_poll") || w.starts_with("do_epoll") {
+        "epoll wait"
+    } else if w.contains("poll") || w.contains("select") {
+        "poll"
+    } else if w.starts_with("sk_wait")
+        || w.starts_with("tcp_")
+        || w.starts_with("unix_stream")
+        || w.starts_with("inet_")
+        || w.contains("skb_")
+    {
+        "socket wait"
+    } else if w.starts_with("io_schedule")
+        || w.contains("folio_wait")
+        || w.starts_with("blk")
+        || w.starts_with("jbd2")
+        || w.contains("wait_on_page")
+        || w.contains("write_and_wait")
+    {
+        "disk I/O"
+    } else if w.starts_with("do_task_dead") || w.starts_with("do_exit") {
+        "thread exit"
+    } else if w.contains("wait4") || w == "do_wait" {
+        "child wait"
+    } else if w.starts_with("worker_thread") || w.contains("kthread") {
+        "kernel thread idle"
+    } else {
+        return wait.to_string();
+    };
+    words.to_string()
+}
+
+/// Resolves every idle-causing key of `a` into a row, idleflow's own
+/// threads and (unless `all`) threads of processes the report does not
+/// show left out.
+pub fn resolve(a: &Analysis, all: bool) -> Vec<ResolvedRow> {
+    let mut out = Vec::with_capacity(a.idle_paths.rows.len());
+    for (k, r) in &a.idle_paths.rows {
+        if a.tool_tids.contains(&k.tid) || !(all || a.shows(k.tid)) {
+            continue;
+        }
+        out.push(resolve_row(a, k, r));
+    }
+    out
+}
+
+fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
+    let (pid, _) = a.names.get(&k.tid).cloned().unwrap_or((0, String::new()));
+    let process = a.process_name(pid);
+    let kernel: Vec<PathFrame> = if k.kernel == 0 {
+        Vec::new()
+    } else {
+        a.kernel
+            .wait_frames(k.kernel)
+            .into_iter()
+            .map(|name| PathFrame {
+                frame: Frame::new(FrameKind::Kernel, name),
+                source: FrameSource::Kernel,
+                runtime: true,
+            })
+            .collect()
+    };
+    // The best Java source covering the dispatch: the tree node, else the
+    // flight-recorder wait's stack.
+    let java: Vec<PathFrame> = match a.views.node_paths.get(&k.node) {
+        Some(methods) if k.node != 0 => methods
+            .iter()
+            .map(|m| PathFrame {
+                frame: Frame::new(FrameKind::Java, m.clone()),
+                source: FrameSource::Tree,
+                runtime: java_runtime(m),
+            })
+            .collect(),
+        _ if k.group != 0 => a
+            .java
+            .group_frames(k.jvm, k.group)
+            .into_iter()
+            .map(|(frame, _)| PathFrame {
+                runtime: java_runtime(&frame.name),
+                frame,
+                source: FrameSource::Jfr,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut frames = kernel;
+    frames.extend(splice(user_frames(a, k.user), java));
+    let reason = match k.reason {
+        Some(reason) => reason.words().to_string(),
+        None => frames
+            .first()
+            .filter(|f| f.frame.kind == FrameKind::Kernel)
+            .map_or_else(|| "no stack".to_string(), |f| kernel_reason(&f.frame.name)),
+    };
+    let object = if k.object == 0 {
+        String::new()
+    } else {
+        a.java.symbol(k.jvm, k.object).to_string()
+    };
+    let mut others: Vec<(String, u64)> = r
+        .others
+        .iter()
+        .map(|(&sym, &n)| (a.java.symbol(k.jvm, sym).to_string(), n))
+        .filter(|(name, _)| !name.is_empty())
+        .collect();
+    others.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+    ResolvedRow {
+        tid: k.tid,
+        process,
+        reason,
+        jvm_reason: k.reason,
+        object,
+        others,
+        frames,
+        dispatches: r.dispatches,
+        idle_ns: r.idle_ns,
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        (part as f64 * 10_000.0 / whole as f64).round() / 100.0
+    }
+}
+
+/// Whether a path names Java code (a Java frame from the tree, the flight
+/// recorder, or a JIT frame named from a perf map).
+fn names_java(frames: &[PathFrame]) -> bool {
+    frames.iter().any(|f| {
+        matches!(
+            f.frame.kind,
+            FrameKind::Java | FrameKind::Jit | FrameKind::Inlined
+        ) || (f.source == FrameSource::Jfr)
+    })
+}
+
+/// (others grouped by name pattern) most first.
+fn others_rows(m: FxHashMap<String, u64>) -> Vec<OtherThread> {
+    let mut v: Vec<OtherThread> = m
+        .into_iter()
+        .map(|(name, dispatches)| OtherThread { name, dispatches })
+        .collect();
+    v.sort_by(|x, y| y.dispatches.cmp(&x.dispatches).then(x.name.cmp(&y.name)));
+    v
+}
+
+type GroupKey = (String, String, String, Vec<PathFrame>);
+
+#[derive(Default)]
+struct Group {
+    dispatches: u64,
+    idle_ns: u64,
+    threads: FxHashMap<String, (FxHashSet<u32>, u64)>,
+    others: FxHashMap<String, u64>,
+    monitor_wait: bool,
+    java_unnamed: bool,
+    /// Rows of threads other than HotSpot's own.
+    not_internal: bool,
+}
+
+impl IdlePathsSection {
+    /// The merged paths of `a`, with `total_idle_ns` the CPUs' idle in the
+    /// window.
+    pub fn new(a: &Analysis, total_idle_ns: u64) -> Self {
+        let rows = resolve(a, false);
+        let jvms: FxHashSet<u32> = crate::report::jvm_pids(a).into_iter().collect();
+        let mut groups: FxHashMap<GroupKey, Group> = FxHashMap::default();
+        let mut java = JavaCoverage::default();
+        for row in rows {
+            let (pid, thread) = a
+                .names
+                .get(&row.tid)
+                .cloned()
+                .unwrap_or_else(|| (0, format!("tid {}", row.tid)));
+            let java_thread = jvms.contains(&pid) && !hotspot_internal(&thread);
+            let named = names_java(&row.frames);
+            if jvms.contains(&pid) {
+                if !java_thread {
+                    java.jvm_internal_ns = java.jvm_internal_ns.saturating_add(row.idle_ns);
+                } else {
+                    java.java_idle_ns = java.java_idle_ns.saturating_add(row.idle_ns);
+                    if named {
+                        java.named_ns = java.named_ns.saturating_add(row.idle_ns);
+                    }
+                }
+            }
+            let g = groups
+                .entry((row.process, row.reason, row.object, row.frames))
+                .or_default();
+            g.dispatches += row.dispatches;
+            g.idle_ns = g.idle_ns.saturating_add(row.idle_ns);
+            let t = g
+                .threads
+                .entry(crate::arcflow::thread_pattern(&thread))
+                .or_default();
+            t.0.insert(row.tid);
+            t.1 += row.dispatches;
+            for (name, n) in row.others {
+                *g.others
+                    .entry(crate::arcflow::thread_pattern(&name))
+                    .or_default() += n;
+            }
+            g.monitor_wait |= row.jvm_reason == Some(WaitReason::MonitorWait);
+            g.java_unnamed |= java_thread && !named;
+            g.not_internal |= !(jvms.contains(&pid) && hotspot_internal(&thread));
+        }
+        // The flight recorders' own count of what came before they ran.
+        java.before_recorder_ns = a.java.unrecorded_idle.1;
+        java.java_idle_ns = java.java_idle_ns.saturating_sub(java.before_recorder_ns);
+        java.named_ns = java.named_ns.min(java.java_idle_ns);
+        java.named_pct = pct(java.named_ns, java.java_idle_ns);
+        let mut paths: Vec<IdlePath> = groups
+            .into_iter()
+            .map(|((process, reason, object, frames), g)| {
+                let mut threads: Vec<PathThreads> = g
+                    .threads
+                    .into_iter()
+                    .map(|(name, (tids, dispatches))| PathThreads {
+                        name,
+                        count: tids.len() as u64,
+                        dispatches,
+                    })
+                    .collect();
+                threads.sort_by(|x, y| y.dispatches.cmp(&x.dispatches).then(x.name.cmp(&y.name)));
+                let others = others_rows(g.others);
+                let (held_by, notified_by) = if g.monitor_wait {
+                    (Vec::new(), others)
+                } else {
+                    (others, Vec::new())
+                };
+                let program_frame = frames.iter().position(|f| !f.runtime);
+                IdlePath {
+                    process,
+                    reason,
+                    object,
+                    held_by,
+                    notified_by,
+                    idle_ns: g.idle_ns,
+                    share_pct: pct(g.idle_ns, total_idle_ns),
+                    dispatches: g.dispatches,
+                    threads,
+                    frames,
+                    program_frame,
+                    jvm_internal: !g.not_internal,
+                    java_unnamed: g.java_unnamed,
+                }
+            })
+            .collect();
+        paths.sort_by(|x, y| {
+            y.idle_ns
+                .cmp(&x.idle_ns)
+                .then_with(|| y.dispatches.cmp(&x.dispatches))
+                .then_with(|| x.frames.cmp(&y.frames))
+        });
+        let explained_ns = paths.iter().fold(0u64, |s, p| s.saturating_add(p.idle_ns));
+        let dispatches = paths.iter().map(|p| p.dispatches).sum();
+        // What no path shows: every cause's idle is in a.causes.
+        let (mut tool, mut other, mut caused) = (0u64, 0u64, 0u64);
+        for ((_, tid), c) in &a.causes {
+            caused = caused.saturating_add(c.idle_ns);
+            if a.tool_tids.contains(tid) {
+                tool = tool.saturating_add(c.idle_ns);
+            } else if !a.shows(*tid) {
+                other = other.saturating_add(c.idle_ns);
+            }
+        }
+        IdlePathsSection {
+            idle_ns: total_idle_ns,
+            explained_ns,
+            explained_pct: pct(explained_ns, total_idle_ns),
+            dispatches,
+            not_in_paths: NotInPaths {
+                no_cause_ns: total_idle_ns.saturating_sub(caused),
+                idleflow_ns: tool,
+                other_processes_ns: other,
+            },
+            java: (!jvms.is_empty()).then_some(java),
+            notes: Vec::new(),
+            paths,
+        }
+    }
+}
+
+/// Folded stacks of the merged paths for `inferno`: `PROCESS;THREAD;frames
+/// outermost first;[reason] object WEIGHT` (the JVM's reason on top where
+/// one covers the dispatch; with `by_reason` the reason first, at the
+/// root; with `user_only` the kernel's frames left out). Only the threads
+/// the report shows, never idleflow's own.
+pub fn folded(
+    a: &Analysis,
+    fold: crate::views::FoldOptions,
+    by_reason: bool,
+    user_only: bool,
+) -> Vec<String> {
+    let mut out = Folded::default();
+    for row in resolve(a, false) {
+        let weight = if fold.dispatches {
+            row.dispatches
+        } else {
+            row.idle_ns
+        };
+        let [_, thread] = crate::path::roots(&a.names, row.tid, fold.merge_threads);
+        let roots = [(FrameKind::Process, row.process), thread];
+        let why = row.jvm_reason.map(|r| {
+            let frame = if row.object.is_empty() {
+                format!("[{}]", r.words())
+            } else {
+                format!("[{}] {}", r.words(), row.object)
+            };
+            (FrameKind::Reason, frame)
+        });
+        let frames = row
+            .frames
+            .into_iter()
+            .rev()
+            .filter(|f| !(user_only && f.frame.kind == FrameKind::Kernel))
+            .map(|f| (f.frame.kind, f.frame.name));
+        if by_reason {
+            let why = why.unwrap_or((FrameKind::Reason, format!("[{}]", row.reason)));
+            out.add(std::iter::once(why).chain(roots).chain(frames), weight);
+        } else {
+            out.add(roots.into_iter().chain(frames).chain(why), weight);
+        }
+    }
+    out.into_lines()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(kind: FrameKind, name: &str, source: FrameSource) -> PathFrame {
+        PathFrame {
+            frame: Frame::new(kind, name),
+            source,
+            runtime: false,
+        }
+    }
+
+    fn names(v: &[PathFrame]) -> Vec<&str> {
+        v.iter().map(|f| f.frame.name.as_str()).collect()
+    }
+
+    #[test]
+    fn java_frames_replace_the_stacks_java_code_between_its_native_frames() {
+        use FrameKind::*;
+        use FrameSource::*;
+        let user = vec![
+            f(Native, "__futex_abstimed_wait_common", Stack),
+            f(Native, "Parker::park", Stack),
+            f(Native, "Unsafe_Park", Stack),
+            f(Unknown, "[unknown]", Stack),
+            f(Interpreted, "Interpreter", PerfMap),
+            f(Unknown, "[unknown]", Stack),
+            f(Native, "JavaCalls::call_helper", Stack),
+            f(Native, "start_thread", Stack),
+        ];
+        let java = vec![
+            f(Native, "jdk.internal.misc.Unsafe.park", Jfr),
+            f(Java, "java.util.concurrent.locks.LockSupport.park", Jfr),
+            f(Jit, "Pool.take", Jfr),
+        ];
+        assert_eq!(
+            names(&splice(user.clone(), java.clone())),
+            [
+                "__futex_abstimed_wait_common",
+                "Parker::park",
+                "Unsafe_Park",
+                "jdk.internal.misc.Unsafe.park",
+                "java.util.concurrent.locks.LockSupport.park",
+                "Pool.take",
+                "JavaCalls::call_helper",
+                "start_thread"
+            ]
+        );
+        // No Java source covers the dispatch: the stack as it is.
+        assert_eq!(splice(user.clone(), Vec::new()), user);
+        // A stack without Java code (cut short): the Java frames outside.
+        let native = user[..3].to_vec();
+        assert_eq!(names(&splice(native, java.clone()))[3..], names(&java)[..]);
+        // No user stack at all: the Java frames alone.
+        assert_eq!(splice(Vec::new(), java.clone()), java);
+    }
+
+    #[test]
+    fn runtimes_and_system_libraries_are_not_the_programs_code() {
+        assert!(java_runtime("java.lang.Thread.sleep"));
+        assert!(java_runtime("jdk.internal.misc.Unsafe.park"));
+        assert!(java_runtime("Interpreter"));
+        assert!(!java_runtime("Inventory.reserve"));
+        assert!(!java_runtime(
+            "org.apache.tomcat.util.threads.TaskQueue.take"
+        ));
+        assert!(native_runtime(
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "read"
+        ));
+        assert!(native_runtime(
+            "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so",
+            "Parker::park"
+        ));
+        assert!(native_runtime(
+            "/work/target/condvar",
+            "std::sync::Condvar::wait"
+        ));
+        assert!(!native_runtime("/work/target/chain", "fill_buffer"));
+        assert!(hotspot_internal("C2 CompilerThre"));
+        assert!(!hotspot_internal("worker-3"));
+    }
+
+    #[test]
+    fn kernel_waits_read_as_words() {
+        assert_eq!(kernel_reason("futex_do_wait"), "futex wait");
+        assert_eq!(kernel_reason("anon_pipe_read"), "pipe read");
+        assert_eq!(kernel_reason("do_nanosleep"), "sleep");
+        assert_eq!(kernel_reason("ep_poll"), "epoll wait");
+        assert_eq!(kernel_reason("some_driver_wait"), "some_driver_wait");
+    }
+}

@@ -1,0 +1,196 @@
+//! End to end through the CLI: one merged path per idle-causing dispatch
+//! (`report`'s `idle_paths`, the default flame graph), whatever sources
+//! the recording has, and a report whose first lines are the answer.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+/// The report's JSON as a user gets it: no `--view`.
+fn default_json(rec: &Path) -> Value {
+    let out = run(idleflow().arg("report").arg(rec).args(["--format", "json"]));
+    assert!(out.status.success(), "report: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("report JSON parses")
+}
+
+/// The merged paths, after checking that they and what they leave out add
+/// up to the CPUs' idle, that the per-source sections stay behind their
+/// views, and that idleflow's own threads are on no path.
+fn paths(r: &Value) -> &Vec<Value> {
+    let ip = &r["idle_paths"];
+    let rest = &ip["not_in_paths"];
+    let sum = u(ip, "explained_ns")
+        + u(rest, "no_cause_ns")
+        + u(rest, "idleflow_ns")
+        + u(rest, "other_processes_ns");
+    let idle = u(ip, "idle_ns");
+    assert_eq!(idle, u(&r["total"], "idle_ns"), "{ip}");
+    assert!(
+        sum.abs_diff(idle) * 100 <= idle,
+        "paths and the rest {sum} ns against {idle} ns idle: {rest}"
+    );
+    for view in ["java_waits", "call_paths", "kernel_waits", "arcflow"] {
+        assert!(r.get(view).is_none(), "{view} without --view");
+    }
+    let paths = ip["paths"].as_array().expect("idle_paths.paths");
+    for p in paths {
+        for t in p["threads"].as_array().unwrap() {
+            let name = t["name"].as_str().unwrap();
+            assert!(
+                !name.starts_with("JFR ")
+                    && name != "Attach Listener"
+                    && !name.starts_with("idleflow"),
+                "idleflow's own thread on a path: {p}"
+            );
+        }
+    }
+    paths
+}
+
+fn frame_names(p: &Value) -> Vec<&str> {
+    p["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect()
+}
+
+/// The program's own first frame of a path.
+fn program(p: &Value) -> &Value {
+    let i = p["program_frame"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no program frame: {p}"));
+    &p["frames"][i as usize]
+}
+
+/// The text report's first `n` lines.
+fn head(rec: &Path, n: usize) -> String {
+    let text = stdout(&run(idleflow().arg("report").arg(rec)));
+    assert_fits_120_columns(&text);
+    text.lines().take(n).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn a_native_program_without_frame_pointers_gets_one_merged_path_and_a_headline() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build_c_example(
+        dir.path(),
+        "chain.c",
+        "chain",
+        &["-O2", "-fomit-frame-pointer", "-pthread", "-g"],
+    );
+    let rec = dir.path().join("c.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&bin)
+        .arg("2000"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = default_json(&rec);
+    let top = &paths(&r)[0];
+    assert_eq!(top["reason"], "pipe read", "{top}");
+    assert_eq!(top["threads"][0]["name"], "worker", "{top}");
+    assert!(f(top, "share_pct") > 80.0, "{top}");
+    let pf = program(top);
+    assert_eq!(pf["name"], "fill_buffer", "{top}");
+    assert_eq!(pf["source"], "stack", "{top}");
+    assert!(u(pf, "line") > 0, "DWARF's line: {top}");
+    let fr = frame_names(top);
+    assert_eq!(top["frames"][0]["source"], "kernel", "{top}");
+    assert!(fr[0].contains("pipe_read"), "{fr:?}");
+    let at = |n: &str| fr.iter().position(|f| *f == n).unwrap();
+    assert!(at("fill_buffer") < at("next_message") && at("next_message") < at("consume"));
+    // The first lines say it.
+    let text = head(&rec, 3);
+    let first = text.lines().nth(1).unwrap();
+    assert!(
+        first.contains("pipe read — worker in fill_buffer:"),
+        "{text}"
+    );
+    // The default flame graph draws the same path.
+    let lines = folded(&rec, "dispatches");
+    let (line, n) = lines.iter().max_by_key(|l| l.1).unwrap();
+    assert!(
+        line.starts_with("pacer;worker;")
+            && line.contains("worker_main;consume;next_message;fill_buffer;")
+            && line.ends_with("pipe_read_[k]"),
+        "{line}"
+    );
+    assert!(*n >= u(top, "dispatches") * 9 / 10, "{n} {top}");
+}
+
+#[test]
+fn a_java_convoy_is_one_path_with_the_flight_recorders_frames_spliced_into_the_native_ones() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("j.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--wait-threshold", "0", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["Waits", "convoy", "5"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = default_json(&rec);
+    let top = &paths(&r)[0];
+    assert_eq!(top["reason"], "monitor enter", "{top}");
+    assert_eq!(top["object"], "Waits$Ledger", "{top}");
+    // Of all CPUs' idle, the JVM's start-up and its own threads included
+    // (47 % measured on a 5 s run).
+    assert!(f(top, "share_pct") > 30.0, "{top}");
+    let t = &top["threads"][0];
+    assert_eq!(
+        (t["name"].as_str(), u(t, "count")),
+        (Some("clerk-*"), 4),
+        "{top}"
+    );
+    let pf = program(top);
+    assert_eq!(pf["name"], "Waits$Ledger.post", "{top}");
+    assert_eq!(pf["source"], "jfr", "{top}");
+    assert!(u(pf, "line") > 0, "{top}");
+    assert!(
+        top["held_by"][0]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("clerk-"),
+        "{top}"
+    );
+    // Kernel wait innermost, then the JVM's monitor code, then the Java
+    // frames, then the thread's native entry.
+    let fr = frame_names(top);
+    assert!(fr[0].contains("futex"), "{fr:?}");
+    let monitor = fr.iter().position(|f| f.starts_with("ObjectMonitor::"));
+    let post = fr.iter().position(|f| *f == "Waits$Ledger.post").unwrap();
+    assert!(monitor.is_some_and(|m| m < post), "{fr:?}");
+    assert!(
+        fr[post..].iter().any(|f| f.starts_with("JavaCalls::")),
+        "the thread's entry outside the Java frames: {fr:?}"
+    );
+    assert!(!fr[post..].contains(&"[unknown]"), "{fr:?}");
+    // With every wait recorded, nearly all the Java threads' idle is named.
+    let java = &r["idle_paths"]["java"];
+    assert!(f(java, "named_pct") > 90.0, "{java}");
+    // The headline names the culprit in the first lines.
+    let text = head(&rec, 20);
+    assert!(
+        text.contains("monitor enter on Waits$Ledger — clerk-* ×4 in Waits$Ledger.post:"),
+        "{text}"
+    );
+    // The default flame graph: the merged path with the reason on top.
+    let (line, _) = folded(&rec, "idle-ns")
+        .into_iter()
+        .max_by_key(|l| l.1)
+        .unwrap();
+    assert!(line.starts_with("java;clerk-*;"), "{line}");
+    assert!(line.ends_with(";[monitor enter] Waits$Ledger"), "{line}");
+    assert!(line.contains(";Waits$Ledger.post"), "{line}");
+}
