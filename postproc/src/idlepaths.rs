@@ -30,6 +30,7 @@ use serde::Serialize;
 
 use crate::analysis::Analysis;
 use crate::path::{Folded, Frame, FrameKind};
+use crate::report::pct;
 
 /// Which source named a frame of a merged path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -559,14 +560,6 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
         frames,
         dispatches: r.dispatches,
         idle_ns: r.idle_ns,
-    }
-}
-
-fn pct(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        (part as f64 * 10_000.0 / whole as f64).round() / 100.0
     }
 }
 

@@ -314,7 +314,8 @@ fn kernel_check(
     (explained, differs)
 }
 
-fn pct(part: u64, whole: u64) -> f64 {
+/// `part` as % of `whole`, rounded to 2 decimals (0 for an empty whole).
+pub(crate) fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {
