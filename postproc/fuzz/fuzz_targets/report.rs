@@ -26,20 +26,22 @@ fuzz_target!(|data: &[u8]| {
             ..Default::default()
         };
         if let Ok(a) = Analysis::run_with_progress(std::io::Cursor::new(data), &opts, |_| {}) {
-            let r = Report::new(&a, 5);
+            let mut r = Report::new(&a, 5);
+            r.keep_views(idleflow_postproc::report::Views::all());
             let _ = text::render(&r, "fuzz", &text::TextOptions::default());
-            for (by_reason, stacks, user_only, blocked) in [
-                (false, false, false, false),
-                (true, false, false, false),
-                (false, true, false, false),
-                (false, true, true, false),
-                (false, false, false, true),
+            for (view, by_reason, user_only) in [
+                (flame::View::Paths, false, false),
+                (flame::View::Paths, true, true),
+                (flame::View::Tree, false, false),
+                (flame::View::Java, true, false),
+                (flame::View::User, false, true),
+                (flame::View::Kernel, false, false),
+                (flame::View::Blocking, false, false),
             ] {
                 let source = flame::Source {
+                    view,
                     by_reason,
-                    stacks,
                     user_only,
-                    blocked,
                 };
                 let _ = flame::folded(&a, source);
             }
