@@ -4,7 +4,7 @@
 # a blocking call (examples/java/LockedIo.java) with the entry/exit agent
 # (--java tree: the arcflow call tree), print the report and draw the flame
 # graph of idle-causing paths (idle.svg); then the same program in the
-# default Java mode (the JVM's flight recorder: wait stacks and reasons). Run as root (recording
+# default Java mode (wait stacks and reasons, no instrumentation). Run as root (recording
 # needs root or CAP_PERFMON). The native duty-cycle workload is recorded too,
 # and a native program whose call path to its wait is known (its user and
 # kernel stacks at the idle-causing switch-outs).
@@ -19,13 +19,14 @@ mkdir -p target/java
 ./target/release/idleflow report run.idleflow --view tree --threads 10
 ./target/release/idleflow flamegraph run.idleflow -o idle.svg
 echo "flame graph of the merged idle-causing paths (the tree's Java frames over the native ones): idle.svg"
-# The same program in the default Java mode (the JVM's flight recorder, no
-# instrumentation), every wait recorded: the Java wait stacks and reasons.
-./target/release/idleflow record --wait-threshold 0 -o waits.idleflow -- \
+# The same program in the default Java mode (no instrumentation: the JVM's
+# flight recorder for the long waits, the stacks at the switch-outs with the
+# JIT frames named for the short ones): one answer, the Java frames and reasons.
+./target/release/idleflow record -o waits.idleflow -- \
     /usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp target/java LockedIo 4 6
 ./target/release/idleflow report waits.idleflow --threads 5 --paths 3
 ./target/release/idleflow flamegraph waits.idleflow -o waits.svg
-echo "flame graph of idle-causing Java waits: waits.svg"
+echo "flame graph of the merged idle-causing paths, the JVM's reason on top: waits.svg"
 ./target/release/idleflow record -o dutycycle.idleflow -- ./target/release/examples/dutycycle --seconds 2
 ./target/release/idleflow report dutycycle.idleflow --threads 5
 # A native program built without frame pointers whose worker blocks in a

@@ -115,8 +115,17 @@ fn serve_handoff(
 /// The agent library beside the idleflow executable.
 fn default_agent() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.join("libidleflow_agent.so");
-    p.exists().then_some(p)
+    let dir = exe.parent()?;
+    // `cargo build` puts the library beside the executable; `cargo test`
+    // leaves it in `deps/` only: the newest of the two.
+    [
+        dir.join("libidleflow_agent.so"),
+        dir.join("deps/libidleflow_agent.so"),
+    ]
+    .into_iter()
+    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+    .max()
+    .map(|(_, p)| p)
 }
 
 /// The agent library to inject: `--agent`'s, else the one beside the

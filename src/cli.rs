@@ -166,7 +166,9 @@ pub struct RecordArgs {
     pub ring_size: usize,
 
     /// What to record in the JVMs the command starts (or --pid's),
-    /// comma-separated: `waits` starts each JVM's flight recorder (JFR)
+    /// comma-separated (default `waits,stacks`: the Java frames of long
+    /// waits from the flight recorder, of short ones from the stacks at the
+    /// switch-outs): `waits` starts each JVM's flight recorder (JFR)
     /// through its attach mechanism, as `jcmd PID JFR.start` does, for its
     /// waits — monitor enter/wait, park, sleep, socket and file I/O — each
     /// with its exact Java stack and the JVM's reason, joined to the
@@ -185,7 +187,7 @@ pub struct RecordArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "waits",
+        default_values = ["waits", "stacks"],
         value_name = "MODES"
     )]
     pub java: Vec<JavaMode>,

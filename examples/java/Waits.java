@@ -18,6 +18,10 @@ import java.util.concurrent.locks.ReentrantLock;
  *       {@code synchronized} method that sleeps while it holds the monitor;
  *       the others block entering it (monitor enter on {@code Waits$Ledger},
  *       top frame {@code Waits$Ledger.post}, held by a clerk).
+ *   <li>{@code busy}: four tellers through a {@code synchronized} method
+ *       that computes for 150 µs while it holds the monitor: the others'
+ *       waits are shorter than a millisecond (monitor enter on
+ *       {@code Waits$Ledger}, top frame {@code Waits$Ledger.tally}).
  *   <li>{@code lock}: the same with a {@code ReentrantLock} (park on
  *       {@code ReentrantLock$NonfairSync}, under {@code Waits.lockedPost}).
  *   <li>{@code sleep}: threads that compute a little and sleep in
@@ -73,6 +77,10 @@ public class Waits {
         synchronized void post(long amount) throws InterruptedException {
             total += amount;
             Thread.sleep(1);
+        }
+
+        synchronized void tally(long amount) {
+            total += amount + compute(150);
         }
     }
 
@@ -148,6 +156,16 @@ public class Waits {
                 }
                 break;
             }
+            case "busy": {
+                Ledger ledger = new Ledger();
+                for (int i = 0; i < 4; i++) {
+                    start("teller-" + i, () -> {
+                        sink += compute(100);
+                        ledger.tally(1);
+                    });
+                }
+                break;
+            }
             case "lock": {
                 for (int i = 0; i < 4; i++) {
                     start("clerk-" + i, () -> {
@@ -185,7 +203,7 @@ public class Waits {
                 break;
             }
             default:
-                System.err.println("unknown mode " + mode + " (handoff, convoy, lock, sleep, socket)");
+                System.err.println("unknown mode " + mode + " (handoff, convoy, busy, lock, sleep, socket)");
                 System.exit(2);
         }
         Thread.sleep((long) (seconds * 1000));

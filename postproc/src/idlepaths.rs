@@ -286,8 +286,185 @@ pub struct IdlePathsSection {
     /// recorder, JIT frames without names, …), one line each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The causes: the paths summed by process, reason, pool and program
+    /// frame, most idle first (the headline's lines).
+    pub causes: Vec<Cause>,
     /// Paths, most idle first.
     pub paths: Vec<IdlePath>,
+}
+
+/// One cause of idle (JSON `idle_paths.causes`, the headline's lines): the
+/// paths with the same process, reason, pool and program frame, whatever
+/// source named their frames. A wait the flight recorder recorded (with its
+/// line and object) and a shorter one of the same code that only the stack
+/// at the switch-out named are one cause.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cause {
+    /// The process's name.
+    pub process: String,
+    /// As [`IdlePath::reason`].
+    pub reason: String,
+    /// What the threads waited on, where every path that says agrees.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub object: String,
+    /// The thread or pool (its name pattern) with the most dispatches.
+    pub threads: PathThreads,
+    /// Other threads or pools on the cause.
+    pub more_threads: u64,
+    /// The first frame of the program's own code (from the path with the
+    /// most idle that has a line, else the one with the most idle); else
+    /// the first frame outside the kernel and the C library's internals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame: Option<PathFrame>,
+    /// Whether `frame` is the program's own code.
+    pub program: bool,
+    /// As [`IdlePath::held_by`], [`IdlePath::notified_by`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_by: Vec<OtherThread>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notified_by: Vec<OtherThread>,
+    /// Idle that followed, ns, and its share of all CPUs' idle, %.
+    pub idle_ns: u64,
+    pub share_pct: f64,
+    /// Dispatches to idle.
+    pub dispatches: u64,
+    /// Paths (of `paths`) it sums.
+    pub paths: u64,
+    /// All its threads are HotSpot's own.
+    pub jvm_internal: bool,
+}
+
+/// The frame a cause is named by: the program's first, else the first
+/// outside the kernel and the C library's internals (`__futex_…`).
+fn cause_frame(p: &IdlePath) -> Option<&PathFrame> {
+    p.program().or_else(|| {
+        p.frames
+            .iter()
+            .find(|f| f.frame.kind != FrameKind::Kernel && !f.frame.name.starts_with('_'))
+    })
+}
+
+/// How a cause names HotSpot's own threads.
+const JVM_THREADS: &str = "JVM threads";
+
+/// The causes of `paths` (most idle first), with the distinct threads of
+/// each (pattern → tids).
+fn causes(paths: &[IdlePath], tids: &[FxHashMap<String, FxHashSet<u32>>]) -> Vec<Cause> {
+    /// (process, reason, pool, program frame).
+    type Key<'a> = (&'a str, &'a str, &'a str, Option<&'a str>);
+    /// A cause being summed, its pools' tids, its pools' dispatches.
+    type Acc = (
+        Cause,
+        FxHashMap<String, FxHashSet<u32>>,
+        FxHashMap<String, u64>,
+    );
+    let mut order: Vec<Key> = Vec::new();
+    let mut by: FxHashMap<Key, Acc> = FxHashMap::default();
+    for (p, tids) in paths.iter().zip(tids) {
+        let Some(top) = p.threads.first() else {
+            continue;
+        };
+        // HotSpot's own threads (GC, compilers, the VM thread) are one
+        // cause per reason: the JVM at work, not the program's code.
+        let frame = cause_frame(p).filter(|_| !p.jvm_internal);
+        let key: Key = (
+            &p.process,
+            &p.reason,
+            if p.jvm_internal {
+                JVM_THREADS
+            } else {
+                &top.name
+            },
+            frame.map(|f| f.frame.name.as_str()),
+        );
+        let (c, threads, pools) = by.entry(key).or_insert_with(|| {
+            order.push(key);
+            (
+                Cause {
+                    process: p.process.clone(),
+                    reason: p.reason.clone(),
+                    object: p.object.clone(),
+                    threads: top.clone(),
+                    more_threads: 0,
+                    frame: frame.cloned(),
+                    program: p.program_frame.is_some(),
+                    held_by: Vec::new(),
+                    notified_by: Vec::new(),
+                    idle_ns: 0,
+                    share_pct: 0.0,
+                    dispatches: 0,
+                    paths: 0,
+                    jvm_internal: true,
+                },
+                FxHashMap::default(),
+                FxHashMap::default(),
+            )
+        });
+        c.idle_ns = c.idle_ns.saturating_add(p.idle_ns);
+        c.share_pct += p.share_pct;
+        c.dispatches += p.dispatches;
+        c.paths += 1;
+        c.jvm_internal &= p.jvm_internal;
+        if c.object.is_empty() {
+            c.object = p.object.clone();
+        } else if !p.object.is_empty() && p.object != c.object {
+            c.object = "…".into();
+        }
+        if frame.is_some_and(|f| f.frame.line > 0)
+            && c.frame.as_ref().is_some_and(|f| f.frame.line == 0)
+        {
+            c.frame = frame.cloned();
+        }
+        for (name, set) in tids {
+            let name = if p.jvm_internal { JVM_THREADS } else { name };
+            threads.entry(name.to_string()).or_default().extend(set);
+        }
+        for t in &p.threads {
+            let name = if p.jvm_internal { JVM_THREADS } else { &t.name };
+            *pools.entry(name.to_string()).or_default() += t.dispatches;
+        }
+        for (list, into) in [
+            (&p.held_by, &mut c.held_by),
+            (&p.notified_by, &mut c.notified_by),
+        ] {
+            for o in list {
+                match into.iter_mut().find(|x| x.name == o.name) {
+                    Some(x) => x.dispatches += o.dispatches,
+                    None => into.push(o.clone()),
+                }
+            }
+        }
+    }
+    let mut out: Vec<Cause> = order
+        .into_iter()
+        .filter_map(|k| by.remove(&k))
+        .map(|(mut c, threads, pools)| {
+            if c.object == "…" {
+                c.object.clear();
+            }
+            let (name, dispatches) = pools
+                .iter()
+                .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
+                .map(|(n, d)| (n.clone(), *d))
+                .unwrap_or_default();
+            c.threads = PathThreads {
+                count: threads.get(&name).map_or(0, |s| s.len() as u64),
+                name,
+                dispatches,
+            };
+            c.more_threads = pools.len().saturating_sub(1) as u64;
+            for list in [&mut c.held_by, &mut c.notified_by] {
+                list.sort_by(|x, y| y.dispatches.cmp(&x.dispatches).then(x.name.cmp(&y.name)));
+            }
+            c
+        })
+        .collect();
+    out.sort_by(|x, y| {
+        y.idle_ns
+            .cmp(&x.idle_ns)
+            .then_with(|| y.dispatches.cmp(&x.dispatches))
+    });
+    out
 }
 
 /// One resolved key: a thread's path with its figures.
@@ -299,7 +476,8 @@ pub struct ResolvedRow {
     pub process: String,
     /// See [`IdlePath::reason`].
     pub reason: String,
-    /// The JVM's reason, where a wait covers it.
+    /// The JVM's reason, where a wait covers it or the JVM's native frames
+    /// say it ([`jvm_wait`]).
     pub jvm_reason: Option<WaitReason>,
     /// See [`IdlePath::object`].
     pub object: String,
@@ -476,6 +654,30 @@ fn kernel_reason(wait: &str) -> String {
     words.to_string()
 }
 
+/// The JVM's reason for a wait no flight-recorder event covers, from the
+/// HotSpot functions of its native frames (innermost first), so that a
+/// short wait reads as the recorded long ones do: a contended monitor's
+/// entry, `Object.wait`, a park, `Thread.sleep`.
+fn jvm_wait(frames: &[PathFrame]) -> Option<WaitReason> {
+    frames
+        .iter()
+        .filter(|f| f.frame.kind == FrameKind::Native)
+        .find_map(|f| {
+            let n = f.frame.name.as_str();
+            if n.starts_with("ObjectMonitor::EnterI(") || n.starts_with("ObjectMonitor::enter(") {
+                Some(WaitReason::MonitorEnter)
+            } else if n.starts_with("ObjectMonitor::wait(") || n.starts_with("JVM_MonitorWait") {
+                Some(WaitReason::MonitorWait)
+            } else if n.starts_with("Parker::park(") || n.starts_with("Unsafe_Park") {
+                Some(WaitReason::Park)
+            } else if n.starts_with("JVM_Sleep") {
+                Some(WaitReason::Sleep)
+            } else {
+                None
+            }
+        })
+}
+
 /// Resolves every idle-causing key of `a` into a row, idleflow's own
 /// threads and (unless `all`) threads of processes the report does not
 /// show left out.
@@ -531,7 +733,8 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
     };
     let mut frames = kernel;
     frames.extend(splice(user_frames(a, k.user), java));
-    let reason = match k.reason {
+    let jvm_reason = k.reason.or_else(|| jvm_wait(&frames));
+    let reason = match jvm_reason {
         Some(reason) => reason.words().to_string(),
         None => frames
             .first()
@@ -554,7 +757,7 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
         tid: k.tid,
         process,
         reason,
-        jvm_reason: k.reason,
+        jvm_reason,
         object,
         others,
         frames,
@@ -563,14 +766,18 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
     }
 }
 
-/// Whether a path names Java code (a Java frame from the tree, the flight
-/// recorder, or a JIT frame named from a perf map).
+/// Whether a path names Java code: a Java method (`Class.method`) from the
+/// tree, the flight recorder, or a perf map. The JVM's stubs and the
+/// interpreter's blob (`_complete_monitor_locking_Java`, `Interpreter`)
+/// that a perf map names are not Java code.
 fn names_java(frames: &[PathFrame]) -> bool {
     frames.iter().any(|f| {
-        matches!(
+        (matches!(
             f.frame.kind,
-            FrameKind::Java | FrameKind::Jit | FrameKind::Inlined
-        ) || (f.source == FrameSource::Jfr)
+            FrameKind::Java | FrameKind::Jit | FrameKind::Inlined | FrameKind::Interpreted
+        ) || matches!(f.source, FrameSource::Jfr | FrameSource::Tree))
+            && f.frame.name.contains('.')
+            && !f.frame.name.contains(' ')
     })
 }
 
@@ -649,16 +856,21 @@ impl IdlePathsSection {
         java.java_idle_ns = java.java_idle_ns.saturating_sub(java.before_recorder_ns);
         java.named_ns = java.named_ns.min(java.java_idle_ns);
         java.named_pct = pct(java.named_ns, java.java_idle_ns);
-        let mut paths: Vec<IdlePath> = groups
+        let mut paths: Vec<(IdlePath, FxHashMap<String, FxHashSet<u32>>)> = groups
             .into_iter()
             .map(|((process, reason, object, frames), g)| {
+                let mut tids = FxHashMap::default();
                 let mut threads: Vec<PathThreads> = g
                     .threads
                     .into_iter()
-                    .map(|(name, (tids, dispatches))| PathThreads {
-                        name,
-                        count: tids.len() as u64,
-                        dispatches,
+                    .map(|(name, (set, dispatches))| {
+                        let count = set.len() as u64;
+                        tids.insert(name.clone(), set);
+                        PathThreads {
+                            name,
+                            count,
+                            dispatches,
+                        }
                     })
                     .collect();
                 threads.sort_by(|x, y| y.dispatches.cmp(&x.dispatches).then(x.name.cmp(&y.name)));
@@ -669,7 +881,7 @@ impl IdlePathsSection {
                     (others, Vec::new())
                 };
                 let program_frame = frames.iter().position(|f| !f.runtime);
-                IdlePath {
+                let path = IdlePath {
                     process,
                     reason,
                     object,
@@ -683,15 +895,18 @@ impl IdlePathsSection {
                     program_frame,
                     jvm_internal: !g.not_internal,
                     java_unnamed: g.java_unnamed,
-                }
+                };
+                (path, tids)
             })
             .collect();
-        paths.sort_by(|x, y| {
+        paths.sort_by(|(x, _), (y, _)| {
             y.idle_ns
                 .cmp(&x.idle_ns)
                 .then_with(|| y.dispatches.cmp(&x.dispatches))
                 .then_with(|| x.frames.cmp(&y.frames))
         });
+        let (paths, tids): (Vec<IdlePath>, Vec<_>) = paths.into_iter().unzip();
+        let causes = causes(&paths, &tids);
         let explained_ns = paths.iter().fold(0u64, |s, p| s.saturating_add(p.idle_ns));
         let dispatches = paths.iter().map(|p| p.dispatches).sum();
         // What no path shows: every cause's idle is in a.causes.
@@ -716,6 +931,7 @@ impl IdlePathsSection {
             },
             java: (!jvms.is_empty()).then_some(java),
             notes: Vec::new(),
+            causes,
             paths,
         }
     }
@@ -846,6 +1062,57 @@ mod tests {
         assert!(!native_runtime("/work/target/chain", "fill_buffer"));
         assert!(hotspot_internal("C2 CompilerThre"));
         assert!(!hotspot_internal("worker-3"));
+    }
+
+    #[test]
+    fn a_wait_no_event_covers_gets_the_jvms_reason_from_its_native_frames() {
+        use FrameKind::*;
+        use FrameSource::*;
+        let path = |names: &[&str]| -> Vec<PathFrame> {
+            let mut v = vec![f(FrameKind::Kernel, "futex_do_wait", FrameSource::Kernel)];
+            v.extend(names.iter().map(|n| f(Native, n, Stack)));
+            v.push(f(Jit, "Ledger.post", PerfMap));
+            v
+        };
+        let enter = path(&[
+            "os::PlatformEvent::park()",
+            "ObjectMonitor::EnterI(JavaThread*)",
+            "ObjectMonitor::enter(JavaThread*)",
+        ]);
+        assert_eq!(jvm_wait(&enter), Some(WaitReason::MonitorEnter));
+        // Re-entering the monitor after a notify is part of the wait.
+        let wait = path(&[
+            "os::PlatformEvent::park()",
+            "ObjectMonitor::ReenterI(JavaThread*, ObjectWaiter*)",
+            "ObjectMonitor::wait(long, bool, JavaThread*)",
+            "JVM_MonitorWait",
+        ]);
+        assert_eq!(jvm_wait(&wait), Some(WaitReason::MonitorWait));
+        let park = path(&["Parker::park(bool, long)", "Unsafe_Park"]);
+        assert_eq!(jvm_wait(&park), Some(WaitReason::Park));
+        assert_eq!(jvm_wait(&path(&["JVM_Sleep"])), Some(WaitReason::Sleep));
+        // The JVM's own waits are not the program's.
+        let gc = path(&["os::PlatformMonitor::wait(long)", "Monitor::wait(long)"]);
+        assert_eq!(jvm_wait(&gc), None);
+    }
+
+    #[test]
+    fn only_java_methods_count_as_named_java_frames() {
+        use FrameKind::*;
+        use FrameSource::*;
+        let stub = f(Jit, "_complete_monitor_locking_Java", PerfMap);
+        let runtime1 = f(Jit, "monitorenter_nofpu Runtime1 stub", PerfMap);
+        let interpreter = f(Interpreted, "Interpreter", PerfMap);
+        assert!(!names_java(&[stub.clone(), runtime1, interpreter]));
+        assert!(names_java(&[
+            stub.clone(),
+            f(Jit, "Waits$Ledger.post", PerfMap)
+        ]));
+        assert!(names_java(&[
+            f(Native, "Unsafe_Park", Stack),
+            f(Java, "Pool.take", Jfr)
+        ]));
+        assert!(names_java(&[f(Java, "Ledger.post", Tree)]));
     }
 
     #[test]

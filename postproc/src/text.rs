@@ -563,15 +563,15 @@ fn render_headline(o: &mut String, r: &Report) -> std::fmt::Result {
             WIDTH
         )
     )?;
-    for p in ip.paths.iter().take(HEADLINE_PATHS) {
-        if p.share_pct < HEADLINE_MIN_SHARE {
+    for c in ip.causes.iter().take(HEADLINE_PATHS) {
+        if c.share_pct < HEADLINE_MIN_SHARE {
             break;
         }
         writeln!(
             o,
             "{}",
             fit(
-                &format!("# {:>5.1} %  {}", p.share_pct, cause_words(p)),
+                &format!("# {:>5.1} %  {}", c.share_pct, cause_words(c)),
                 WIDTH
             )
         )?;
@@ -600,7 +600,7 @@ fn render_headline(o: &mut String, r: &Report) -> std::fmt::Result {
     if let Some(j) = &ip.java {
         if j.java_idle_ns > 0 || j.before_recorder_ns > 0 {
             let mut line = format!(
-                "#   Java: {:.1} % of the Java threads' idle ({} ms) has Java frames",
+                "Java: {:.1} % of the Java threads' idle ({} ms) has Java frames",
                 j.named_pct,
                 ms(j.java_idle_ns)
             );
@@ -610,7 +610,9 @@ fn render_headline(o: &mut String, r: &Report) -> std::fmt::Result {
                     ms(j.before_recorder_ns)
                 ));
             }
-            writeln!(o, "{}", fit(&line, WIDTH))?;
+            for l in wrap(&line, "#  ", "#    ", WIDTH) {
+                writeln!(o, "{l}")?;
+            }
         }
     }
     Ok(())
@@ -621,41 +623,36 @@ const HEADLINE_PATHS: usize = 5;
 /// The smallest share of idle a headline path has, %.
 const HEADLINE_MIN_SHARE: f64 = 0.5;
 
-/// A path's cause in words: `monitor enter on Ledger — worker-* ×8 in
+/// A cause in words: `monitor enter on Ledger — worker-* ×8 in
 /// Ledger.post:74, held by clerk-*`.
-fn cause_words(p: &crate::idlepaths::IdlePath) -> String {
-    let mut s = p.reason.clone();
-    if !p.object.is_empty() {
-        s.push_str(&format!(" on {}", p.object));
+fn cause_words(c: &crate::idlepaths::Cause) -> String {
+    let mut s = c.reason.clone();
+    if !c.object.is_empty() {
+        s.push_str(&format!(" on {}", c.object));
     }
-    if let Some(t) = p.threads.first() {
-        s.push_str(&format!(" — {}", p.process_threads(t)));
-        if p.threads.len() > 1 {
-            s.push_str(&format!(" +{} more", p.threads.len() - 1));
-        }
+    let t = &c.threads;
+    s.push_str(" — ");
+    s.push_str(&t.name);
+    if t.count > 1 {
+        s.push_str(&format!(" ×{}", t.count));
     }
-    match p.program() {
-        Some(f) => s.push_str(&format!(" in {}", frame_words(&f.frame))),
-        None => {
-            // The first frame outside the kernel and the C library's
-            // internals (`__futex_…`, `___pthread_…`).
-            let f = p.frames.iter().find(|f| {
-                f.frame.kind != crate::path::FrameKind::Kernel && !f.frame.name.starts_with('_')
-            });
-            if let Some(f) = f {
-                s.push_str(&format!(" in {}", frame_words(&f.frame)));
-            }
-            s.push_str(if p.jvm_internal {
-                " (the JVM's own threads)"
-            } else {
-                " (no program frame)"
-            });
-        }
+    if c.more_threads > 0 {
+        s.push_str(&format!(" +{} more", c.more_threads));
     }
-    if let Some(h) = p.held_by.first() {
+    if let Some(f) = &c.frame {
+        s.push_str(&format!(" in {}", frame_words(&f.frame)));
+    }
+    if !c.program {
+        s.push_str(if c.jvm_internal {
+            " (HotSpot, not the program's code)"
+        } else {
+            " (no program frame)"
+        });
+    }
+    if let Some(h) = c.held_by.first() {
         s.push_str(&format!(", held by {}", h.name));
     }
-    if let Some(h) = p.notified_by.first() {
+    if let Some(h) = c.notified_by.first() {
         s.push_str(&format!(", notified by {}", h.name));
     }
     s
