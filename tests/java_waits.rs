@@ -227,15 +227,7 @@ fn named_rows(r: &Value) -> Vec<String> {
 fn a_running_jvm_recorded_with_pid_gives_the_same_path_through_the_attach_mechanism() {
     let Some(_m) = machine() else { return };
     let classes = java_examples();
-    // Started without idleflow.
-    let mut jvm = std::process::Command::new(Path::new(JDK17).join("bin/java"))
-        .arg("-cp")
-        .arg(classes.path())
-        .args(["Waits", "convoy", "10"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut jvm = running_convoy_jvm(classes.path(), "10");
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("p.idleflow");
     let out = run(idleflow()

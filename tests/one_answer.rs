@@ -281,14 +281,7 @@ fn a_reentrant_lock_convoy_is_named_by_default() {
 fn a_running_jvm_recorded_with_pid_by_default_names_its_convoy() {
     let Some(_m) = machine() else { return };
     let classes = java_examples();
-    let mut jvm = std::process::Command::new(Path::new(JDK17).join("bin/java"))
-        .arg("-cp")
-        .arg(classes.path())
-        .args(["Waits", "convoy", "10"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut jvm = running_convoy_jvm(classes.path(), "10");
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("p.idleflow");
     let out = run(idleflow()

@@ -273,3 +273,17 @@ pub fn under_perf<T>(
     assert!(script.status.success(), "perf script: {}", stderr(&script));
     (result, stdout(&script))
 }
+
+/// `java Waits convoy SECONDS` started without idleflow (for `--pid`), given
+/// 1.5 s to start.
+pub fn running_convoy_jvm(classes: &Path, seconds: &str) -> std::process::Child {
+    let jvm = std::process::Command::new(Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes)
+        .args(["Waits", "convoy", seconds])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    jvm
+}
