@@ -6,6 +6,9 @@ mod common;
 
 use common::*;
 use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn record_dutycycle(dir: &tempfile::TempDir, args: &[&str]) -> (Value, Vec<(i64, u64)>) {
     let rec = dir.path().join("run.idleflow");
@@ -320,62 +323,166 @@ fn perf_idle_ns(switches: &[PerfSwitch], start_ns: u64, stop_ns: u64) -> Vec<(u3
         .collect()
 }
 
+/// A second `perf record --switch-events -a` started while `idleflow` (pid
+/// `recorder`) records: it waits until idleflow's command runs (idleflow
+/// opened its events before it starts the command), then starts perf, and
+/// returns it with the time its events were surely open (on our clock).
+fn second_perf_after(recorder: u32, pdata: &Path) -> (std::process::Child, u64) {
+    let children = format!("/proc/{recorder}/task/{recorder}/children");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&children).map_or(true, |c| c.trim().is_empty()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "idleflow never started its command"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let perf = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-k",
+            "CLOCK_MONOTONIC",
+            "-a",
+            "-e",
+            "dummy",
+            "--switch-events",
+            "-o",
+        ])
+        .arg(pdata)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("perf is installed (Debian's linux-perf)");
+    // perf opens its events within a few hundred ms; the window compared
+    // starts after that.
+    std::thread::sleep(Duration::from_millis(700));
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (perf, ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// idleflow's idle time per CPU agrees with perf's switch records.
+///
+/// Each tracer's switch record of one switch is written in turn, newest
+/// tracer first, and on this machine kind each takes ~0.8 µs on average
+/// (3 µs at times) at a switch-out, much less at a switch-in: two perf
+/// recorders of the same run differ by 0.6–1.0 % of the idle under sched
+/// pipe's 20 k idle intervals per second and CPU (measured,
+/// PERFORMANCE.md §1), so one perf recorder is no reference to 0.2 %.
+/// Two are: perf A starts before idleflow and perf B after it, so the
+/// kernel writes B's record of a switch first, idleflow's next, A's last;
+/// idleflow's idle must then lie between A's and B's, within 0.2 %.
 #[test]
 fn idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("pipe.idleflow");
-    let (r, switches) = under_perf_switch_records(&dir, || {
-        let out = run(idleflow()
+    let b_data = dir.path().join("perf-b.data");
+    let ((from_ns, b_script), switches_a) = under_perf_switch_records(&dir, || {
+        let recorder = idleflow()
             .args(["record", "-q", "-o"])
             .arg(&rec)
-            .args(["--", "perf", "bench", "sched", "pipe", "-l", "60000"]));
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "sleep 1; exec perf bench sched pipe -l 60000",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (mut perf_b, from_ns) = second_perf_after(recorder.id(), &b_data);
+        let out = recorder.wait_with_output().unwrap();
         assert!(out.status.success(), "record: {}", stderr(&out));
-        report_json(&rec)
+        // SAFETY: kill has no memory effects.
+        unsafe { libc::kill(perf_b.id() as i32, libc::SIGINT) };
+        perf_b.wait().unwrap();
+        let script = run(Command::new("perf")
+            .args([
+                "script",
+                "--ns",
+                "--show-switch-events",
+                "-F",
+                "tid,cpu,time",
+                "-i",
+            ])
+            .arg(&b_data));
+        assert!(script.status.success(), "perf script: {}", stderr(&script));
+        (from_ns, stdout(&script))
     });
-    let perf = perf_idle_ns(&switches, u(&r, "start_ns"), u(&r, "stop_ns"));
+    let switches_b = perf_switches(&b_script);
+    let whole = report_json(&rec);
+    assert!(
+        from_ns > u(&whole, "start_ns"),
+        "perf B started before idleflow's window"
+    );
+    let from_s = format!("{:.9}", (from_ns - u(&whole, "start_ns")) as f64 / 1e9);
+    let out = run(idleflow()
+        .args(["report", "--format", "json", "--from", &from_s])
+        .arg(&rec));
+    assert!(out.status.success(), "report --from: {}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (start_ns, stop_ns) = (u(&r, "start_ns"), u(&r, "stop_ns"));
+    assert!(
+        start_ns.abs_diff(from_ns) < 1_000,
+        "window starts at {start_ns}, asked {from_ns}"
+    );
+    let perf_a = perf_idle_ns(&switches_a, start_ns, stop_ns);
+    let perf_b = perf_idle_ns(&switches_b, start_ns, stop_ns);
     let per_cpu = r["per_cpu"].as_array().unwrap();
-    assert_eq!(perf.len(), per_cpu.len(), "perf saw CPUs {perf:?}");
+    assert_eq!(perf_a.len(), per_cpu.len(), "perf A saw CPUs {perf_a:?}");
+    assert_eq!(perf_b.len(), per_cpu.len(), "perf B saw CPUs {perf_b:?}");
     let mut outside_range = Vec::new();
-    for (c, (pcpu, perf_ns)) in per_cpu.iter().zip(&perf) {
+    for ((c, (pcpu, a_ns)), (_, b_ns)) in per_cpu.iter().zip(&perf_a).zip(&perf_b) {
         assert_eq!(u(c, "cpu"), u64::from(*pcpu));
         let ours = u(c, "idle_ns");
-        let diff_pct = 100.0 * ours.abs_diff(*perf_ns) as f64 / (*perf_ns).max(1) as f64;
+        let (lo, hi_perf) = ((*a_ns).min(*b_ns), (*a_ns).max(*b_ns));
         println!(
-            "| CPU {pcpu} | idleflow idle {:.3} ms (unknown {:.3} ms, {} breaks) | perf switch records {:.3} ms | {diff_pct:.3} % | window {:.1} ms |",
+            "| CPU {pcpu} | idleflow idle {:.3} ms (unknown {:.3} ms, {} breaks) | perf A {:.3} ms, perf B {:.3} ms ({:.3} % apart) | window {:.1} ms |",
             ours as f64 / 1e6,
             u(c, "unknown_ns") as f64 / 1e6,
             u(c, "breaks"),
-            *perf_ns as f64 / 1e6,
+            *a_ns as f64 / 1e6,
+            *b_ns as f64 / 1e6,
+            100.0 * (hi_perf - lo) as f64 / lo.max(1) as f64,
             u(&r, "duration_ns") as f64 / 1e6
         );
         assert!(
-            *perf_ns > u(&r, "duration_ns") / 10,
-            "CPU {pcpu}: sched pipe should leave the CPU idle often: {perf_ns} ns"
+            lo > u(&r, "duration_ns") / 10,
+            "CPU {pcpu}: sched pipe should leave the CPU idle often: {lo} ns"
         );
-        // The kernel's idle reads lower here, as much as the wake-ups explain.
-        let kernel = u(c, "kernel_idle_ns");
+        // The kernel's idle (/proc/stat, read at the recording's start and
+        // end) reads lower here, as much as the wake-ups explain.
+        let w = &whole["per_cpu"][u(c, "cpu") as usize];
+        let kernel = u(w, "kernel_idle_ns");
         println!(
-            "|   | /proc/stat {:.3} ms, {:.1} µs per dispatch from idle below, flagged: {} |",
+            "|   | whole recording: idleflow {:.3} ms, /proc/stat {:.3} ms, {:.1} µs per dispatch from idle below, flagged: {} |",
+            u(w, "idle_ns") as f64 / 1e6,
             kernel as f64 / 1e6,
-            ours.saturating_sub(kernel) as f64 / 1e3 / u(c, "idle_dispatches_from").max(1) as f64,
-            c["kernel_differs"]
+            u(w, "idle_ns").saturating_sub(kernel) as f64 / 1e3 / u(w, "idle_dispatches_from").max(1) as f64,
+            w["kernel_differs"]
         );
-        assert_eq!(c["kernel_differs"], false, "{c}");
+        assert_eq!(w["kernel_differs"], false, "{w}");
         // Where a CPU's stream breaks (records of pid 1's threads never
         // arrive here, NOTES.md), idleflow says the idle lies in
-        // [idle, idle + unknown]; perf's records must fall in that range,
+        // [idle, idle + unknown]; that range must meet perf's [A, B] range,
         // within 0.2 %. Without breaks, unknown is 0: idle itself.
         let hi = ours + u(c, "unknown_ns");
-        let outside = if *perf_ns < ours {
-            ours - perf_ns
+        let outside = if hi < lo {
+            lo - hi
         } else {
-            perf_ns.saturating_sub(hi)
+            ours.saturating_sub(hi_perf)
         };
-        let outside_pct = 100.0 * outside as f64 / (*perf_ns).max(1) as f64;
+        let outside_pct = 100.0 * outside as f64 / lo.max(1) as f64;
         if outside_pct > 0.2 {
             outside_range.push(format!(
-                "CPU {pcpu}: idleflow {ours}..{hi} ns idle, perf's switch records {perf_ns} ns ({outside_pct:.3} % outside)"
+                "CPU {pcpu}: idleflow {ours}..{hi} ns idle, perf's switch records {lo}..{hi_perf} ns ({outside_pct:.3} % outside)"
             ));
         }
     }
@@ -384,7 +491,7 @@ fn idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
     if !outside_range.is_empty() {
         let kept = dir.keep();
         panic!(
-            "{} (over 0.2 %); pipe.idleflow and perf.data are kept in {}",
+            "{} (over 0.2 %); pipe.idleflow, perf.data (A) and perf-b.data are kept in {}",
             outside_range.join("; "),
             kept.display()
         );
