@@ -307,11 +307,11 @@ fn a_jit_compiled_java_method_is_named_from_the_light_agents_perf_map() {
         "{} of {waiter_idle} dispatches to idle on the JIT path",
         u(top, "idle_dispatches_to")
     );
-    // Without it (the flight recorder's waits alone), JIT frames are not
-    // named, and the report says how to name them.
+    // Without it (`--java waits`: the flight recorder's waits alone), JIT
+    // frames are not named, and the report says how to name them.
     let rec = dir.path().join("w.idleflow");
     let out = run(idleflow()
-        .args(["record", "-q", "-o"])
+        .args(["record", "-q", "--java", "waits", "-o"])
         .arg(&rec)
         .arg("--")
         .arg(&java)
