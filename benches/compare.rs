@@ -675,7 +675,11 @@ fn waits(reps: usize) {
                 if mode > 0 {
                     let threshold_ns = (thresholds_ms[mode - 1] * 1e6) as u64;
                     let jfc = dir.path().join("w.jfc");
-                    std::fs::write(&jfc, idleflow_jfr::settings(threshold_ns)).unwrap();
+                    std::fs::write(
+                        &jfc,
+                        idleflow_jfr::settings(&idleflow_jfr::Thresholds::all(threshold_ns)),
+                    )
+                    .unwrap();
                     cmd.arg("-Xlog:jfr+startup=error").arg(format!(
                         "-XX:StartFlightRecording=name=idleflow,settings={},filename={},dumponexit=true",
                         jfc.display(),
@@ -688,7 +692,7 @@ fn waits(reps: usize) {
                     let opts = idleflow_jfr::Options {
                         pid: 1,
                         offset_ns: 0,
-                        threshold_ns: 0,
+                        thresholds: idleflow_jfr::Thresholds::all(0),
                         ephemeral_ports: (32768, 60999),
                     };
                     let head = idleflow_jfr::convert(&jfr, &opts, |_| Ok::<(), std::io::Error>(()))

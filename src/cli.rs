@@ -133,6 +133,8 @@ pub struct JfrConvertArgs {
     pub offset_ns: i64,
     /// The threshold the JVM recorded with, ns.
     pub threshold_ns: u64,
+    /// The threshold of its contended monitor enters, ns.
+    pub monitor_threshold_ns: u64,
     /// The ephemeral port range's first port.
     pub ports_from: u16,
     /// Its last port.
@@ -198,6 +200,17 @@ pub struct RecordArgs {
     /// (every wait) about as much, with 50x the events (docs/PERFORMANCE.md).
     #[arg(long, default_value_t = 10.0, value_name = "MS")]
     pub wait_threshold: f64,
+
+    /// Contended monitor enters (a thread blocked entering `synchronized`)
+    /// shorter than this many ms are not recorded. 0 records each one with
+    /// its Java stack, the monitor's class and its previous owner: what
+    /// names a --pid JVM's short monitor waits (its JIT code has no frame
+    /// pointers for the stacks at the switch-outs to walk), at a cost that
+    /// grows with the contention: H2 under a hot-row update load ran at
+    /// 0.82x with 0, median of 4 alternating windows (docs/PERFORMANCE.md
+    /// 3o). Default: --wait-threshold's.
+    #[arg(long, value_name = "MS")]
+    pub monitor_threshold: Option<f64>,
 
     /// The JVM agent to inject for `--java tree` and `--java stacks`
     /// (default: libidleflow_agent.so beside the idleflow executable).

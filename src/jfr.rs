@@ -32,22 +32,31 @@ const RECORDING_NAME: &str = "idleflow";
 /// The flight recorder's part of a recording in progress.
 pub struct Waits {
     dir: tempfile::TempDir,
-    threshold_ns: u64,
+    thresholds: idleflow_jfr::Thresholds,
 }
 
-/// Prepares the directory and the options for JVMs waits `threshold_ms` or longer.
-pub fn prepare(threshold_ms: f64) -> anyhow::Result<Waits> {
-    if !(threshold_ms.is_finite() && threshold_ms >= 0.0) {
-        anyhow::bail!("--wait-threshold must be 0 or more ms, not {threshold_ms}");
+/// Milliseconds from an option, as ns.
+fn threshold_ns(option: &str, ms: f64) -> anyhow::Result<u64> {
+    if !(ms.is_finite() && ms >= 0.0) {
+        anyhow::bail!("{option} must be 0 or more ms, not {ms}");
     }
-    let threshold_ns = (threshold_ms * 1e6).round() as u64;
+    Ok((ms * 1e6).round() as u64)
+}
+
+/// Prepares the directory and the options for JVM waits `wait_ms` or
+/// longer, and contended monitor enters `monitor_ms` or longer.
+pub fn prepare(wait_ms: f64, monitor_ms: f64) -> anyhow::Result<Waits> {
+    let thresholds = idleflow_jfr::Thresholds {
+        wait_ns: threshold_ns("--wait-threshold", wait_ms)?,
+        monitor_enter_ns: threshold_ns("--monitor-threshold", monitor_ms)?,
+    };
     let dir = tempfile::Builder::new()
         .prefix("idleflow-jfr-")
         .tempdir()
         .context("cannot create a directory for the JVMs' flight recordings")?;
     crate::agent::check_plain(dir.path(), "the temporary directory")?;
     let jfc = dir.path().join("idleflow.jfc");
-    std::fs::write(&jfc, idleflow_jfr::settings(threshold_ns))
+    std::fs::write(&jfc, idleflow_jfr::settings(&thresholds))
         .with_context(|| format!("cannot write {}", jfc.display()))?;
     std::fs::set_permissions(&jfc, std::fs::Permissions::from_mode(0o644))
         .with_context(|| format!("cannot set the permissions of {}", jfc.display()))?;
@@ -57,7 +66,7 @@ pub fn prepare(threshold_ms: f64) -> anyhow::Result<Waits> {
         .with_context(|| format!("cannot set the permissions of {}", dir.path().display()))?;
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o1733))
         .with_context(|| format!("cannot set the permissions of {}", out.display()))?;
-    Ok(Waits { dir, threshold_ns })
+    Ok(Waits { dir, thresholds })
 }
 
 /// This machine's ephemeral port range (Linux's default if unreadable).
@@ -280,7 +289,10 @@ pub fn convert_child(args: crate::cli::JfrConvertArgs) -> anyhow::Result<()> {
     let opts = idleflow_jfr::Options {
         pid: args.pid,
         offset_ns: args.offset_ns,
-        threshold_ns: args.threshold_ns,
+        thresholds: idleflow_jfr::Thresholds {
+            wait_ns: args.threshold_ns,
+            monitor_enter_ns: args.monitor_threshold_ns,
+        },
         ephemeral_ports: (args.ports_from, args.ports_to),
     };
     let head = idleflow_jfr::convert(&args.input, &opts, |r| w.write(&r))?;
@@ -312,7 +324,8 @@ impl Waits {
             .args([
                 pid.to_string(),
                 offset_ns.to_string(),
-                self.threshold_ns.to_string(),
+                self.thresholds.wait_ns.to_string(),
+                self.thresholds.monitor_enter_ns.to_string(),
                 lo.to_string(),
                 hi.to_string(),
             ])
@@ -502,7 +515,8 @@ impl Waits {
                         pid,
                         source: "jfr".into(),
                         file: path.display().to_string(),
-                        threshold_ns: self.threshold_ns,
+                        threshold_ns: self.thresholds.wait_ns,
+                        monitor_enter_threshold_ns: Some(self.thresholds.monitor_enter_ns),
                         clock_offset_ns: offset_ns,
                         ..Default::default()
                     }

@@ -84,6 +84,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     let waits = if java(JavaMode::Waits) && (!args.command.is_empty() || args.pid.is_some()) {
         Some(std::sync::Arc::new(crate::jfr::prepare(
             args.wait_threshold,
+            args.monitor_threshold.unwrap_or(args.wait_threshold),
         )?))
     } else {
         None

@@ -7,6 +7,7 @@
 # load alone; any other mode records the running server with
 # `idleflow record --pid PID` (noagent: --no-agent; waits: the default Java
 # mode, JFR started through the attach mechanism, WT=MS for --wait-threshold;
+# mon10: the default but contended monitor enters at JFR's 10 ms too;
 # all: --no-agent --all-switch-samples; perf: `perf record -a` of the same
 # kernel records as idleflow's default, to tell the kernel's part of the cost
 # from the recorder's). The recorder starts SETTLE s (default
@@ -61,6 +62,7 @@ for r in $(seq $ROUNDS); do
         case $m in
           noagent) A="--no-agent" ;;
           waits) A="${WT:+--wait-threshold $WT}" ;;
+          mon10) A="--monitor-threshold 10" ;;
           all) A="--no-agent --all-switch-samples" ;;
         esac
         if [ $m = perf ]; then

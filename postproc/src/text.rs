@@ -1119,8 +1119,15 @@ fn render_java_waits(
         .jvms
         .iter()
         .map(|j| {
+            let enters = if j.monitor_enter_threshold_ns == j.threshold_ns {
+                String::new()
+            } else if j.monitor_enter_threshold_ns == 0 {
+                ", monitor enters all".to_string()
+            } else {
+                format!(", monitor enters ≥ {} ms", ms(j.monitor_enter_threshold_ns))
+            };
             format!(
-                "JVM {}: {} waits ≥ {} ms",
+                "JVM {}: {} waits ≥ {} ms{enters}",
                 j.pid,
                 count(j.waits),
                 ms(j.threshold_ns)

@@ -491,6 +491,9 @@ pub struct JvmWaitsRow {
     pub bytes_per_wait: f64,
     /// Waits shorter than this were not recorded, ns.
     pub threshold_ns: u64,
+    /// Contended monitor enters shorter than this were not recorded, ns
+    /// (`threshold_ns` in recordings that did not set it apart).
+    pub monitor_enter_threshold_ns: u64,
     /// When its flight recording ran, ns on the recording's clock.
     pub recorded_from_ns: u64,
     /// See `recorded_from_ns`.
@@ -597,6 +600,9 @@ impl JavaWaitsSection {
                     file_bytes: j.file_bytes,
                     bytes_per_wait: j.file_bytes as f64 / j.waits.max(1) as f64,
                     threshold_ns: j.threshold_ns,
+                    monitor_enter_threshold_ns: j
+                        .monitor_enter_threshold_ns
+                        .unwrap_or(j.threshold_ns),
                     recorded_from_ns: j.recorded_from_ns,
                     recorded_to_ns: j.recorded_to_ns,
                 })

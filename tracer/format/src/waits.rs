@@ -257,6 +257,10 @@ pub struct JvmWaits {
     pub waits_without_stack: u64,
     /// The wait threshold the JVM recorded with, ns (0: every wait).
     pub threshold_ns: u64,
+    /// The threshold of its contended monitor enters, ns, where it differs
+    /// from `threshold_ns` (recordings before it was set apart: absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub monitor_enter_threshold_ns: Option<u64>,
     /// What was added to JFR's wall-clock ns to get the recording's clock.
     pub clock_offset_ns: i64,
     /// When the JVM's flight recording began and ended, ns on the

@@ -40,10 +40,10 @@ pub struct Options {
     /// Added to JFR's wall-clock ns (since the epoch) to get ns on the
     /// recording's clock: the recording's `start_ns - start_unix_ns`.
     pub offset_ns: i64,
-    /// The wait threshold the JVM recorded with, ns: shorter waits are left
-    /// out (a recording the user runs at the same time in that JVM shares
-    /// its events, at its own thresholds).
-    pub threshold_ns: u64,
+    /// The thresholds the JVM recorded with: shorter waits are left out (a
+    /// recording the user runs at the same time in that JVM shares its
+    /// events, at its own thresholds).
+    pub thresholds: Thresholds,
     /// The machine's ephemeral ports (`ip_local_port_range`): a socket's
     /// port in this range is a connection's own (the peer of a server's
     /// socket, or a server that chose port 0), shown as `*` so that one
@@ -51,17 +51,49 @@ pub struct Options {
     pub ephemeral_ports: (u16, u16),
 }
 
+/// The wait thresholds idleflow records a JVM's waits with, ns: a wait
+/// shorter than its reason's threshold is not recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    /// Every reason but monitor enter (`record --wait-threshold`).
+    pub wait_ns: u64,
+    /// Contended monitor enters (`record --monitor-threshold`). A thread
+    /// records one only where it found the monitor held and had to block:
+    /// the event is written on a path that already waits, which is why it
+    /// can be lower than the others (a pool's parks, one per request, cost
+    /// throughput when each is recorded).
+    pub monitor_enter_ns: u64,
+}
+
+impl Thresholds {
+    /// The same threshold for every reason.
+    pub fn all(ns: u64) -> Self {
+        Thresholds {
+            wait_ns: ns,
+            monitor_enter_ns: ns,
+        }
+    }
+
+    /// The threshold of `reason`'s waits.
+    pub fn of(&self, reason: WaitReason) -> u64 {
+        match reason {
+            WaitReason::MonitorEnter => self.monitor_enter_ns,
+            _ => self.wait_ns,
+        }
+    }
+}
+
 /// The JFR settings file (`.jfc`) idleflow gives a JVM: the wait events
-/// idleflow reads, with stacks, at `threshold_ns`, and nothing else (an
-/// event a settings file does not name stays off).
-pub fn settings(threshold_ns: u64) -> String {
-    let threshold = format!("{} us", threshold_ns / 1000);
+/// idleflow reads, with stacks, each at its reason's threshold, and nothing
+/// else (an event a settings file does not name stays off).
+pub fn settings(thresholds: &Thresholds) -> String {
     let mut s = String::from(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
          <configuration version=\"2.0\" label=\"idleflow\" \
          description=\"idleflow: the waits of Java threads, with stacks\" provider=\"idleflow\">\n",
     );
     for r in WaitReason::ALL {
+        let threshold = format!("{} us", thresholds.of(r) / 1000);
         s.push_str(&format!(
             "  <event name=\"{}\"><setting name=\"enabled\">true</setting>\
              <setting name=\"stackTrace\">true</setting>\
@@ -129,7 +161,8 @@ pub fn convert_from<E: std::error::Error + 'static>(
             source: "jfr".into(),
             file: name.to_string(),
             file_bytes,
-            threshold_ns: opts.threshold_ns,
+            threshold_ns: opts.thresholds.wait_ns,
+            monitor_enter_threshold_ns: Some(opts.thresholds.monitor_enter_ns),
             clock_offset_ns: opts.offset_ns,
             ..Default::default()
         },
@@ -309,7 +342,7 @@ impl Converter {
             / i128::from(h.ticks_per_second.max(1))) as u64;
         // A recording the user runs at the same time shares its events
         // with idleflow's: its lower thresholds must not leak in.
-        if duration_ns < self.opts.threshold_ns {
+        if duration_ns < self.opts.thresholds.of(reason) {
             return None;
         }
         let stack = self.stack(v, &mut cache.stacks);
@@ -439,15 +472,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn settings_enable_every_wait_with_stacks_at_the_threshold() {
-        let s = settings(1_500_000);
+    fn settings_enable_every_wait_with_stacks_at_its_reasons_threshold() {
+        let s = settings(&Thresholds {
+            wait_ns: 1_500_000,
+            monitor_enter_ns: 0,
+        });
         for r in WaitReason::ALL {
             assert!(s.contains(&format!("\"{}\"", r.jfr_event())));
         }
         assert_eq!(
             s.matches("<setting name=\"threshold\">1500 us</setting>")
                 .count(),
-            9
+            8
+        );
+        let enter = s
+            .lines()
+            .find(|l| l.contains("jdk.JavaMonitorEnter"))
+            .unwrap();
+        assert!(
+            enter.contains("<setting name=\"threshold\">0 us</setting>"),
+            "{enter}"
         );
         assert_eq!(s.matches("stackTrace\">true").count(), 9);
     }

@@ -47,7 +47,11 @@ fn real_recording(dir: &Path) -> Vec<u8> {
     let src = dir.join("Seed.java");
     std::fs::write(&src, CONVOY).unwrap();
     let jfc = dir.join("idleflow.jfc");
-    std::fs::write(&jfc, idleflow_jfr::settings(0)).unwrap();
+    std::fs::write(
+        &jfc,
+        idleflow_jfr::settings(&idleflow_jfr::Thresholds::all(0)),
+    )
+    .unwrap();
     let jfr = dir.join("seed.jfr");
     let out = Command::new(java)
         .arg(format!(
@@ -84,7 +88,7 @@ fn the_jfr_reader_survives_fuzzing() {
         &idleflow_jfr::Options {
             pid: 1,
             offset_ns: 0,
-            threshold_ns: 0,
+            thresholds: idleflow_jfr::Thresholds::all(0),
             ephemeral_ports: (32768, 60999),
         },
         |r| {

@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     let opts = Options {
         pid: 1,
         offset_ns: 0,
-        threshold_ns: 0,
+        thresholds: idleflow_jfr::Thresholds::all(0),
         ephemeral_ports: (32768, 60999),
     };
     let _ = convert_from(
