@@ -693,6 +693,7 @@ fn waits(reps: usize) {
                         pid: 1,
                         offset_ns: 0,
                         thresholds: idleflow_jfr::Thresholds::all(0),
+                        all_waits: Vec::new(),
                         ephemeral_ports: (32768, 60999),
                     };
                     let head = idleflow_jfr::convert(&jfr, &opts, |_| Ok::<(), std::io::Error>(()))

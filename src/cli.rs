@@ -135,6 +135,9 @@ pub struct JfrConvertArgs {
     pub threshold_ns: u64,
     /// The threshold of its contended monitor enters, ns.
     pub monitor_threshold_ns: u64,
+    /// When it recorded every wait (`idleflow_jfr::Options::all_waits`):
+    /// `FROM-TO,…` in ns on the recording's clock, `-` for none.
+    pub all_waits: String,
     /// The ephemeral port range's first port.
     pub ports_from: u16,
     /// Its last port.
@@ -211,6 +214,18 @@ pub struct RecordArgs {
     /// 3o). Default: --wait-threshold's.
     #[arg(long, value_name = "MS")]
     pub monitor_threshold: Option<f64>,
+
+    /// While a JVM's threads block fewer than RATE times a second per CPU,
+    /// its flight recorder records every wait, whatever its length (a
+    /// second recording at 0 ms, stopped as soon as the rate exceeds 1.5x
+    /// RATE, started again when it falls back): short waits of a program
+    /// that waits rarely get their Java frames at little cost, while a
+    /// server that waits tens of thousands of times a second keeps the
+    /// thresholds above. Measured every half second from the recorder's
+    /// own switch records; the report says when every wait was recorded.
+    /// 0: never, the thresholds alone.
+    #[arg(long, default_value_t = 1500.0, value_name = "RATE")]
+    pub all_waits_below: f64,
 
     /// The JVM agent to inject for `--java tree` and `--java stacks`
     /// (default: libidleflow_agent.so beside the idleflow executable).

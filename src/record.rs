@@ -11,7 +11,8 @@ use idleflow_tracer::{procfs, RecordOptions, Recorder};
 
 use crate::cli::{JavaMode, RecordArgs};
 
-/// The longest the loop sleeps while a live status line is shown, ms.
+/// The longest the loop sleeps while a live status line is shown or a
+/// JVM policy watches rates ([`crate::jfr::RATE_PERIOD`]), ms.
 const STATUS_MS: i32 = 250;
 
 enum Target {
@@ -85,6 +86,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         Some(std::sync::Arc::new(crate::jfr::prepare(
             args.wait_threshold,
             args.monitor_threshold.unwrap_or(args.wait_threshold),
+            args.all_waits_below,
+            recorder.cpus().len(),
         )?))
     } else {
         None
@@ -167,6 +170,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     let show_status = !args.quiet && args.command.is_empty();
     let status = crate::progress::status_line();
     let mut last_status = Instant::now();
+    let mut last_rate = Instant::now();
     let (reason, exit) = loop {
         if show_status && last_status.elapsed() >= Duration::from_millis(250) {
             last_status = Instant::now();
@@ -179,7 +183,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             ));
             status.tick();
         }
-        let mut max_wait = if show_status { STATUS_MS } else { i32::MAX };
+        let mut max_wait = if show_status || watch.is_some() {
+            STATUS_MS
+        } else {
+            i32::MAX
+        };
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now()).as_millis();
             max_wait = max_wait.min(left.min(i32::MAX as u128) as i32);
@@ -200,6 +208,15 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         let renamed = recorder.take_renamed_processes();
         if let Some(w) = &watch {
             w.renamed(renamed);
+            // The JVMs' policy: how often their threads block.
+            if last_rate.elapsed() >= crate::jfr::RATE_PERIOD {
+                last_rate = Instant::now();
+                recorder.count_blocking_switch_outs(&w.counted());
+                w.blocking(
+                    idleflow_tracer::sys::monotonic_ns(),
+                    recorder.blocking_switch_outs(),
+                );
+            }
         }
         if let Target::Command(child) = &mut target {
             if let Some(status) = child.try_wait().context("waiting for the command")? {
@@ -256,7 +273,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             eprintln!("idleflow: note: no JVM ran in the recorded processes: no Java waits");
         }
         let offset = recorder.clock_offset_ns();
-        notes.extend(w.collect(&mut recorder, offset, args.quiet)?);
+        notes.extend(w.collect(&mut recorder, &watched, offset, args.quiet)?);
         recorder.set_java_notes(notes);
     }
     let kept = kept_so_far(recorder.partial_path());

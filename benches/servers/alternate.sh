@@ -8,6 +8,8 @@
 # `idleflow record --pid PID` (noagent: --no-agent; waits: the default Java
 # mode, JFR started through the attach mechanism, WT=MS for --wait-threshold;
 # mon10: the default but contended monitor enters at JFR's 10 ms too;
+# nopolicy: the default without the policy that records every wait while
+# the JVM waits rarely (--all-waits-below 0);
 # all: --no-agent --all-switch-samples; perf: `perf record -a` of the same
 # kernel records as idleflow's default, to tell the kernel's part of the cost
 # from the recorder's). The recorder starts SETTLE s (default
@@ -63,6 +65,7 @@ for r in $(seq $ROUNDS); do
           noagent) A="--no-agent" ;;
           waits) A="${WT:+--wait-threshold $WT}" ;;
           mon10) A="--monitor-threshold 10" ;;
+          nopolicy) A="--all-waits-below 0" ;;
           all) A="--no-agent --all-switch-samples" ;;
         esac
         if [ $m = perf ]; then

@@ -28,6 +28,10 @@ import java.util.concurrent.locks.ReentrantLock;
  *       {@code Waits.nap}.
  *   <li>{@code socket}: a client that asks a loopback server and blocks in
  *       a socket read ({@code Waits.ask}) while the server computes.
+ *   <li>{@code rush}: the convoy, rare waits (about 2 k a second), and from
+ *       half the time on also a hand-off storm: two threads pass a token
+ *       through a {@code SynchronousQueue}, tens of thousands of waits a
+ *       second ({@code Waits.pass}).
  * </ul>
  *
  * Usage: java Waits MODE [seconds]
@@ -107,6 +111,15 @@ public class Waits {
         out.write(1);
         out.flush();
         return in.read(buf);
+    }
+
+    static void pass(java.util.concurrent.SynchronousQueue<Long> q, boolean give)
+            throws InterruptedException {
+        if (give) {
+            q.put(1L);
+        } else {
+            sink += q.take();
+        }
     }
 
     interface Body {
@@ -202,8 +215,23 @@ public class Waits {
                 start("client", () -> sink += ask(s, buf));
                 break;
             }
+            case "rush": {
+                Ledger ledger = new Ledger();
+                for (int i = 0; i < 4; i++) {
+                    start("clerk-" + i, () -> {
+                        sink += compute(100);
+                        ledger.post(1);
+                    });
+                }
+                Thread.sleep((long) (seconds * 500));
+                seconds /= 2;
+                java.util.concurrent.SynchronousQueue<Long> q = new java.util.concurrent.SynchronousQueue<>();
+                start("giver", () -> pass(q, true));
+                start("taker", () -> pass(q, false));
+                break;
+            }
             default:
-                System.err.println("unknown mode " + mode + " (handoff, convoy, busy, lock, sleep, socket)");
+                System.err.println("unknown mode " + mode + " (handoff, convoy, busy, lock, sleep, socket, rush)");
                 System.exit(2);
         }
         Thread.sleep((long) (seconds * 1000));

@@ -187,6 +187,8 @@ impl Analysis {
         let mut n = 0u32;
         let mut trees_at = None;
         let mut named: FxHashSet<u32> = FxHashSet::default();
+        // Threads named like a flight recorder's: (tid, pid, when named).
+        let mut jfr_named: Vec<(u32, u32, u64)> = Vec::new();
         loop {
             let before = reader.position();
             let Some(rec) = reader.next_complete_record()? else {
@@ -243,6 +245,9 @@ impl Analysis {
                     }
                     if t.tid == t.pid {
                         a.process_names.insert(t.pid, t.comm.clone());
+                    }
+                    if t.comm.starts_with("JFR ") && jfr_named.len() < 1 << 16 {
+                        jfr_named.push((t.tid, t.pid, t.time));
                     }
                     if !a.java.has_name(t.tid) {
                         a.names.insert(t.tid, (t.pid, t.comm));
@@ -302,19 +307,29 @@ impl Analysis {
                     .map(|(tid, _)| *tid),
             );
         }
-        // A JVM's flight recorder runs because idleflow turned it on: its
-        // threads (and the attach listener idleflow started) are idleflow's.
-        let jfr_pids: FxHashSet<u32> = a.java.jvms.iter().map(|j| j.pid).collect();
-        if !jfr_pids.is_empty() {
+        // A JVM's flight recorder runs because idleflow turned it on: the
+        // threads the recorder noted as working for idleflow (by tid), and
+        // those the JVM named `JFR …` after idleflow's first attach (its
+        // flight recorder's: the shutdown hook comes at exit, after the
+        // recorder last looked). Recordings from before the recorder noted
+        // them: every thread named like the flight recorder's or the attach
+        // listener.
+        for j in &a.java.jvms {
+            a.tool_tids.extend(j.own_tids.iter().copied());
             a.tool_tids.extend(
-                a.names
+                jfr_named
                     .iter()
-                    .filter(|(_, (pid, comm))| {
-                        jfr_pids.contains(pid)
-                            && (comm.starts_with("JFR ") || comm == "Attach Listener")
-                    })
-                    .map(|(tid, _)| *tid),
+                    .filter(|&&(_, pid, time)| pid == j.pid && time >= j.attached_ns)
+                    .map(|&(tid, _, _)| tid),
             );
+            if j.attached_ns == 0 {
+                a.tool_tids.extend(
+                    a.names
+                        .iter()
+                        .filter(|(_, (pid, comm))| *pid == j.pid && comm == "Attach Listener")
+                        .map(|(tid, _)| *tid),
+                );
+            }
         }
         a.unknown_records = reader.unknown_records();
         a.cut_short = reader.cut_short().cloned();

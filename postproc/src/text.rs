@@ -31,6 +31,12 @@ fn ms(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1e6)
 }
 
+/// A threshold in ms, without trailing zeros: `10`, `0.5`.
+fn ms_short(ns: u64) -> String {
+    let s = ms(ns);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 fn count(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
@@ -1124,13 +1130,26 @@ fn render_java_waits(
             } else if j.monitor_enter_threshold_ns == 0 {
                 ", monitor enters all".to_string()
             } else {
-                format!(", monitor enters ≥ {} ms", ms(j.monitor_enter_threshold_ns))
+                format!(
+                    ", monitor enters ≥ {} ms",
+                    ms_short(j.monitor_enter_threshold_ns)
+                )
+            };
+            let span = j.recorded_to_ns.saturating_sub(j.recorded_from_ns);
+            let all = if j.all_waits_ns == 0 {
+                String::new()
+            } else {
+                format!(
+                    ", all while rare: {:.1} of {:.1} s",
+                    j.all_waits_ns as f64 / 1e9,
+                    span as f64 / 1e9
+                )
             };
             format!(
-                "JVM {}: {} waits ≥ {} ms{enters}",
+                "JVM {}: {} waits ≥ {} ms{enters}{all}",
                 j.pid,
                 count(j.waits),
-                ms(j.threshold_ns)
+                ms_short(j.threshold_ns)
             )
         })
         .collect();

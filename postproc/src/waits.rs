@@ -494,6 +494,9 @@ pub struct JvmWaitsRow {
     /// Contended monitor enters shorter than this were not recorded, ns
     /// (`threshold_ns` in recordings that did not set it apart).
     pub monitor_enter_threshold_ns: u64,
+    /// How long of its flight recording every wait was recorded whatever
+    /// its length (idleflow's policy, while its threads blocked rarely), ns.
+    pub all_waits_ns: u64,
     /// When its flight recording ran, ns on the recording's clock.
     pub recorded_from_ns: u64,
     /// See `recorded_from_ns`.
@@ -603,6 +606,14 @@ impl JavaWaitsSection {
                     monitor_enter_threshold_ns: j
                         .monitor_enter_threshold_ns
                         .unwrap_or(j.threshold_ns),
+                    all_waits_ns: j
+                        .all_waits
+                        .iter()
+                        .map(|&(a, b)| {
+                            b.min(j.recorded_to_ns)
+                                .saturating_sub(a.max(j.recorded_from_ns))
+                        })
+                        .sum(),
                     recorded_from_ns: j.recorded_from_ns,
                     recorded_to_ns: j.recorded_to_ns,
                 })

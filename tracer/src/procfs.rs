@@ -137,24 +137,47 @@ pub fn threads() -> Vec<ProcThread> {
             continue;
         };
         let ppid = parent(pid).unwrap_or(0);
-        let Ok(tasks) = fs::read_dir(p.path().join("task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Ok(comm) = fs::read_to_string(t.path().join("comm")) {
-                out.push(ProcThread {
-                    tid,
-                    pid,
-                    ppid,
-                    comm: comm.trim_end().to_string(),
-                });
-            }
-        }
+        out.extend(tasks(pid).into_iter().map(|(tid, comm)| ProcThread {
+            tid,
+            pid,
+            ppid,
+            comm,
+        }));
     }
     out
+}
+
+/// The threads of process `pid` now: (tid, name). Threads that exit during
+/// the scan are skipped; none if the process is gone.
+pub fn tasks(pid: u32) -> Vec<(u32, String)> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse::<u32>().ok()?;
+            let comm = fs::read_to_string(t.path().join("comm")).ok()?;
+            Some((tid, comm.trim_end().to_string()))
+        })
+        .collect()
+}
+
+/// How many times the threads of process `pid` now alive have left their
+/// CPU to wait (the `voluntary_ctxt_switches` of each one's `status`).
+pub fn voluntary_switches(pid: u32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+        })
+        .sum()
 }
 
 /// The parent of process `pid`, from `/proc/PID/stat`.

@@ -222,6 +222,9 @@ pub struct Recorder {
     renamed: Vec<u32>,
     /// Kernel stacks seen, interned: stack → id (from 1).
     kernel_stacks: FxHashMap<Box<[u64]>, u64>,
+    /// Processes whose blocking switch-outs are counted
+    /// ([`Recorder::count_blocking_switch_outs`]), with their counts.
+    blocking: Vec<(u32, u64)>,
     /// User stacks are copied (and executable mappings recorded).
     user_stacks: bool,
     /// `RunInfo::stacks`.
@@ -387,6 +390,7 @@ impl Recorder {
             renamed: Vec::new(),
             stop_ns: None,
             kernel_stacks: FxHashMap::default(),
+            blocking: Vec::new(),
             user_stacks: options.user_stack_bytes > 0,
             wait_sample_period: if sleeps_sampled {
                 options.wait_sample_period.max(1)
@@ -623,6 +627,7 @@ impl Recorder {
         let merge = &mut self.merge;
         let summary = &mut self.summary;
         let renamed = &mut self.renamed;
+        let blocking = &mut self.blocking;
         let kernel_stacks = &mut self.kernel_stacks;
         let own_pid = std::process::id();
         let mut scratch = Vec::new();
@@ -720,6 +725,17 @@ impl Recorder {
                             kernel: kernel_stack,
                             user: user_stack,
                         })
+                    }
+                    // Written in the leaving task's context: its process.
+                    PerfRecord::Switch {
+                        id,
+                        out: true,
+                        preempt: false,
+                        ..
+                    } if !blocking.is_empty() => {
+                        if let Some(c) = blocking.iter_mut().find(|c| c.0 == id.pid) {
+                            c.1 += 1;
+                        }
                     }
                     PerfRecord::Mmap(m) => merge.push(slot, m.time, Merged::Module(m)),
                     PerfRecord::Wakeup {
@@ -880,6 +896,26 @@ impl Recorder {
     /// What drives the search for new JVMs, instead of scanning `/proc`.
     pub fn take_renamed_processes(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.renamed)
+    }
+
+    /// Counts the blocking switch-outs (a thread leaving its CPU to wait,
+    /// not preempted) of the threads of processes `pids` from now on, as the
+    /// rings are read; processes no longer named are forgotten, those named
+    /// again keep their counts. For a policy that watches how often a
+    /// program waits (a handful of processes: the lookup is linear).
+    pub fn count_blocking_switch_outs(&mut self, pids: &[u32]) {
+        self.blocking.retain(|c| pids.contains(&c.0));
+        for &pid in pids {
+            if !self.blocking.iter().any(|c| c.0 == pid) {
+                self.blocking.push((pid, 0));
+            }
+        }
+    }
+
+    /// Each counted process's blocking switch-outs since it was named
+    /// ([`Recorder::count_blocking_switch_outs`]), as read so far.
+    pub fn blocking_switch_outs(&self) -> &[(u32, u64)] {
+        &self.blocking
     }
 
     /// Dispatches written so far.

@@ -271,6 +271,22 @@ pub struct JvmWaits {
     pub recorded_to_ns: u64,
     /// The JVM's threads: (kernel tid, Java name).
     pub threads: Vec<(u32, String)>,
+    /// When every wait was recorded whatever its length, ns on the
+    /// recording's clock, `[from, to)` in time order: idleflow's policy
+    /// lowered the thresholds to 0 while the JVM's threads blocked rarely
+    /// (`record --all-waits-below`). Absent: the thresholds held throughout.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub all_waits: Vec<(u64, u64)>,
+    /// The JVM's threads that worked for idleflow (its flight recorder's,
+    /// the attach listener), by kernel tid, as the recorder saw them: never
+    /// a cause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own_tids: Vec<u32>,
+    /// When idleflow first attached to the JVM, ns on the recording's
+    /// clock: the threads it named `JFR …` from then on are its flight
+    /// recorder's, started for idleflow (0: not noted).
+    #[serde(default)]
+    pub attached_ns: u64,
     /// What went wrong or was left out (a cut file, an unreadable chunk).
     pub notes: Vec<String>,
 }

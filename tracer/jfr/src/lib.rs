@@ -33,7 +33,7 @@ use reader::{Access, Chunk, Chunks};
 use rustc_hash::FxHashMap;
 
 /// What [`convert`] needs to know besides the file.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// The JVM's process id.
     pub pid: u32,
@@ -44,6 +44,11 @@ pub struct Options {
     /// recording the user runs at the same time in that JVM shares its
     /// events, at its own thresholds).
     pub thresholds: Thresholds,
+    /// When the JVM recorded every wait whatever its length, ns on the
+    /// recording's clock, `[from, to)` (idleflow's policy ran a second
+    /// recording at 0 ms then: [`JvmWaits::all_waits`]): a wait under its
+    /// threshold is kept if it ended in one.
+    pub all_waits: Vec<(u64, u64)>,
     /// The machine's ephemeral ports (`ip_local_port_range`): a socket's
     /// port in this range is a connection's own (the peer of a server's
     /// socket, or a server that chose port 0), shown as `*` so that one
@@ -155,7 +160,7 @@ pub fn convert_from<E: std::error::Error + 'static>(
     mut out: impl FnMut(Record) -> Result<(), E>,
 ) -> Result<JvmWaits, Error<E>> {
     let mut conv = Converter {
-        opts: *opts,
+        opts: opts.clone(),
         head: JvmWaits {
             pid: opts.pid,
             source: "jfr".into(),
@@ -164,6 +169,7 @@ pub fn convert_from<E: std::error::Error + 'static>(
             threshold_ns: opts.thresholds.wait_ns,
             monitor_enter_threshold_ns: Some(opts.thresholds.monitor_enter_ns),
             clock_offset_ns: opts.offset_ns,
+            all_waits: opts.all_waits.clone(),
             ..Default::default()
         },
         symbols: FxHashMap::default(),
@@ -341,9 +347,19 @@ impl Converter {
         let duration_ns = (i128::from(duration.max(0)) * 1_000_000_000
             / i128::from(h.ticks_per_second.max(1))) as u64;
         // A recording the user runs at the same time shares its events
-        // with idleflow's: its lower thresholds must not leak in.
+        // with idleflow's: its lower thresholds must not leak in, outside
+        // the spans where idleflow's own recorded every wait (a wait is
+        // written when it ends, at the thresholds of that moment).
         if duration_ns < self.opts.thresholds.of(reason) {
-            return None;
+            let end = self.time(chunk, start).saturating_add(duration_ns);
+            if !self
+                .opts
+                .all_waits
+                .iter()
+                .any(|&(a, b)| a <= end && end < b)
+            {
+                return None;
+            }
         }
         let stack = self.stack(v, &mut cache.stacks);
         let (object, other) = match reason {

@@ -89,6 +89,7 @@ fn the_jfr_reader_survives_fuzzing() {
             pid: 1,
             offset_ns: 0,
             thresholds: idleflow_jfr::Thresholds::all(0),
+            all_waits: Vec::new(),
             ephemeral_ports: (32768, 60999),
         },
         |r| {

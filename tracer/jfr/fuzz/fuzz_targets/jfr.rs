@@ -11,6 +11,7 @@ fuzz_target!(|data: &[u8]| {
         pid: 1,
         offset_ns: 0,
         thresholds: idleflow_jfr::Thresholds::all(0),
+        all_waits: Vec::new(),
         ephemeral_ports: (32768, 60999),
     };
     let _ = convert_from(
