@@ -221,7 +221,7 @@ pub struct RecordArgs {
     /// RATE, started again when it falls back): short waits of a program
     /// that waits rarely get their Java frames at little cost, while a
     /// server that waits tens of thousands of times a second keeps the
-    /// thresholds above. Measured every half second from the recorder's
+    /// thresholds above. Measured every quarter second from the recorder's
     /// own switch records; the report says when every wait was recorded.
     /// 0: never, the thresholds alone.
     #[arg(long, default_value_t = 1500.0, value_name = "RATE")]

@@ -217,8 +217,17 @@ fn a_blocking_loopback_read_is_a_socket_read_with_its_address() {
 
 /// The causes' and threads' names of a report.
 fn named_rows(r: &Value) -> Vec<String> {
+    // The recorded processes' rows: another JVM on the machine runs its
+    // own flight recorder threads, which are no concern of this recording.
+    let recorded: Vec<u64> = r["target_pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
     let rows = r["total"]["idle_causes"].as_array().unwrap().iter();
     rows.chain(r["threads"].as_array().unwrap().iter())
+        .filter(|c| recorded.is_empty() || recorded.contains(&c["pid"].as_u64().unwrap_or(0)))
         .map(|c| c["comm"].as_str().unwrap().to_string())
         .collect()
 }
