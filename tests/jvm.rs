@@ -235,41 +235,63 @@ fn a_recording_without_a_jvm_has_no_call_trees_and_says_so() {
     let r = report_json(&rec);
     assert!(r["arcflow"].is_null());
     assert!(u(&r, "dispatches") > 0);
-    // Its flame graph draws the stacks: `sleep` waits in the kernel's
-    // nanosleep (ten of them: on a busy machine one sleep may leave no CPU
-    // idle). On one CPU, so that the shell's own wait for each `sleep`
-    // never idles a CPU (the child is runnable there): on two, the shell's
-    // wait4 and the child's nanosleep each idle a CPU about as long.
+    // Its flame graph draws the stacks: a thread pinned to one CPU that
+    // sleeps 3 ms between 1 ms of work waits in the kernel's nanosleep, and
+    // that path holds the idle. Not a shell loop of `sleep`s: whether the
+    // shell's wait4 or the child's nanosleep leaves the CPU idle depends on
+    // which of the two runs first after the fork, and this kernel's RCU
+    // thread, running every few ms, cuts each long idle interval short.
     let rec = dir.path().join("sleeps.idleflow");
-    let out = run(idleflow().args(["record", "-q", "-o"]).arg(&rec).args([
-        "--",
-        "taskset",
-        "-c",
-        "0",
-        "sh",
-        "-c",
-        "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.05; done",
-    ]));
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(example("dutycycle"))
+        .args([
+            "--threads",
+            "1",
+            "--busy-ms",
+            "1",
+            "--sleep-ms",
+            "3",
+            "--seconds",
+            "1",
+        ]));
     assert!(out.status.success(), "{}", stderr(&out));
-    let (top, _) = folded(&rec, "idle-ns")
-        .into_iter()
-        .max_by_key(|(_, w)| *w)
-        .unwrap();
+    let lines = folded(&rec, "idle-ns");
+    let total: u64 = lines.iter().map(|l| l.1).sum();
+    let (top, ns) = lines.into_iter().max_by_key(|(_, w)| *w).unwrap();
     assert!(
-        top.starts_with("sleep;sleep;") && top.ends_with("do_nanosleep_[k]"),
+        top.starts_with("dutycycle;duty-*;") && top.ends_with("do_nanosleep_[k]"),
         "{top}"
     );
+    assert!(ns * 10 >= total * 9, "{ns} of {total} ns: {top}");
     // Without stacks the merged paths are the process and the thread;
     // the kernel's view has nothing to draw, and it says so.
     let bare = dir.path().join("bare.idleflow");
     let out = run(idleflow()
         .args(["record", "-q", "--no-stacks", "-o"])
         .arg(&bare)
-        .args(["--", "sleep", "0.2"]));
+        .arg("--")
+        .arg(example("dutycycle"))
+        .args([
+            "--threads",
+            "1",
+            "--busy-ms",
+            "1",
+            "--sleep-ms",
+            "3",
+            "--seconds",
+            "0.5",
+        ]));
     assert!(out.status.success(), "{}", stderr(&out));
+    // About 125 sleeps, most of which leave the CPU idle (one `sleep`
+    // alone may leave it to the kernel's RCU thread).
     let lines = folded(&bare, "dispatches");
     assert!(
-        lines.iter().any(|(l, n)| l == "sleep;sleep" && *n >= 1),
+        lines
+            .iter()
+            .any(|(l, n)| l == "dutycycle;duty-*" && *n >= 50),
         "{lines:?}"
     );
     let out = run(idleflow()

@@ -97,7 +97,12 @@ for r in $(seq $ROUNDS); do
   done
   echo "$row |"
 done
-stop; wait 2>/dev/null
+stop
+# A server that ignores SIGTERM would run on into the next benchmark (or test
+# run) with its flight recorder's threads: killed after 15 s.
+for i in $(seq 30); do kill -0 $PID 2>/dev/null || break; sleep 0.5; done
+kill -KILL $PID 2>/dev/null
+wait 2>/dev/null
 for m in $MODES; do
   [ $m = plain ] && continue
   ratios=$(for r in $(seq $ROUNDS); do python3 -c "print(${R[$r,$m]}/${R[$r,plain]})"; done | sort -n | tr '\n' ' ')
