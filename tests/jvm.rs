@@ -242,22 +242,7 @@ fn a_recording_without_a_jvm_has_no_call_trees_and_says_so() {
     // which of the two runs first after the fork, and this kernel's RCU
     // thread, running every few ms, cuts each long idle interval short.
     let rec = dir.path().join("sleeps.idleflow");
-    let out = run(idleflow()
-        .args(["record", "-q", "-o"])
-        .arg(&rec)
-        .arg("--")
-        .arg(example("dutycycle"))
-        .args([
-            "--threads",
-            "1",
-            "--busy-ms",
-            "1",
-            "--sleep-ms",
-            "3",
-            "--seconds",
-            "1",
-        ]));
-    assert!(out.status.success(), "{}", stderr(&out));
+    record_sleeper(&rec, &[], "1");
     let lines = folded(&rec, "idle-ns");
     let total: u64 = lines.iter().map(|l| l.1).sum();
     let (top, ns) = lines.into_iter().max_by_key(|(_, w)| *w).unwrap();
@@ -269,22 +254,7 @@ fn a_recording_without_a_jvm_has_no_call_trees_and_says_so() {
     // Without stacks the merged paths are the process and the thread;
     // the kernel's view has nothing to draw, and it says so.
     let bare = dir.path().join("bare.idleflow");
-    let out = run(idleflow()
-        .args(["record", "-q", "--no-stacks", "-o"])
-        .arg(&bare)
-        .arg("--")
-        .arg(example("dutycycle"))
-        .args([
-            "--threads",
-            "1",
-            "--busy-ms",
-            "1",
-            "--sleep-ms",
-            "3",
-            "--seconds",
-            "0.5",
-        ]));
-    assert!(out.status.success(), "{}", stderr(&out));
+    record_sleeper(&bare, &["--no-stacks"], "0.5");
     // About 125 sleeps, most of which leave the CPU idle (one `sleep`
     // alone may leave it to the kernel's RCU thread).
     let lines = folded(&bare, "dispatches");
@@ -384,4 +354,27 @@ fn a_jvm_attached_with_pid_is_told_why_it_has_no_call_tree() {
     );
     let text = stdout(&run(idleflow().arg("report").arg(&rec)));
     assert!(text.contains("## No call tree"), "{text}");
+}
+
+/// Records, with `options`, one `dutycycle` thread that works 1 ms and
+/// sleeps 3 ms for `seconds`.
+fn record_sleeper(rec: &std::path::Path, options: &[&str], seconds: &str) {
+    let out = run(idleflow()
+        .args(["record", "-q"])
+        .args(options)
+        .arg("-o")
+        .arg(rec)
+        .arg("--")
+        .arg(example("dutycycle"))
+        .args([
+            "--threads",
+            "1",
+            "--busy-ms",
+            "1",
+            "--sleep-ms",
+            "3",
+            "--seconds",
+            seconds,
+        ]));
+    assert!(out.status.success(), "{}", stderr(&out));
 }

@@ -277,20 +277,29 @@ fn a_reentrant_lock_convoy_is_named_by_default() {
     short_waits_are_named_by_default("lock", "park", "Waits.lockedPost", "clerk-*");
 }
 
-#[test]
-fn a_running_jvm_recorded_with_pid_by_default_names_its_convoy() {
-    let Some(_m) = machine() else { return };
+/// A convoy JVM started without idleflow, recorded 5 s with `--pid` and
+/// `options`.
+fn record_running_convoy(options: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
     let classes = java_examples();
     let mut jvm = running_convoy_jvm(classes.path(), "10");
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("p.idleflow");
     let out = run(idleflow()
-        .args(["record", "-q", "-d", "5", "--pid"])
+        .args(["record", "-q", "-d", "5"])
+        .args(options)
+        .arg("--pid")
         .arg(jvm.id().to_string())
         .arg("-o")
         .arg(&rec));
     let _ = jvm.wait();
     assert!(out.status.success(), "record --pid: {}", stderr(&out));
+    (dir, rec)
+}
+
+#[test]
+fn a_running_jvm_recorded_with_pid_by_default_names_its_convoy() {
+    let Some(_m) = machine() else { return };
+    let (_dir, rec) = record_running_convoy(&[]);
     // The convoy blocks about 2 k times a second: rare, so idleflow's
     // policy recorded every wait from the start; what the stacks at the
     // switch-outs cannot name (an attached JVM's JIT code has no frame
@@ -332,27 +341,8 @@ fn every_wait_is_recorded_only_while_a_jvm_waits_rarely() {
 #[test]
 fn with_monitor_threshold_0_a_running_jvms_convoy_is_named_whole() {
     let Some(_m) = machine() else { return };
-    let classes = java_examples();
-    let mut jvm = running_convoy_jvm(classes.path(), "10");
-    let dir = tempfile::tempdir().unwrap();
-    let rec = dir.path().join("p0.idleflow");
-    let out = run(idleflow()
-        .args([
-            "record",
-            "-q",
-            "-d",
-            "5",
-            "--monitor-threshold",
-            "0",
-            "--all-waits-below",
-            "0",
-            "--pid",
-        ])
-        .arg(jvm.id().to_string())
-        .arg("-o")
-        .arg(&rec));
-    let _ = jvm.wait();
-    assert!(out.status.success(), "record --pid: {}", stderr(&out));
+    let (_dir, rec) =
+        record_running_convoy(&["--monitor-threshold", "0", "--all-waits-below", "0"]);
     let c = top_cause(&rec, 95.0);
     assert_eq!(c["reason"], "monitor enter", "{c}");
     assert_eq!(c["frame"]["name"], "Waits$Ledger.post", "{c}");
