@@ -316,6 +316,8 @@ impl Pending {
 struct Running {
     /// Its threads before idleflow's first attach.
     before: HashSet<u32>,
+    /// Its flight recorder's threads were there, and no recording ran.
+    jfr_was_idle: bool,
     /// Those that worked for idleflow.
     own: std::collections::BTreeSet<u32>,
     /// Past spans of every wait recorded.
@@ -324,19 +326,46 @@ struct Running {
     failed: bool,
 }
 
-/// The threads of JVM `pid` that work for idleflow: those that were not
-/// there `before` its first attach and are its flight recorder's (`JFR
-/// Recorder Thread`, `JFR Periodic Tasks`, …), and the attach listener
-/// that serves idleflow's commands. Known by tid, so that a program thread
-/// that calls itself `JFR …` is never taken for one.
-fn own_threads(pid: u32, before: &HashSet<u32>) -> Vec<u32> {
+/// The kernel's names (15 characters) of the flight recorder's own threads.
+const JFR_THREADS: [&str; 5] = [
+    "JFR Recorder Th",
+    "JFR Periodic Ta",
+    "JFR Recording S",
+    "JFR Event Strea",
+    "JFR Shutdown Ho",
+];
+
+/// The threads of JVM `pid` that work for idleflow: the attach listener
+/// that serves idleflow's commands, and the flight recorder's threads —
+/// those that were not there `before` its first attach and are named
+/// `JFR …`, and, when no other recording ran (`jfr_was_idle`: the threads
+/// are left from an earlier recording, idleflow's or not, and now serve
+/// only idleflow's), those there before that bear a flight-recorder
+/// thread's name. Known by tid, so that a program thread that calls itself
+/// `JFR …` before idleflow attaches is never taken for one (unless it bears
+/// the flight recorder's own thread names in a JVM whose recorder ran).
+fn own_threads(pid: u32, before: &HashSet<u32>, jfr_was_idle: bool) -> Vec<u32> {
     procfs::tasks(pid)
         .into_iter()
         .filter(|(tid, comm)| {
-            comm == "Attach Listener" || (!before.contains(tid) && comm.starts_with("JFR "))
+            comm == "Attach Listener"
+                || if before.contains(tid) {
+                    jfr_was_idle && JFR_THREADS.contains(&comm.as_str())
+                } else {
+                    comm.starts_with("JFR ")
+                }
         })
         .map(|(tid, _)| tid)
         .collect()
+}
+
+/// Whether JVM `pid`, whose threads (tid, name) are `tasks`, has flight
+/// recorder threads left from earlier recordings while none runs now
+/// (`JFR.check`; asked only where such threads exist).
+fn jfr_left_idle(pid: u32, tasks: &[(u32, String)]) -> bool {
+    tasks.iter().any(|(_, c)| JFR_THREADS.contains(&c.as_str()))
+        && crate::attach::jcmd(pid, "JFR.check", "")
+            .is_ok_and(|out| out.contains("No available recordings"))
 }
 
 /// The watcher thread's state.
@@ -388,7 +417,9 @@ impl Watcher {
                 r.first(procfs::voluntary_switches(pid).saturating_sub(n), span);
             }
         }
-        let before: HashSet<u32> = procfs::tasks(pid).into_iter().map(|t| t.0).collect();
+        let tasks = procfs::tasks(pid);
+        let jfr_was_idle = jfr_left_idle(pid, &tasks);
+        let before: HashSet<u32> = tasks.into_iter().map(|t| t.0).collect();
         let at = SystemTime::now();
         self.done
             .attached
@@ -404,6 +435,7 @@ impl Watcher {
                     pid,
                     Running {
                         before,
+                        jfr_was_idle,
                         own: Default::default(),
                         windows: Vec::new(),
                         failed: false,
@@ -435,7 +467,7 @@ impl Watcher {
     /// Adds JVM `pid`'s threads that work for idleflow now.
     fn note_own_threads(&mut self, pid: u32) {
         if let Some(r) = self.running.get_mut(&pid) {
-            r.own.extend(own_threads(pid, &r.before));
+            r.own.extend(own_threads(pid, &r.before, r.jfr_was_idle));
         }
     }
 

@@ -236,35 +236,48 @@ fn named_rows(r: &Value) -> Vec<String> {
 fn a_running_jvm_recorded_with_pid_gives_the_same_path_through_the_attach_mechanism() {
     let Some(_m) = machine() else { return };
     let classes = java_examples();
-    let mut jvm = running_convoy_jvm(classes.path(), "10");
+    let mut jvm = running_convoy_jvm(classes.path(), "14");
     let dir = tempfile::tempdir().unwrap();
-    let rec = dir.path().join("p.idleflow");
-    let out = run(idleflow()
-        .args(["record", "-q", "--wait-threshold", "0", "-d", "5", "--pid"])
-        .arg(jvm.id().to_string())
-        .arg("-o")
-        .arg(&rec));
+    // Recorded twice: the second time, the flight recorder's threads are
+    // left from the first recording, and idleflow's again while it runs.
+    for (i, seconds) in [(1, "5"), (2, "3")] {
+        let rec = dir.path().join(format!("p{i}.idleflow"));
+        let out = run(idleflow()
+            .args([
+                "record",
+                "-q",
+                "--wait-threshold",
+                "0",
+                "-d",
+                seconds,
+                "--pid",
+            ])
+            .arg(jvm.id().to_string())
+            .arg("-o")
+            .arg(&rec));
+        assert!(out.status.success(), "record --pid ({i}): {}", stderr(&out));
+        let r = report_json(&rec);
+        let p = heaviest(&r);
+        assert_eq!(p["reason"], "monitor enter", "{i}: {p}");
+        assert_eq!(p["object"], "Waits$Ledger", "{i}: {p}");
+        assert_eq!(frames(p)[0], "Waits$Ledger.post", "{i}: {p}");
+        assert!(f(p, "share_pct") > 80.0, "{i}: {p}");
+        // The flight recorder's threads and the attach listener are idleflow's.
+        let rows = named_rows(&r);
+        assert!(
+            !rows
+                .iter()
+                .any(|c| c.starts_with("JFR ") || c == "Attach Listener"),
+            "{i}: {rows:?}"
+        );
+        assert!(
+            r["tool"]["tids"].as_array().unwrap().len() > 2,
+            "recorder threads and JFR's ({i}): {}",
+            r["tool"]
+        );
+    }
+    let _ = jvm.kill();
     let _ = jvm.wait();
-    assert!(out.status.success(), "record --pid: {}", stderr(&out));
-    let r = report_json(&rec);
-    let p = heaviest(&r);
-    assert_eq!(p["reason"], "monitor enter", "{p}");
-    assert_eq!(p["object"], "Waits$Ledger", "{p}");
-    assert_eq!(frames(p)[0], "Waits$Ledger.post", "{p}");
-    assert!(f(p, "share_pct") > 80.0, "{p}");
-    // The flight recorder's threads and the attach listener are idleflow's.
-    let rows = named_rows(&r);
-    assert!(
-        !rows
-            .iter()
-            .any(|c| c.starts_with("JFR ") || c == "Attach Listener"),
-        "{rows:?}"
-    );
-    assert!(
-        r["tool"]["tids"].as_array().unwrap().len() > 2,
-        "recorder threads and JFR's: {}",
-        r["tool"]
-    );
 }
 
 #[test]

@@ -573,14 +573,9 @@ fn render_headline(o: &mut String, r: &Report) -> std::fmt::Result {
         if c.share_pct < HEADLINE_MIN_SHARE {
             break;
         }
-        writeln!(
-            o,
-            "{}",
-            fit(
-                &format!("# {:>5.1} %  {}", c.share_pct, cause_words(c)),
-                WIDTH
-            )
-        )?;
+        for l in cause_lines(&format!("# {:>5.1} %  ", c.share_pct), c, WIDTH) {
+            writeln!(o, "{l}")?;
+        }
     }
     let rest = &ip.not_in_paths;
     let part = |ns: u64| ns as f64 * 100.0 / ip.idle_ns.max(1) as f64;
@@ -629,16 +624,53 @@ const HEADLINE_PATHS: usize = 5;
 /// The smallest share of idle a headline path has, %.
 const HEADLINE_MIN_SHARE: f64 = 0.5;
 
-/// A cause in words: `monitor enter on Ledger — worker-* ×8 in
-/// Ledger.post:74, held by clerk-*`.
-fn cause_words(c: &crate::idlepaths::Cause) -> String {
+/// A cause in words, after `prefix`, in lines of at most `width`
+/// characters: `monitor enter on Ledger — worker-* ×8 in Ledger.post:74,
+/// held by one of them`. One line where the whole names fit, or the
+/// holder's and the threads' names shortened; else two or more, the names
+/// shortened and the program's frame whole (JSON carries every name in
+/// full).
+fn cause_lines(prefix: &str, c: &crate::idlepaths::Cause, width: usize) -> Vec<String> {
+    let whole = format!("{prefix}{}", cause_words(c, usize::MAX, usize::MAX));
+    if whole.chars().count() <= width {
+        return vec![whole];
+    }
+    let short = cause_words(c, 24, 40);
+    let line = format!("{prefix}{short}");
+    if line.chars().count() <= width {
+        return vec![line];
+    }
+    // `wrap` puts a space before each line's first word: the lines after
+    // the first start under the reason.
+    let first = prefix.strip_suffix(' ').unwrap_or(prefix);
+    let rest = format!("#{}", " ".repeat(prefix.chars().count().saturating_sub(2)));
+    wrap(&short, first, &rest, width)
+}
+
+/// [`cause_lines`]'s words with the holder's or notifier's name fitted
+/// into `holder` characters, the threads' and the object's into `names`
+/// (`usize::MAX`: whole). A holder of the threads' own name is "one of
+/// them".
+fn cause_words(c: &crate::idlepaths::Cause, holder: usize, names: usize) -> String {
+    let short = |s: &str, w: usize| {
+        if w == usize::MAX {
+            s.to_string()
+        } else {
+            fit(s, w)
+        }
+    };
     let mut s = c.reason.clone();
     if !c.object.is_empty() {
-        s.push_str(&format!(" on {}", c.object));
+        let object = if names == usize::MAX {
+            c.object.clone()
+        } else {
+            fit_method(&c.object, names)
+        };
+        s.push_str(&format!(" on {object}"));
     }
     let t = &c.threads;
     s.push_str(" — ");
-    s.push_str(&t.name);
+    s.push_str(&short(&t.name, names));
     if t.count > 1 {
         s.push_str(&format!(" ×{}", t.count));
     }
@@ -655,11 +687,18 @@ fn cause_words(c: &crate::idlepaths::Cause) -> String {
             " (no program frame)"
         });
     }
+    let who = |h: &crate::idlepaths::OtherThread| {
+        if h.name == t.name && t.count > 1 {
+            "one of them".to_string()
+        } else {
+            short(&h.name, holder)
+        }
+    };
     if let Some(h) = c.held_by.first() {
-        s.push_str(&format!(", held by {}", h.name));
+        s.push_str(&format!(", held by {}", who(h)));
     }
     if let Some(h) = c.notified_by.first() {
-        s.push_str(&format!(", notified by {}", h.name));
+        s.push_str(&format!(", notified by {}", who(h)));
     }
     s
 }
@@ -1512,7 +1551,74 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
 
 #[cfg(test)]
 mod tests {
-    use super::{count, threads_line, wrap};
+    use super::{cause_lines, count, threads_line, wrap};
+
+    #[test]
+    fn a_cause_line_fits_by_shortening_names_and_keeps_the_program_frame() {
+        use crate::idlepaths::{Cause, FrameSource, OtherThread, PathFrame, PathThreads};
+        use crate::path::{Frame, FrameKind};
+        let pool = "H2 TCP Server (tcp://localhost:9092) thread-*";
+        let c = Cause {
+            process: "java".into(),
+            reason: "monitor wait".into(),
+            object: "org.h2.mvstore.tx.Transaction".into(),
+            threads: PathThreads {
+                name: pool.into(),
+                count: 4,
+                dispatches: 4457,
+            },
+            more_threads: 0,
+            frame: Some(PathFrame {
+                frame: Frame {
+                    kind: FrameKind::Jit,
+                    name: "org.h2.mvstore.tx.Transaction.waitForThisToEnd".into(),
+                    line: 745,
+                },
+                source: FrameSource::Jfr,
+                runtime: false,
+            }),
+            program: true,
+            held_by: vec![],
+            notified_by: vec![OtherThread {
+                name: pool.into(),
+                dispatches: 17,
+            }],
+            idle_ns: 1,
+            share_pct: 0.9,
+            dispatches: 4457,
+            paths: 2,
+            jvm_internal: false,
+        };
+        let lines = cause_lines("#   0.9 %  ", &c, 120);
+        let text = lines.join("\n");
+        assert!(lines.iter().all(|l| l.chars().count() <= 120), "{text}");
+        assert!(lines.len() <= 2, "{text}");
+        // The frame stays whole; the pool's name gives way, its ends kept;
+        // the notifier of the pool's own name is one of them.
+        assert!(
+            text.contains(
+                "org.h2.mvstore.tx.Transaction.waitForThisToEnd:745 [jit], notified by one of them"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("H2 TCP Server (tcp://loc") && text.contains("thread-* ×4"),
+            "{text}"
+        );
+        assert!(
+            lines[0].starts_with("#   0.9 %  monitor wait on "),
+            "{text}"
+        );
+        assert!(lines[1].starts_with("#          org.h2"), "{text}");
+        // A wide line keeps every name whole, on one line.
+        let wide = cause_lines("# ", &c, 400);
+        assert_eq!(wide.len(), 1);
+        assert_eq!(wide[0].matches(pool).count(), 1, "{wide:?}");
+        // A notifier of another name keeps it.
+        let mut other = c.clone();
+        other.notified_by[0].name = "janitor".into();
+        assert!(cause_lines("# ", &other, 400)[0].ends_with(", notified by janitor"));
+    }
 
     #[test]
     fn a_threads_line_keeps_whole_names_and_counts_the_rest() {
