@@ -63,12 +63,13 @@ echo "| round | $(echo $MODES | sed 's/ / | /g') |"
 echo "|---$(for m in $MODES; do printf '|---'; done)|"
 declare -A R C
 busy() { awk '/^cpu / {print $2+$3+$4+$7+$8}' /proc/stat; }   # user nice system irq softirq (no steal)
+idle() { awk '/^cpu / {print $5+$6}' /proc/stat; }              # idle iowait
 HZ=$(getconf CLK_TCK)
 for r in $(seq $ROUNDS); do
   row="| $r"
   for m in $MODES; do
     case $m in
-      plain) b0=$(busy); v=$(load $W); b1=$(busy) ;;
+      plain) b0=$(busy); i0=$(idle); v=$(load $W); b1=$(busy); i1=$(idle) ;;
       *)
         case $m in
           noagent) A="--no-agent" ;;
@@ -76,6 +77,7 @@ for r in $(seq $ROUNDS); do
           mon10) A="--monitor-threshold 10" ;;
           nopolicy) A="--all-waits-below 0" ;;
           nostacks) A="--no-stacks" ;;
+          bare) A="--no-agent --no-stacks" ;;
           all) A="--no-agent --all-switch-samples" ;;
         esac
         if [ $m = perf ]; then
@@ -87,13 +89,14 @@ for r in $(seq $ROUNDS); do
         fi
         REC=$!
         sleep $SETTLE
-        b0=$(busy); v=$(load $W); b1=$(busy)
+        b0=$(busy); i0=$(idle); v=$(load $W); b1=$(busy); i1=$(idle)
         wait $REC
         ;;
     esac
     R[$r,$m]=$v
     C[$r,$m]=$(python3 -c "print(round(($b1-$b0)/$HZ*1e6/($v*$W),2))")
-    row="$row | $v (${C[$r,$m]} µs)"
+    idle_pct=$(python3 -c "print(round(($i1-$i0)*100/(($i1-$i0)+($b1-$b0))))")
+    row="$row | $v (${C[$r,$m]} µs, ${idle_pct} % idle)"
   done
   echo "$row |"
 done

@@ -555,10 +555,16 @@ fn user_frames(a: &Analysis, id: u64) -> Vec<PathFrame> {
         .user_frames_full(id)
         .into_iter()
         .map(|f| {
-            let kind = FrameKind::from(f.kind);
-            let perf_map = f.module.starts_with("/tmp/perf-") || kind == FrameKind::Jit;
+            let kind = match FrameKind::from(f.kind) {
+                FrameKind::Jit if f.inlined => FrameKind::Inlined,
+                k => k,
+            };
+            let perf_map =
+                f.module.starts_with("/tmp/perf-") || f.kind == idleflow_format::CodeKind::Jit;
             let runtime = match kind {
-                FrameKind::Jit | FrameKind::Interpreted => java_runtime(&f.name),
+                FrameKind::Jit | FrameKind::Inlined | FrameKind::Interpreted => {
+                    java_runtime(&f.name)
+                }
                 FrameKind::Unknown => true,
                 _ => native_runtime(f.module, &f.name),
             };

@@ -65,6 +65,9 @@ pub struct UserPathFrame<'a> {
     /// Its module's path (a JIT's perf map: `/tmp/perf-PID.map`), empty
     /// outside any module.
     pub module: &'a str,
+    /// Inlined into the frame after it (a DWARF inline record, or a JIT's
+    /// inlining as the JVM agent's perf map names it).
+    pub inlined: bool,
 }
 
 /// The key of [`KernelWaits::caused`]: (kernel stack id, user stack id,
@@ -256,6 +259,7 @@ impl KernelWaits {
                     name: "[unknown]".to_string(),
                     line: 0,
                     module: "",
+                    inlined: false,
                 });
                 continue;
             };
@@ -267,9 +271,14 @@ impl KernelWaits {
             for inl in fr.inlined.iter().rev() {
                 out.push(UserPathFrame {
                     kind: fr.kind,
-                    name: inl.clone(),
+                    name: if fr.kind == CodeKind::Jit {
+                        path::java_method(inl).to_string()
+                    } else {
+                        inl.clone()
+                    },
                     line: 0,
                     module,
+                    inlined: true,
                 });
             }
             let name = if fr.kind == CodeKind::Jit && !fr.name.is_empty() {
@@ -291,6 +300,7 @@ impl KernelWaits {
                 name,
                 line: if fr.inlined.is_empty() { fr.line } else { 0 },
                 module,
+                inlined: false,
             });
         }
         out

@@ -5,15 +5,24 @@
 //! runs after the window, when a JVM may have exited, so it reads the file.
 //!
 //! Invariant: lookups see the last blob written for an address (a JIT
-//! reuses code space), as perf does.
+//! reuses code space), as perf does. The JVM agent writes, after a compiled
+//! method's line, lines for the call sites inside methods it inlined, named
+//! `Outer.m()->Inner.n()` ([`INLINED`]): later, so they win where they lie.
 
 use std::path::Path;
+
+/// What joins a chain of inlined methods in a perf-map name, outermost
+/// first (the JVM agent's `perfmap::INLINED`).
+pub const INLINED: &str = "->";
 
 /// One process's perf map.
 #[derive(Debug, Default)]
 pub struct PerfMap {
     /// Sorted by start, then line.
     blobs: Vec<Blob>,
+    /// `reach[i]`: the largest end of `blobs[..=i]`, so that a lookup
+    /// stops where no earlier blob reaches the address.
+    reach: Vec<u64>,
 }
 
 /// One line of a perf map: a blob of generated code.
@@ -51,17 +60,27 @@ impl PerfMap {
             })
             .collect();
         blobs.sort_by_key(|b| (b.start, b.line));
-        PerfMap { blobs }
+        let reach = blobs
+            .iter()
+            .scan(0, |r, b| {
+                *r = b.end.max(*r);
+                Some(*r)
+            })
+            .collect();
+        PerfMap { blobs, reach }
     }
 
     /// The name of the blob that holds `addr`, and the blob's start: of the
     /// blobs that hold it, the one written last.
     pub fn find(&self, addr: u64) -> Option<(u64, &str)> {
         let i = self.blobs.partition_point(|b| b.start <= addr);
-        self.blobs[..i]
-            .iter()
+        // Back from the last blob that starts at or before `addr`, as long
+        // as some blob before reaches past it (a method's line lies behind
+        // the lines of its inlined call sites).
+        (0..i)
             .rev()
-            .take(64)
+            .take_while(|&j| self.reach[j] > addr)
+            .map(|j| &self.blobs[j])
             .filter(|b| addr < b.end)
             .max_by_key(|b| b.line)
             .map(|b| (b.start, b.name.as_str()))
@@ -113,5 +132,29 @@ mod tests {
         assert_eq!(m.find(0x2014), Some((0x2000, "New.large()")));
         assert_eq!(m.find(0x2004).unwrap().1, "New.large()");
         assert_eq!(m.find(0x3004).unwrap().1, "Stub");
+    }
+
+    #[test]
+    fn a_method_is_found_behind_many_inlined_call_sites() {
+        // A method with 200 call sites inside inlined methods, then a blob
+        // past its end.
+        let mut text = String::from("1000 1000 Outer.run()\n");
+        for k in 0..200u64 {
+            text.push_str(&format!(
+                "{:x} 8 Outer.run()->Inner.get()\n",
+                0x1000 + k * 16
+            ));
+        }
+        text.push_str("3000 10 Stub\n");
+        let m = PerfMap::parse(&text);
+        assert_eq!(
+            m.find(0x1000 + 199 * 16 + 4).unwrap().1,
+            "Outer.run()->Inner.get()"
+        );
+        // Between call sites and after the last: the method itself.
+        assert_eq!(m.find(0x1000 + 199 * 16 + 8), Some((0x1000, "Outer.run()")));
+        assert_eq!(m.find(0x1f00), Some((0x1000, "Outer.run()")));
+        assert_eq!(m.find(0x2000), None);
+        assert_eq!(m.find(0x3008).unwrap().1, "Stub");
     }
 }

@@ -135,8 +135,16 @@ impl Frames {
                 } else {
                     CodeKind::Jit
                 };
-                let name = name.to_string();
-                return self.intern(module, addr, kind, &name);
+                // `Outer.m()->Inner.n()`: the compiled method, and the
+                // methods inlined into it at this call site, outermost first.
+                let mut chain = name.split(crate::perfmap::INLINED).map(str::to_string);
+                let name = chain.next().unwrap_or_default();
+                let inlined: Vec<String> = chain.collect();
+                let id = self.intern(module, addr, kind, &name);
+                if let Some(f) = self.frames.get_mut(id as usize - 1) {
+                    f.inlined = inlined;
+                }
+                return id;
             }
         }
         self.unknown += 1;

@@ -652,6 +652,70 @@ pub unsafe fn borrowed_text(text: *const c_char) -> Option<String> {
     Some(text.to_string_lossy().into_owned())
 }
 
+/// One address of a compiled method with the methods inlined there: what
+/// the compile-time stack holds at `pc` (an address after a call, or a
+/// safepoint), innermost first, the compiled method itself last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InlinePc {
+    pub pc: u64,
+    pub methods: Vec<MethodId>,
+}
+
+/// The inlining records of `CompiledMethodLoad`'s `compile_info` list
+/// (`JVMTI_CMLR_INLINE_INFO`; other kinds are skipped), sorted by address.
+/// A list with no such record (or null) gives none.
+///
+/// # Safety
+/// `compile_info` must be null or the `compile_info` argument of the
+/// `CompiledMethodLoad` callback running now: the JVM keeps the list and
+/// its arrays valid for the callback, and every `jmethodID` in it is
+/// issued by this JVM.
+pub unsafe fn inline_records(compile_info: *const c_void) -> Vec<InlinePc> {
+    use crate::jvmti::{
+        jvmtiCompiledMethodLoadInlineRecord, jvmtiCompiledMethodLoadRecordHeader,
+        JVMTI_CMLR_INLINE_INFO,
+    };
+    let mut out = Vec::new();
+    let mut record = compile_info.cast::<jvmtiCompiledMethodLoadRecordHeader>();
+    // A cycle would be the JVM's bug; a bound keeps the agent from hanging.
+    for _ in 0..64 {
+        if record.is_null() {
+            break;
+        }
+        // SAFETY: non-null and valid for the callback (caller's contract).
+        let header = unsafe { &*record };
+        if header.kind == JVMTI_CMLR_INLINE_INFO {
+            // SAFETY: a record of this kind is an inline record.
+            let inline = unsafe { &*record.cast::<jvmtiCompiledMethodLoadInlineRecord>() };
+            let n = usize::try_from(inline.numpcs).unwrap_or(0);
+            if !inline.pcinfo.is_null() && n > 0 {
+                // SAFETY: `pcinfo` holds `numpcs` entries (jvmticmlr.h).
+                let pcs = unsafe { std::slice::from_raw_parts(inline.pcinfo, n) };
+                for p in pcs {
+                    let frames = usize::try_from(p.numstackframes).unwrap_or(0);
+                    if p.methods.is_null() || frames == 0 {
+                        continue;
+                    }
+                    // SAFETY: `methods` holds `numstackframes` method ids
+                    // issued by this JVM (jvmticmlr.h, caller's contract).
+                    let ids = unsafe { std::slice::from_raw_parts(p.methods, frames) };
+                    out.push(InlinePc {
+                        pc: p.pc as u64,
+                        // SAFETY: issued by this JVM, see above.
+                        methods: ids
+                            .iter()
+                            .map(|&m| unsafe { MethodId::from_raw(m) })
+                            .collect(),
+                    });
+                }
+            }
+        }
+        record = header.next;
+    }
+    out.sort_by_key(|p| p.pc);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

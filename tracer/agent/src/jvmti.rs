@@ -227,6 +227,47 @@ jvmti_functions! {
     ) -> jvmtiError;
 }
 
+/// `JVMTI_CMLR_INLINE_INFO` (`jvmticmlr.h`): a record of
+/// `CompiledMethodLoad`'s `compile_info` list that is a
+/// [`jvmtiCompiledMethodLoadInlineRecord`].
+pub const JVMTI_CMLR_INLINE_INFO: u32 = 2;
+
+/// `jvmtiCompiledMethodLoadRecordHeader` (`jvmticmlr.h`): the head of each
+/// record in `CompiledMethodLoad`'s `compile_info` list; `kind` tells what
+/// the record is (a C enum, [`JVMTI_CMLR_INLINE_INFO`] or the dummy 1).
+#[repr(C)]
+#[derive(Debug)]
+pub struct jvmtiCompiledMethodLoadRecordHeader {
+    pub kind: u32,
+    pub majorinfoversion: jint,
+    pub minorinfoversion: jint,
+    /// The next record, or null.
+    pub next: *const jvmtiCompiledMethodLoadRecordHeader,
+}
+
+/// `PCStackInfo` (`jvmticmlr.h`): the methods on the compile-time stack at
+/// one address of a compiled method, the innermost (inlined deepest) first
+/// and the compiled method last, each with its bytecode index.
+#[repr(C)]
+#[derive(Debug)]
+pub struct PCStackInfo {
+    pub pc: *const c_void,
+    pub numstackframes: jint,
+    pub methods: *const jmethodID,
+    pub bcis: *const jint,
+}
+
+/// `jvmtiCompiledMethodLoadInlineRecord` (`jvmticmlr.h`): one
+/// [`PCStackInfo`] per address the compiled code keeps debug information
+/// for (its call sites and safepoints).
+#[repr(C)]
+#[derive(Debug)]
+pub struct jvmtiCompiledMethodLoadInlineRecord {
+    pub header: jvmtiCompiledMethodLoadRecordHeader,
+    pub numpcs: jint,
+    pub pcinfo: *const PCStackInfo,
+}
+
 /// `struct jvmtiThreadInfo`, filled by `GetThreadInfo`. `name` is allocated by
 /// JVMTI (free it with `Deallocate`); `thread_group` and
 /// `context_class_loader` are JNI local references.
@@ -364,8 +405,9 @@ pub type SampledObjectAllocFn = unsafe extern "system" fn(
     size: jlong,
 );
 /// `jvmtiEventCompiledMethodLoad`: `method` was compiled to `code_size`
-/// bytes at `code_addr`. The address-location map and `compile_info` (the
-/// inlining records) are not used.
+/// bytes at `code_addr`; `compile_info` lists the inlining records
+/// ([`jvmtiCompiledMethodLoadRecordHeader`]). The address-location map is
+/// not used.
 pub type CompiledMethodLoadFn = unsafe extern "system" fn(
     jvmti_env: *mut jvmtiEnv,
     method: jmethodID,

@@ -322,14 +322,17 @@ unsafe extern "system" fn on_compiled_method_load(
     code_addr: *const c_void,
     _map_length: jint,
     _map: *const c_void,
-    _compile_info: *const c_void,
+    compile_info: *const c_void,
 ) {
     // SAFETY: see the comment above the trampolines; the code address and
-    // size are only numbers here.
+    // size are only numbers here; `compile_info` is this callback's.
     let (jvmti, method) = unsafe { (Jvmti::from_raw(env), MethodId::from_raw(method)) };
     guarded("CompiledMethodLoad", || {
         if let Some(jvmti) = jvmti {
-            perfmap::compiled_method_load(jvmti, method, code_addr as u64, code_size.max(0) as u64);
+            // SAFETY: `compile_info` is this callback's (see above).
+            let inlined = unsafe { env::inline_records(compile_info) };
+            let (start, size) = (code_addr as u64, code_size.max(0) as u64);
+            perfmap::compiled_method_load(jvmti, method, start, size, &inlined);
         }
     });
 }

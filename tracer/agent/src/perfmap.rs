@@ -78,17 +78,70 @@ fn append(start: u64, size: u64, name: &str) {
 }
 
 /// `CompiledMethodLoad`: `method` now runs as `size` bytes of JIT code at
-/// `start`, named `package.Class.method(parameter types)`.
-pub fn compiled_method_load(jvmti: Jvmti, method: MethodId, start: u64, size: u64) {
-    let name = match jvmti.method_descriptor(method) {
-        Ok((class, name, signature)) => format!(
-            "{}.{name}{}",
-            java_class_name(&class),
-            java_parameters(&signature)
-        ),
-        Err(e) => format!("<compiled method: {e}>"),
+/// `start`, named `package.Class.method(parameter types)`; `inlined`: its
+/// inlining records ([`crate::env::inline_records`]). After the method's
+/// line, each call site inside methods the JIT inlined gets a line of its
+/// own that names the chain ([`inlined_ranges`]): written later, it wins
+/// over the method's line for its addresses.
+pub fn compiled_method_load(
+    jvmti: Jvmti,
+    method: MethodId,
+    start: u64,
+    size: u64,
+    inlined: &[crate::env::InlinePc],
+) {
+    let mut names: std::collections::HashMap<MethodId, String> = Default::default();
+    let mut name_of = |m: MethodId| -> String {
+        names
+            .entry(m)
+            .or_insert_with(|| match jvmti.method_descriptor(m) {
+                Ok((class, name, signature)) => format!(
+                    "{}.{name}{}",
+                    java_class_name(&class),
+                    java_parameters(&signature)
+                ),
+                Err(e) => format!("<compiled method: {e}>"),
+            })
+            .clone()
     };
-    append(start, size, &name);
+    append(start, size, &name_of(method));
+    let pcs: Vec<(u64, usize)> = inlined.iter().map(|p| (p.pc, p.methods.len())).collect();
+    for (from, to, i) in inlined_ranges(start, start.saturating_add(size), &pcs) {
+        // The compiled method outermost, then each inlined one inwards.
+        let chain: Vec<String> = inlined[i]
+            .methods
+            .iter()
+            .rev()
+            .map(|&m| name_of(m))
+            .collect();
+        append(from, to - from, &chain.join(INLINED));
+    }
+}
+
+/// What joins a chain of inlined methods in a perf-map name, outermost
+/// first (`Outer.run()->Inner.get()`): no Java name holds it.
+pub const INLINED: &str = "->";
+
+/// The address ranges that name inlined methods, as (from, to, index in
+/// `pcs`): `pcs` are a compiled method's (address, methods on the
+/// compile-time stack) in address order, inside [`start`, `end`). A frame
+/// of the method on a stack holds a return address, which is such an
+/// address, and the unwinder looks up that address minus one, inside the
+/// call: so an address with more than one method names the range from the
+/// address before it (or the method's start) up to it.
+pub fn inlined_ranges(start: u64, end: u64, pcs: &[(u64, usize)]) -> Vec<(u64, u64, usize)> {
+    let mut out = Vec::new();
+    let mut from = start;
+    for (i, &(pc, methods)) in pcs.iter().enumerate() {
+        if pc <= from || pc > end {
+            continue;
+        }
+        if methods > 1 {
+            out.push((from, pc, i));
+        }
+        from = pc;
+    }
+    out
 }
 
 /// `DynamicCodeGenerated`: the VM generated `size` bytes of its own code
@@ -108,5 +161,25 @@ mod tests {
             "7f0000001000 80 Interpreter\n"
         );
         assert_eq!(line(0x10, 0x2, "a\nb\rc"), "10 2 a b c\n");
+    }
+
+    #[test]
+    fn inlined_call_sites_name_the_range_that_ends_at_their_return_address() {
+        // A method at 0x100..0x200: call sites at 0x120 (not inlined),
+        // 0x140 and 0x160 (inlined), a duplicate 0x160, 0x300 outside.
+        let pcs = [(0x120, 1), (0x140, 2), (0x160, 3), (0x160, 3), (0x300, 2)];
+        assert_eq!(
+            inlined_ranges(0x100, 0x200, &pcs),
+            vec![(0x120, 0x140, 1), (0x140, 0x160, 2)]
+        );
+        // A return address looked up minus one lands in its own range.
+        let r = inlined_ranges(0x100, 0x200, &pcs);
+        for (ret, index) in [(0x140u64, 1usize), (0x160, 2)] {
+            let lookup = ret - 1;
+            assert!(r
+                .iter()
+                .any(|&(a, b, i)| (a..b).contains(&lookup) && i == index));
+        }
+        assert!(inlined_ranges(0x100, 0x200, &[]).is_empty());
     }
 }

@@ -426,3 +426,110 @@ fn parser_reads_known_landmarks() {
     assert_eq!(h.errors.get("JVMTI_ERROR_NONE"), Some(&0));
     assert!(h.errors.len() > 40, "{} errors", h.errors.len());
 }
+
+/// `jvmticmlr.h`'s records, laid out by the C compiler: each field's offset
+/// and each struct's size against our `#[repr(C)]` copies, and the record
+/// kind's number.
+#[test]
+fn inline_records_match_jvmticmlr_h() {
+    use idleflow_agent::jvmti::{
+        jvmtiCompiledMethodLoadInlineRecord as Inline,
+        jvmtiCompiledMethodLoadRecordHeader as HeaderRec, PCStackInfo, JVMTI_CMLR_INLINE_INFO,
+    };
+    let include = "/usr/lib/jvm/java-17-openjdk-amd64/include";
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("cmlr.c");
+    std::fs::write(
+        &src,
+        r#"#include <stddef.h>
+#include <stdio.h>
+#include "jvmti.h"
+#include "jvmticmlr.h"
+#define F(s, f) printf(#s "." #f " %zu\n", offsetof(s, f))
+int main(void) {
+  printf("JVMTI_CMLR_INLINE_INFO %d\n", (int)JVMTI_CMLR_INLINE_INFO);
+  F(jvmtiCompiledMethodLoadRecordHeader, kind);
+  F(jvmtiCompiledMethodLoadRecordHeader, majorinfoversion);
+  F(jvmtiCompiledMethodLoadRecordHeader, minorinfoversion);
+  F(jvmtiCompiledMethodLoadRecordHeader, next);
+  printf("sizeof.header %zu\n", sizeof(jvmtiCompiledMethodLoadRecordHeader));
+  F(PCStackInfo, pc); F(PCStackInfo, numstackframes); F(PCStackInfo, methods); F(PCStackInfo, bcis);
+  printf("sizeof.pcstackinfo %zu\n", sizeof(PCStackInfo));
+  F(jvmtiCompiledMethodLoadInlineRecord, header);
+  F(jvmtiCompiledMethodLoadInlineRecord, numpcs);
+  F(jvmtiCompiledMethodLoadInlineRecord, pcinfo);
+  printf("sizeof.inline %zu\n", sizeof(jvmtiCompiledMethodLoadInlineRecord));
+  return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("cmlr");
+    let cc = std::process::Command::new("cc")
+        .arg(format!("-I{include}"))
+        .arg(format!("-I{include}/linux"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("cc (Debian's gcc) compiles the layout probe");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let out = std::process::Command::new(&exe).output().unwrap();
+    let c: BTreeMap<String, usize> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect();
+    let ours: [(&str, usize); 14] = [
+        ("JVMTI_CMLR_INLINE_INFO", JVMTI_CMLR_INLINE_INFO as usize),
+        (
+            "jvmtiCompiledMethodLoadRecordHeader.kind",
+            offset_of!(HeaderRec, kind),
+        ),
+        (
+            "jvmtiCompiledMethodLoadRecordHeader.majorinfoversion",
+            offset_of!(HeaderRec, majorinfoversion),
+        ),
+        (
+            "jvmtiCompiledMethodLoadRecordHeader.minorinfoversion",
+            offset_of!(HeaderRec, minorinfoversion),
+        ),
+        (
+            "jvmtiCompiledMethodLoadRecordHeader.next",
+            offset_of!(HeaderRec, next),
+        ),
+        ("sizeof.header", size_of::<HeaderRec>()),
+        ("PCStackInfo.pc", offset_of!(PCStackInfo, pc)),
+        (
+            "PCStackInfo.numstackframes",
+            offset_of!(PCStackInfo, numstackframes),
+        ),
+        ("PCStackInfo.methods", offset_of!(PCStackInfo, methods)),
+        ("PCStackInfo.bcis", offset_of!(PCStackInfo, bcis)),
+        ("sizeof.pcstackinfo", size_of::<PCStackInfo>()),
+        (
+            "jvmtiCompiledMethodLoadInlineRecord.numpcs",
+            offset_of!(Inline, numpcs),
+        ),
+        (
+            "jvmtiCompiledMethodLoadInlineRecord.pcinfo",
+            offset_of!(Inline, pcinfo),
+        ),
+        ("sizeof.inline", size_of::<Inline>()),
+    ];
+    for (name, value) in ours {
+        assert_eq!(
+            c.get(name),
+            Some(&value),
+            "{name}: C says {:?}, we {value}",
+            c.get(name)
+        );
+    }
+}
