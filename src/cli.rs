@@ -157,7 +157,8 @@ pub struct RecordArgs {
     #[arg(short, long, default_value = "run.idleflow")]
     pub output: PathBuf,
 
-    /// Stop after this many seconds (system-wide when no command is given).
+    /// Stop after this many seconds (system-wide when no command is given;
+    /// a command still running then keeps running, as with --pid).
     #[arg(short, long, value_name = "SECONDS")]
     pub duration: Option<f64>,
 

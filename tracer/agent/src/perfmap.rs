@@ -105,14 +105,18 @@ pub fn compiled_method_load(
             .clone()
     };
     append(start, size, &name_of(method));
-    let pcs: Vec<(u64, usize)> = inlined.iter().map(|p| (p.pc, p.methods.len())).collect();
+    let pcs: Vec<(u64, &[MethodId])> = inlined.iter().map(|p| (p.pc, &p.methods[..])).collect();
     for (from, to, i) in inlined_ranges(start, start.saturating_add(size), &pcs) {
-        // The compiled method outermost, then each inlined one inwards.
+        // The compiled method outermost, then each inlined one inwards,
+        // without parameters (a path names Java methods without them).
         let chain: Vec<String> = inlined[i]
             .methods
             .iter()
             .rev()
-            .map(|&m| name_of(m))
+            .map(|&m| {
+                let name = name_of(m);
+                name.split_once('(').map_or(name.clone(), |(n, _)| n.to_string())
+            })
             .collect();
         append(from, to - from, &chain.join(INLINED));
     }
@@ -128,16 +132,24 @@ pub const INLINED: &str = "->";
 /// of the method on a stack holds a return address, which is such an
 /// address, and the unwinder looks up that address minus one, inside the
 /// call: so an address with more than one method names the range from the
-/// address before it (or the method's start) up to it.
-pub fn inlined_ranges(start: u64, end: u64, pcs: &[(u64, usize)]) -> Vec<(u64, u64, usize)> {
-    let mut out = Vec::new();
+/// address before it (or the method's start) up to it. Adjacent ranges of
+/// the same chain are one.
+pub fn inlined_ranges<T: PartialEq>(
+    start: u64,
+    end: u64,
+    pcs: &[(u64, &[T])],
+) -> Vec<(u64, u64, usize)> {
+    let mut out: Vec<(u64, u64, usize)> = Vec::new();
     let mut from = start;
     for (i, &(pc, methods)) in pcs.iter().enumerate() {
         if pc <= from || pc > end {
             continue;
         }
-        if methods > 1 {
-            out.push((from, pc, i));
+        if methods.len() > 1 {
+            match out.last_mut() {
+                Some(last) if last.1 == from && pcs[last.2].1 == methods => last.1 = pc,
+                _ => out.push((from, pc, i)),
+            }
         }
         from = pc;
     }
@@ -167,19 +179,28 @@ mod tests {
     fn inlined_call_sites_name_the_range_that_ends_at_their_return_address() {
         // A method at 0x100..0x200: call sites at 0x120 (not inlined),
         // 0x140 and 0x160 (inlined), a duplicate 0x160, 0x300 outside.
-        let pcs = [(0x120, 1), (0x140, 2), (0x160, 3), (0x160, 3), (0x300, 2)];
+        let (one, two, three): (&[u8], &[u8], &[u8]) = (&[1], &[2, 1], &[3, 2, 1]);
+        let pcs = [
+            (0x120, one),
+            (0x140, two),
+            (0x160, three),
+            (0x160, three),
+            (0x170, three),
+            (0x300, two),
+        ];
+        // 0x160 and 0x170 hold the same chain: one range.
         assert_eq!(
             inlined_ranges(0x100, 0x200, &pcs),
-            vec![(0x120, 0x140, 1), (0x140, 0x160, 2)]
+            vec![(0x120, 0x140, 1), (0x140, 0x170, 2)]
         );
         // A return address looked up minus one lands in its own range.
         let r = inlined_ranges(0x100, 0x200, &pcs);
-        for (ret, index) in [(0x140u64, 1usize), (0x160, 2)] {
+        for (ret, chain) in [(0x140u64, two), (0x160, three), (0x170, three)] {
             let lookup = ret - 1;
             assert!(r
                 .iter()
-                .any(|&(a, b, i)| (a..b).contains(&lookup) && i == index));
+                .any(|&(a, b, i)| (a..b).contains(&lookup) && pcs[i].1 == chain));
         }
-        assert!(inlined_ranges(0x100, 0x200, &[]).is_empty());
+        assert!(inlined_ranges::<u8>(0x100, 0x200, &[]).is_empty());
     }
 }
