@@ -102,10 +102,21 @@ pub struct JavaWaits {
 impl JavaWaits {
     /// Reads every JVM's waits of the recording behind `reader`, which is
     /// left where it was.
+    /// Reads only from where the trailer says the waits begin (nothing
+    /// when it says there are none): the report's one pass over the
+    /// dispatches stays its only pass over them.
     pub fn load<R: Read + Seek>(reader: &mut Reader<R>) -> Result<Self, FormatError> {
         let at = reader.position();
-        reader.only_java_waits(true);
         let mut w = JavaWaits::default();
+        match reader.waits_at()? {
+            idleflow_format::WaitsAt::Nowhere => {
+                reader.seek(at)?;
+                return Ok(w);
+            }
+            idleflow_format::WaitsAt::From(from) => reader.seek(from)?,
+            idleflow_format::WaitsAt::Unknown => reader.seek(at)?,
+        }
+        reader.only_java_waits(true);
         let result = (|| -> Result<(), FormatError> {
             while let Some(rec) = reader.next_complete_record()? {
                 match rec {

@@ -115,7 +115,8 @@ pub fn compiled_method_load(
             .rev()
             .map(|&m| {
                 let name = name_of(m);
-                name.split_once('(').map_or(name.clone(), |(n, _)| n.to_string())
+                name.split_once('(')
+                    .map_or(name.clone(), |(n, _)| n.to_string())
             })
             .collect();
         append(from, to - from, &chain.join(INLINED));

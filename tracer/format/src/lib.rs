@@ -37,7 +37,7 @@ pub mod waits;
 mod writer;
 
 pub use error::FormatError;
-pub use reader::{CutShort, Position, RawOther, RawRecord, Reader};
+pub use reader::{CutShort, Position, RawOther, RawRecord, Reader, WaitsAt};
 pub use record::{
     Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
     ThreadInfo, ThreadTree, TreeDump, TreeNode, Wakeup, IDLE_TID,
@@ -55,6 +55,17 @@ pub use writer::Writer;
 pub const MAGIC: &[u8; 8] = b"IDLEFLOW";
 /// The format version this crate writes and reads.
 pub const VERSION: u32 = 1;
+
+/// The eight bytes that begin the trailer [`Writer::finish`] writes after
+/// the end record: then the file offset of the first of the JVMs' wait
+/// records (`u64::MAX`: none) and the time-delta chain's time there, each
+/// 8 bytes little-endian. A report reads the waits first from there
+/// instead of scanning the whole recording; readers stop at the end
+/// record, so a recording without the trailer (or a reader that does not
+/// know it) reads as before.
+pub const WAITS_TRAILER: &[u8; 8] = b"IFWAITS1";
+/// The trailer's length in bytes.
+pub const WAITS_TRAILER_LEN: usize = 24;
 
 /// Record kinds (the first byte of each record).
 pub mod kind {
@@ -114,6 +125,12 @@ pub mod kind {
     pub const JAVA_STACK: u8 = 132;
     /// [`crate::JavaWait`], binary: one wait of one Java thread.
     pub const JAVA_WAIT: u8 = 133;
+
+    /// The kinds of a JVM's waits ([`crate::waits`]): what a report reads
+    /// in its first pass, from the offset the trailer gives.
+    pub fn is_java_wait(k: u8) -> bool {
+        matches!(k, JVM_WAITS | JAVA_SYMBOL | JAVA_STACK | JAVA_WAIT)
+    }
     /// [`crate::KernelStack`], binary: an interned kernel stack.
     pub const KERNEL_STACK: u8 = 134;
     /// [`crate::KernelSymbols`], JSON: the names of the stacks' addresses.

@@ -722,7 +722,44 @@ impl Position {
     }
 }
 
+/// Where a recording's Java wait records begin, as its trailer says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitsAt {
+    /// The recording has none.
+    Nowhere,
+    /// From here on (all of them: none comes before).
+    From(Position),
+    /// No trailer (an older recording, or one cut short): scan it all.
+    Unknown,
+}
+
 impl<R: Read + Seek> Reader<R> {
+    /// Where the recording's Java wait records begin
+    /// ([`crate::WAITS_TRAILER`]). Moves the input: [`Reader::seek`]
+    /// before reading on.
+    pub fn waits_at(&mut self) -> Result<WaitsAt, FormatError> {
+        let len = self.input.seek(SeekFrom::End(0))?;
+        let n = crate::WAITS_TRAILER_LEN as u64;
+        if len < 12 + n {
+            return Ok(WaitsAt::Unknown);
+        }
+        self.input.seek(SeekFrom::Start(len - n))?;
+        let mut t = [0u8; crate::WAITS_TRAILER_LEN];
+        self.input.read_exact(&mut t)?;
+        let word = |i: usize| u64::from_le_bytes(t[i..i + 8].try_into().unwrap_or([0; 8]));
+        if &t[..8] != crate::WAITS_TRAILER {
+            return Ok(WaitsAt::Unknown);
+        }
+        Ok(match word(8) {
+            u64::MAX => WaitsAt::Nowhere,
+            offset if offset >= 12 && offset < len - n => WaitsAt::From(Position {
+                offset,
+                last_time: word(16),
+            }),
+            _ => WaitsAt::Unknown,
+        })
+    }
+
     /// Where the next record starts (between records only: call it before
     /// or after a whole record, never with a version-1 dump half handed out).
     pub fn position(&self) -> Position {
@@ -779,7 +816,14 @@ impl<'a> Payload<'a> {
                 return Ok(value);
             }
         }
-        Err(self.corrupt("bad or missing integer field".into()))
+        Err(self.bad_integer())
+    }
+
+    /// [`Payload::uint`]'s error, out of the hot path.
+    #[cold]
+    #[inline(never)]
+    fn bad_integer(&self) -> FormatError {
+        self.corrupt("bad or missing integer field".into())
     }
 
     #[inline(always)]
@@ -793,9 +837,17 @@ impl<'a> Payload<'a> {
         Ok(v)
     }
 
+    #[inline(always)]
     pub(crate) fn u32(&mut self) -> Result<u32, FormatError> {
         let v = self.uint()?;
-        u32::try_from(v).map_err(|_| self.corrupt(format!("field value {v} out of range")))
+        u32::try_from(v).map_err(|_| self.out_of_range(v))
+    }
+
+    /// [`Payload::u32`]'s error, out of the hot path.
+    #[cold]
+    #[inline(never)]
+    fn out_of_range(&self, v: u64) -> FormatError {
+        self.corrupt(format!("field value {v} out of range"))
     }
 
     #[inline]
@@ -817,7 +869,7 @@ impl<'a> Payload<'a> {
         Ok(head)
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn time(&mut self, last: &mut u64) -> Result<u64, FormatError> {
         let delta = unzigzag(self.uint()?);
         *last = last.wrapping_add(delta as u64);

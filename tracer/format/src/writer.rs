@@ -23,6 +23,8 @@ pub struct Writer<W: Write> {
     bytes: u64,
     /// What the next stack copy of each thread is written against.
     refs: crate::ustacks::CopyReferences,
+    /// The offset of the first Java wait record and the time then.
+    waits_from: Option<(u64, u64)>,
 }
 
 /// Bytes of records the writer gathers before handing them to its output.
@@ -40,6 +42,7 @@ impl<W: Write> Writer<W> {
             last_time: info.start_ns,
             bytes: 12,
             refs: Default::default(),
+            waits_from: None,
         };
         w.write_json(kind::META, info)?;
         Ok(w)
@@ -255,9 +258,15 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
-    /// Writes the end record, flushes, and returns the output.
+    /// Writes the end record and the trailer ([`crate::WAITS_TRAILER`]),
+    /// flushes, and returns the output.
     pub fn finish(mut self, summary: &RunSummary) -> Result<W, FormatError> {
         self.write_json(kind::END, summary)?;
+        let (offset, time) = self.waits_from.unwrap_or((u64::MAX, 0));
+        self.buf.extend_from_slice(crate::WAITS_TRAILER);
+        self.buf.extend_from_slice(&offset.to_le_bytes());
+        self.buf.extend_from_slice(&time.to_le_bytes());
+        self.bytes += crate::WAITS_TRAILER_LEN as u64;
         self.flush()?;
         Ok(self.out)
     }
@@ -281,6 +290,10 @@ impl<W: Write> Writer<W> {
     /// length, and hands full blocks to the output.
     #[inline]
     fn end(&mut self, start: usize, k: u8) -> Result<(), FormatError> {
+        if self.waits_from.is_none() && kind::is_java_wait(k) {
+            // Untimed: the chain's time is the same before and after it.
+            self.waits_from = Some((self.bytes, self.last_time));
+        }
         let len = self.buf.len() - start - 2;
         self.buf[start] = k;
         if len < 0x80 {

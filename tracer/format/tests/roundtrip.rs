@@ -259,13 +259,18 @@ fn a_dispatch_costs_few_bytes() {
 #[test]
 fn every_truncation_is_an_error_not_a_panic() {
     let bytes = write_all(&records());
+    // The trailer after the end record is optional: a cut inside it leaves
+    // a whole recording.
+    let whole = bytes.len() - WAITS_TRAILER_LEN;
     for cut in 0..bytes.len() {
         let res = Reader::new(&bytes[..cut]).and_then(|mut r| {
             while r.next_record()?.is_some() {}
             Ok(())
         });
         match res {
-            Err(FormatError::Truncated { .. }) | Err(FormatError::NotARecording) => {}
+            Ok(()) if cut >= whole => {}
+            Err(FormatError::Truncated { .. }) | Err(FormatError::NotARecording) if cut < whole => {
+            }
             other => panic!("cut at {cut}: {other:?}"),
         }
     }
@@ -424,12 +429,14 @@ fn unknown_timed_kinds_keep_the_time_chain_whole() {
     assert_eq!(r.unknown_records(), 2);
 }
 
-/// Length in bytes of the END record at the end of `bytes`.
+/// Length in bytes of the END record and the trailer at the end of `bytes`.
 fn end_record_len(bytes: &[u8]) -> usize {
-    // Walk the records from the META record on.
+    // Walk the records from the META record on, up to the trailer.
+    let records_end = bytes.len() - WAITS_TRAILER_LEN;
+    assert_eq!(&bytes[records_end..records_end + 8], WAITS_TRAILER);
     let mut pos = 12;
     let mut last = pos;
-    while pos < bytes.len() {
+    while pos < records_end {
         last = pos;
         let mut rest = &bytes[pos + 1..];
         let before = rest.len();
@@ -738,4 +745,59 @@ fn a_damaged_delta_is_an_error_not_a_panic() {
             }
         }
     }
+}
+
+/// The trailer says where the JVMs' wait records begin: a reader finds
+/// them there without reading the dispatches, and a recording without the
+/// trailer (older, or cut inside it) says so and reads as before.
+#[test]
+fn the_trailer_points_at_the_first_wait_record() {
+    let d = |time| {
+        Record::Dispatch(Dispatch {
+            time,
+            cpu: 0,
+            prev_tid: 7,
+            prev_state: PrevState::Sleeping,
+            next_tid: 0,
+            prev_node: NodeTag::Untraced,
+        })
+    };
+    let wait = JavaWait {
+        pid: 5,
+        tid: 7,
+        start: 2_000,
+        duration: 900,
+        reason: WaitReason::Park,
+        stack: 0,
+        object: 0,
+        other_tid: 0,
+        other: 0,
+    };
+    // No wait record: nowhere.
+    let none = write_all(&[d(1_000), d(2_000)]);
+    let mut r = Reader::new(std::io::Cursor::new(&none[..])).unwrap();
+    assert_eq!(r.waits_at().unwrap(), WaitsAt::Nowhere);
+    // Waits after the dispatches, and a dispatch after them.
+    let recs = [d(1_000), d(2_000), Record::JavaWait(wait.clone()), d(3_000)];
+    let with = write_all(&recs);
+    let mut r = Reader::new(std::io::Cursor::new(&with[..])).unwrap();
+    let WaitsAt::From(at) = r.waits_at().unwrap() else {
+        panic!("no position")
+    };
+    assert!(at.offset() > 12 && (at.offset() as usize) < with.len() - WAITS_TRAILER_LEN);
+    r.seek(at).unwrap();
+    assert_eq!(r.next_record().unwrap(), Some(Record::JavaWait(wait)));
+    // The time chain goes on from there: the last dispatch reads right.
+    assert_eq!(r.next_record().unwrap(), Some(d(3_000)));
+    assert_eq!(r.next_record().unwrap(), None);
+    // Without the trailer: unknown, and every record still reads.
+    let cut = &with[..with.len() - 1];
+    let mut r = Reader::new(std::io::Cursor::new(cut)).unwrap();
+    assert_eq!(r.waits_at().unwrap(), WaitsAt::Unknown);
+    let mut r = Reader::new(cut).unwrap();
+    let mut n = 0;
+    while r.next_record().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, recs.len());
 }
