@@ -778,7 +778,7 @@ fn the_trailer_points_at_the_first_wait_record() {
     let mut r = Reader::new(std::io::Cursor::new(&none[..])).unwrap();
     assert_eq!(r.waits_at().unwrap(), WaitsAt::Nowhere);
     // Waits after the dispatches, and a dispatch after them.
-    let recs = [d(1_000), d(2_000), Record::JavaWait(wait.clone()), d(3_000)];
+    let recs = [d(1_000), d(2_000), Record::JavaWait(wait), d(3_000)];
     let with = write_all(&recs);
     let mut r = Reader::new(std::io::Cursor::new(&with[..])).unwrap();
     let WaitsAt::From(at) = r.waits_at().unwrap() else {
