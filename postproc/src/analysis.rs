@@ -114,7 +114,7 @@ pub struct AnalysisOptions {
 
 impl Analysis {
     /// Reads the whole recording from `input`, with the default views.
-    pub fn run(input: impl Read + Seek) -> Result<Self, FormatError> {
+    pub fn run(input: impl Read + Seek + Send) -> Result<Self, FormatError> {
         Self::run_with_progress(input, &AnalysisOptions::default(), |_| {})
     }
 
@@ -132,7 +132,7 @@ impl Analysis {
     /// more once the dispatches are accounted, one thread at a time
     /// ([`crate::views`]): memory never holds a whole dump.
     pub fn run_with_progress(
-        input: impl Read + Seek,
+        input: impl Read + Seek + Send,
         opts: &AnalysisOptions,
         mut progress: impl FnMut(u64),
     ) -> Result<Self, FormatError> {
@@ -184,120 +184,29 @@ impl Analysis {
             }
         }
         let java_waits = !a.java.is_empty();
-        let mut n = 0u32;
-        let mut trees_at = None;
+        let mut batches = 0u32;
         let mut named: FxHashSet<u32> = FxHashSet::default();
         // Threads named like a flight recorder's: (tid, pid, when named).
         let mut jfr_named: Vec<(u32, u32, u64)> = Vec::new();
-        loop {
-            let before = reader.position();
-            let Some(rec) = reader.next_complete_record()? else {
-                break;
-            };
-            n = n.wrapping_add(1);
-            if n.is_multiple_of(1 << 18) {
-                progress(reader.offset());
-            }
-            match rec {
-                Record::Dispatch(d) if d.time < skip_before || d.time >= to => {}
-                Record::Wakeup(w) if w.time < skip_before || w.time >= to => {}
-                Record::Lost(l) if l.time < skip_before || l.time >= to => {}
-                Record::Dispatch(d) => {
-                    a.dispatches += 1;
-                    if java_waits {
-                        let pid = a.names.get(&d.prev_tid).map(|n| n.0);
-                        a.java.dispatch(&d, pid);
-                    }
-                    let out = a.accounting.dispatch(&d);
-                    let ci = a.accounting.cpu_slot(d.cpu);
-                    a.kernel.dispatched(ci, &d);
-                    // The tree node stays the key; the JVM's wait adds why.
-                    let wait = if java_waits && out.to_idle && d.prev_node.node().is_some() {
-                        a.java
-                            .wait_at(d.prev_tid, d.time)
-                            .map(|w| (w.reason, w.object))
-                    } else {
-                        None
-                    };
-                    a.node_idle.dispatch(ci, &d, &out, wait);
-                    if out.to_idle {
-                        let node = d.prev_node.node().unwrap_or(0);
-                        a.idle_paths.to_idle(ci, d.time, d.prev_tid, node);
-                    }
-                    // Causes are counted when their idle interval ends, so one
-                    // lookup carries the count, the state and the idle time.
-                    if let Some(iv) = out.closed_idle {
-                        a.interval(&iv);
-                    }
-                    if let Some((tid, state)) = out.abandoned_cause {
-                        a.cause(ci, tid, state, d.time, 0);
-                    }
+        // The one pass over the dispatches: decoded on a second thread.
+        let decoded = std::thread::scope(|scope| {
+            crate::ahead::read_ahead(scope, reader, |batch| {
+                batches = batches.wrapping_add(1);
+                if batches.is_multiple_of(64) {
+                    progress(batch.offset);
                 }
-                Record::Wakeup(w) => {
-                    a.wakeups += 1;
-                    a.accounting.wakeup(&w);
+                for rec in batch.records {
+                    a.record(
+                        rec,
+                        java_waits,
+                        (skip_before, to),
+                        &mut named,
+                        &mut jfr_named,
+                    );
                 }
-                Record::Lost(l) => a.accounting.lost(l.cpu, l.count),
-                Record::Thread(t) => {
-                    if !a.shown_pids.is_empty() && t.tid == t.pid && a.shown_pids.contains(&t.ppid)
-                    {
-                        a.shown_pids.insert(t.pid);
-                    }
-                    if t.tid == t.pid {
-                        a.process_names.insert(t.pid, t.comm.clone());
-                    }
-                    if t.comm.starts_with("JFR ") && jfr_named.len() < 1 << 16 {
-                        jfr_named.push((t.tid, t.pid, t.time));
-                    }
-                    if !a.java.has_name(t.tid) {
-                        a.names.insert(t.tid, (t.pid, t.comm));
-                    }
-                }
-                Record::SwitchStack(s) if s.time < skip_before || s.time >= to => {}
-                Record::SwitchStack(s) => {
-                    let ci = a.accounting.cpu_slot(s.cpu);
-                    a.kernel.switch_stack(ci, &s);
-                    a.node_idle.switch_stack(ci, s.time, s.tid, s.stack, 0);
-                }
-                Record::KernelStack(k) => a.kernel.stack(*k),
-                Record::KernelSymbols(k) => a.kernel.symbols(*k),
-                Record::SwitchUserStack(s) if s.time < skip_before || s.time >= to => {}
-                Record::SwitchUserStack(s) => {
-                    let ci = a.accounting.cpu_slot(s.cpu);
-                    a.kernel.switch_user_stack(ci, &s);
-                    a.node_idle.switch_stack(ci, s.time, s.tid, 0, s.stack);
-                }
-                Record::UserStack(u) => a.kernel.user_stack(*u),
-                Record::UserSymbols(u) => a.kernel.user_symbols = Some(u),
-                Record::StackCopy(_) => a.kernel.unresolved_copies += 1,
-                Record::ModuleMap(_) => {}
-                Record::Exit(e) => a.kernel.exited(e.tid),
-                Record::JvmWaits(_)
-                | Record::JavaSymbol(_)
-                | Record::JavaStack(_)
-                | Record::JavaWait(_) => {}
-                Record::TreeHead(h) => {
-                    trees_at.get_or_insert(before);
-                    a.tool_tids.extend(h.agent_tids.iter().copied());
-                    // A tid's first Java thread in a dump names it: the JVM
-                    // renames `main` to `DestroyJavaVM` when `main` returns.
-                    named.clear();
-                }
-                Record::TreeThread(_) => {} // kept encoded (below)
-                Record::TreeThreadEncoded(th) => {
-                    // The JVM knows its threads' full names (the kernel's are
-                    // cut to 15 characters, and a JVM's main thread is `java`).
-                    // (`tid-N` is the agent's stand-in for a name it could not read.)
-                    if !th.name.is_empty()
-                        && th.name != format!("tid-{}", th.tid)
-                        && named.insert(th.tid)
-                        && !a.java.has_name(th.tid)
-                    {
-                        a.names.insert(th.tid, (th.pid, th.name));
-                    }
-                }
-            }
-        }
+            })
+        })?;
+        let (mut reader, trees_at) = (decoded.reader, decoded.trees_at);
         let tool_pid = a.info.tool_pid;
         if tool_pid != 0 {
             a.tool_tids.extend(
@@ -358,6 +267,118 @@ impl Analysis {
             a.views = a.build_views(&mut reader, at)?;
         }
         Ok(a)
+    }
+
+    /// One record of the pass over the recording, `window` the times that
+    /// count (`skip_before`, `to`).
+    fn record(
+        &mut self,
+        rec: Record,
+        java_waits: bool,
+        (skip_before, to): (u64, u64),
+        named: &mut FxHashSet<u32>,
+        jfr_named: &mut Vec<(u32, u32, u64)>,
+    ) {
+        match rec {
+            Record::Dispatch(d) if d.time < skip_before || d.time >= to => {}
+            Record::Wakeup(w) if w.time < skip_before || w.time >= to => {}
+            Record::Lost(l) if l.time < skip_before || l.time >= to => {}
+            Record::Dispatch(d) => {
+                self.dispatches += 1;
+                if java_waits {
+                    let pid = self.names.get(&d.prev_tid).map(|n| n.0);
+                    self.java.dispatch(&d, pid);
+                }
+                let out = self.accounting.dispatch(&d);
+                let ci = self.accounting.cpu_slot(d.cpu);
+                self.kernel.dispatched(ci, &d);
+                // The tree node stays the key; the JVM's wait adds why.
+                let wait = if java_waits && out.to_idle && d.prev_node.node().is_some() {
+                    self.java
+                        .wait_at(d.prev_tid, d.time)
+                        .map(|w| (w.reason, w.object))
+                } else {
+                    None
+                };
+                self.node_idle.dispatch(ci, &d, &out, wait);
+                if out.to_idle {
+                    let node = d.prev_node.node().unwrap_or(0);
+                    self.idle_paths.to_idle(ci, d.time, d.prev_tid, node);
+                }
+                // Causes are counted when their idle interval ends, so one
+                // lookup carries the count, the state and the idle time.
+                if let Some(iv) = out.closed_idle {
+                    self.interval(&iv);
+                }
+                if let Some((tid, state)) = out.abandoned_cause {
+                    self.cause(ci, tid, state, d.time, 0);
+                }
+            }
+            Record::Wakeup(w) => {
+                self.wakeups += 1;
+                self.accounting.wakeup(&w);
+            }
+            Record::Lost(l) => self.accounting.lost(l.cpu, l.count),
+            Record::Thread(t) => {
+                if !self.shown_pids.is_empty()
+                    && t.tid == t.pid
+                    && self.shown_pids.contains(&t.ppid)
+                {
+                    self.shown_pids.insert(t.pid);
+                }
+                if t.tid == t.pid {
+                    self.process_names.insert(t.pid, t.comm.clone());
+                }
+                if t.comm.starts_with("JFR ") && jfr_named.len() < 1 << 16 {
+                    jfr_named.push((t.tid, t.pid, t.time));
+                }
+                if !self.java.has_name(t.tid) {
+                    self.names.insert(t.tid, (t.pid, t.comm));
+                }
+            }
+            Record::SwitchStack(s) if s.time < skip_before || s.time >= to => {}
+            Record::SwitchStack(s) => {
+                let ci = self.accounting.cpu_slot(s.cpu);
+                self.kernel.switch_stack(ci, &s);
+                self.node_idle.switch_stack(ci, s.time, s.tid, s.stack, 0);
+            }
+            Record::KernelStack(k) => self.kernel.stack(*k),
+            Record::KernelSymbols(k) => self.kernel.symbols(*k),
+            Record::SwitchUserStack(s) if s.time < skip_before || s.time >= to => {}
+            Record::SwitchUserStack(s) => {
+                let ci = self.accounting.cpu_slot(s.cpu);
+                self.kernel.switch_user_stack(ci, &s);
+                self.node_idle.switch_stack(ci, s.time, s.tid, 0, s.stack);
+            }
+            Record::UserStack(u) => self.kernel.user_stack(*u),
+            Record::UserSymbols(u) => self.kernel.user_symbols = Some(u),
+            Record::StackCopy(_) => self.kernel.unresolved_copies += 1,
+            Record::ModuleMap(_) => {}
+            Record::Exit(e) => self.kernel.exited(e.tid),
+            Record::JvmWaits(_)
+            | Record::JavaSymbol(_)
+            | Record::JavaStack(_)
+            | Record::JavaWait(_) => {}
+            Record::TreeHead(h) => {
+                self.tool_tids.extend(h.agent_tids.iter().copied());
+                // A tid's first Java thread in a dump names it: the JVM
+                // renames `main` to `DestroyJavaVM` when `main` returns.
+                named.clear();
+            }
+            Record::TreeThread(_) => {} // kept encoded (below)
+            Record::TreeThreadEncoded(th) => {
+                // The JVM knows its threads' full names (the kernel's are
+                // cut to 15 characters, and a JVM's main thread is `java`).
+                // (`tid-N` is the agent's stand-in for a name it could not read.)
+                if !th.name.is_empty()
+                    && th.name != format!("tid-{}", th.tid)
+                    && named.insert(th.tid)
+                    && !self.java.has_name(th.tid)
+                {
+                    self.names.insert(th.tid, (th.pid, th.name));
+                }
+            }
+        }
     }
 
     /// The two passes of [`Views`] over the tree records from `at` on.

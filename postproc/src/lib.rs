@@ -5,6 +5,7 @@
 //! shared dispatch accounting; [`report`] turns the result into the report's
 //! data (serialized as JSON as is); [`text`] prints it for people.
 
+pub mod ahead;
 pub mod analysis;
 pub mod arcflow;
 pub mod callpaths;
