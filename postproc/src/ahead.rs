@@ -4,8 +4,9 @@
 //! a report's work).
 //!
 //! Invariants: records arrive in file order, every one exactly once; at
-//! most [`DEPTH`] batches of [`BATCH`] records wait between the threads, so
-//! memory stays bounded whatever the recording's length; the reader comes
+//! most [`DEPTH`] batches of at most [`BATCH`] records or [`BATCH_BYTES`]
+//! of the file (and one record more) wait between the threads, so memory
+//! stays bounded whatever the recording's length; the reader comes
 //! back to the caller at the end (for later passes), with what it found
 //! (end record, cut, unknown kinds) as if the caller had read it.
 
@@ -14,8 +15,12 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use idleflow_format::{FormatError, Position, Reader, Record};
 
-/// Records per batch.
+/// Records per batch at most.
 pub const BATCH: usize = 4096;
+/// Bytes of the file a batch covers at most (and one record more): a
+/// call-tree record is one thread's whole tree, so a batch is also bounded
+/// by what it holds, not only by how many records.
+pub const BATCH_BYTES: u64 = 256 << 10;
 /// Batches decoded ahead of the analysis at most.
 pub const DEPTH: usize = 4;
 
@@ -71,7 +76,8 @@ fn decode<R: Read + Seek>(
     loop {
         let mut records = Vec::with_capacity(BATCH);
         let mut done = false;
-        while records.len() < BATCH {
+        let start = reader.offset();
+        while records.len() < BATCH && reader.offset().saturating_sub(start) < BATCH_BYTES {
             let before = reader.position();
             match reader.next_complete_record()? {
                 Some(rec) => {

@@ -600,11 +600,16 @@ fn render_headline(o: &mut String, r: &Report) -> std::fmt::Result {
     }
     if let Some(j) = &ip.java {
         if j.java_idle_ns > 0 || j.before_recorder_ns > 0 {
-            let mut line = format!(
-                "Java: {:.1} % of the Java threads' idle ({} ms) has Java frames",
-                j.named_pct,
-                ms(j.java_idle_ns)
-            );
+            let mut line = if j.java_idle_ns > 0 {
+                format!(
+                    "Java: {:.1} % of the Java threads' idle ({} ms) has Java frames",
+                    j.named_pct,
+                    ms(j.java_idle_ns)
+                )
+            } else {
+                "Java: the Java threads' leaving made no CPU idle while their JVM's flight recorder ran"
+                    .to_string()
+            };
             if j.before_recorder_ns > 0 {
                 line.push_str(&format!(
                     "; {} ms came before their JVM's flight recorder ran",
