@@ -108,24 +108,7 @@ mod tests {
     use idleflow_format::{Dispatch, NodeTag, PrevState, RunInfo, RunSummary, Writer};
 
     fn info() -> RunInfo {
-        RunInfo {
-            tool_version: "test".into(),
-            kernel_release: "6.18".into(),
-            hostname: "h".into(),
-            cpus: vec![0, 1],
-            clock: "CLOCK_MONOTONIC".into(),
-            command: vec![],
-            target_pids: vec![],
-            start_ns: 1,
-            start_unix_ns: 1,
-            proc_stat_start: vec![],
-            user_hz: 100,
-            ring_bytes: 4096,
-            tool_pid: 0,
-            java_waits: false,
-            stacks: String::new(),
-            wait_sample_period: 0,
-        }
+        RunInfo::minimal(vec![0, 1], 1)
     }
 
     #[test]

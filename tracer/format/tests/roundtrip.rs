@@ -368,16 +368,7 @@ fn unknown_record_kinds_are_skipped_and_counted() {
 /// (128–255) is skipped whole.
 #[test]
 fn unknown_timed_kinds_keep_the_time_chain_whole() {
-    let d = |time| {
-        Record::Dispatch(Dispatch {
-            time,
-            cpu: 0,
-            prev_tid: 7,
-            prev_state: PrevState::Sleeping,
-            next_tid: 0,
-            prev_node: NodeTag::Untraced,
-        })
-    };
+    let d = sleeping_dispatch;
     // Dispatches at 1000 and 5000, with a future timed record (kind 42:
     // delta 1500, then 2 opaque bytes) and an untimed kind 200 between
     // them: the second dispatch's own delta is then 2500.
@@ -427,6 +418,18 @@ fn unknown_timed_kinds_keep_the_time_chain_whole() {
     }
     assert_eq!(times, vec![1_000, 5_000]);
     assert_eq!(r.unknown_records(), 2);
+}
+
+/// Thread 7 leaving CPU 0 asleep at `time`, untraced.
+fn sleeping_dispatch(time: u64) -> Record {
+    Record::Dispatch(Dispatch {
+        time,
+        cpu: 0,
+        prev_tid: 7,
+        prev_state: PrevState::Sleeping,
+        next_tid: 0,
+        prev_node: NodeTag::Untraced,
+    })
 }
 
 /// Length in bytes of the END record and the trailer at the end of `bytes`.
@@ -752,16 +755,7 @@ fn a_damaged_delta_is_an_error_not_a_panic() {
 /// trailer (older, or cut inside it) says so and reads as before.
 #[test]
 fn the_trailer_points_at_the_first_wait_record() {
-    let d = |time| {
-        Record::Dispatch(Dispatch {
-            time,
-            cpu: 0,
-            prev_tid: 7,
-            prev_state: PrevState::Sleeping,
-            next_tid: 0,
-            prev_node: NodeTag::Untraced,
-        })
-    };
+    let d = sleeping_dispatch;
     let wait = JavaWait {
         pid: 5,
         tid: 7,
