@@ -187,6 +187,9 @@ struct Rarity {
     on_since: Option<u64>,
     /// When it last stopped (ns).
     off_at: Option<u64>,
+    /// Counts taken before this are not part of any span (ns; see
+    /// [`Rarity::restart`]).
+    counted_from: u64,
 }
 
 impl Rarity {
@@ -197,6 +200,7 @@ impl Rarity {
             rate: None,
             on_since: None,
             off_at: None,
+            counted_from: 0,
         }
     }
 
@@ -206,9 +210,22 @@ impl Rarity {
         self.rate = Some(n as f64 / span.as_secs_f64().max(1e-3));
     }
 
+    /// The rate starts over from the recorder's first count after `at_ns`:
+    /// idleflow just started or stopped a flight recording in the JVM, and
+    /// a span over that (the recorder's own threads, the classes it loads
+    /// and compiles) says nothing of how often the program waits; once
+    /// stopped, every wait stays off for [`BACK_ON_AFTER_NS`].
+    fn restart(&mut self, at_ns: u64) {
+        self.last = None;
+        self.counted_from = at_ns;
+    }
+
     /// The JVM's threads had blocked `count` times by `at_ns` (the
     /// recorder's count).
     fn observe(&mut self, at_ns: u64, count: u64) {
+        if at_ns < self.counted_from {
+            return;
+        }
         match self.last {
             Some((t, c)) if at_ns >= t + RATE_SPAN_NS => {
                 self.rate = Some(count.saturating_sub(c) as f64 * 1e9 / (at_ns - t) as f64);
@@ -427,6 +444,9 @@ impl Watcher {
             .or_insert_with(idleflow_tracer::sys::monotonic_ns);
         match self.waits.start_in(pid) {
             Ok(()) => {
+                if let Some(r) = self.rarity.get_mut(&pid) {
+                    r.restart(idleflow_tracer::sys::monotonic_ns());
+                }
                 self.done.started.push(pid);
                 if let Some(dir) = repository_of(pid, &self.waits.out_dir()) {
                     self.done.repositories.insert(pid, (dir, at));
@@ -483,7 +503,10 @@ impl Watcher {
         let now = idleflow_tracer::sys::monotonic_ns();
         match rarity.decide(now) {
             Some(true) => match self.waits.start_all_in(pid) {
-                Ok(()) => rarity.on_since = Some(now),
+                Ok(()) => {
+                    rarity.on_since = Some(now);
+                    rarity.restart(idleflow_tracer::sys::monotonic_ns());
+                }
                 Err(e) => {
                     run.failed = true;
                     self.done.notes.push(format!(
@@ -499,6 +522,7 @@ impl Watcher {
                     run.windows.push((from, end));
                 }
                 rarity.off_at = Some(end);
+                rarity.restart(end);
                 if let Err(e) = result {
                     // Still recording every wait, as far as anyone knows.
                     run.failed = true;
@@ -1076,5 +1100,31 @@ mod tests {
         assert_eq!(run_policy(0.0, &[10.0; 3]), "...");
         assert!(Rarity::new(0.0).knows());
         assert!(!Rarity::new(3000.0).knows());
+    }
+
+    #[test]
+    fn the_rate_over_a_jvms_start_does_not_stop_every_wait() {
+        let mut r = Rarity::new(3000.0);
+        // Counted from when the process turned out a JVM: 4,000 blocking
+        // switch-outs while it loaded classes and started its recorder...
+        r.observe(0, 0);
+        // ...then /proc's count says its program waits rarely: on.
+        r.first(400, Duration::from_millis(500));
+        r.restart(550_000_000);
+        assert_eq!(r.decide(600_000_000), Some(true));
+        r.on_since = Some(600_000_000);
+        r.restart(650_000_000);
+        // A count taken while idleflow started the recordings (handed over
+        // late) neither closes the start's span nor opens one.
+        r.observe(640_000_000, 4_000);
+        assert_eq!(r.decide(700_000_000), None);
+        // The recorder's next count starts a span...
+        r.observe(700_000_000, 4_100);
+        assert_eq!(r.decide(700_000_000), None);
+        // ...and a quarter second of the program's own rare waits keeps
+        // every wait on.
+        r.observe(950_000_000, 4_100 + 450);
+        assert_eq!(r.rate, Some(1800.0));
+        assert_eq!(r.decide(950_000_000), None);
     }
 }
