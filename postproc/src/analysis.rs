@@ -16,7 +16,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::idlepaths::IdlePathsAcc;
 use crate::kwaits::KernelWaits;
-use crate::nodes::NodeAttribution;
+use crate::nodes::{NodeAttribution, OwnThreads};
 use crate::views::{BuiltViews, ViewOptions, Views};
 use crate::waits::JavaWaits;
 
@@ -86,6 +86,31 @@ pub struct Analysis {
     pub kernel: KernelWaits,
     /// What each idle-causing dispatch's merged path is made of.
     pub idle_paths: IdlePathsAcc,
+    /// Per CPU slot: while only idleflow's own threads ran since an idle
+    /// interval ended, the dispatch to idle that began it. One of those
+    /// threads waking on an idle CPU (the recorder's drain, a flight
+    /// recorder idleflow started) interrupts the idle, it does not cause
+    /// the idle after it: that is charged to this dispatch, with no second
+    /// dispatch counted.
+    carried: Vec<Option<Charge>>,
+    /// Idle intervals begun by idleflow's own threads and charged to the
+    /// dispatch whose idle they interrupted, and their idle (ns).
+    pub continued_idle: (u64, u64),
+}
+
+/// An idle-causing dispatch as charged: the thread, how and when it left,
+/// and what each source knows of it then.
+#[derive(Debug, Clone, Copy)]
+struct Charge {
+    tid: u32,
+    state: PrevState,
+    time: u64,
+    /// Its kernel and user stack ids, if stacks were taken.
+    stacks: Option<(u64, u64)>,
+    /// Its call-tree node (0: none).
+    node: u64,
+    /// The JVM wait it lies in.
+    wait: Option<idleflow_format::JavaWait>,
 }
 
 /// Which part of a recording to analyse, in seconds from its start.
@@ -170,6 +195,8 @@ impl Analysis {
             java: JavaWaits::default(),
             kernel: KernelWaits::default(),
             idle_paths: IdlePathsAcc::default(),
+            carried: Vec::new(),
+            continued_idle: (0, 0),
             info,
         };
         if a.info.stacks == "waits" {
@@ -182,6 +209,11 @@ impl Analysis {
                     a.names.insert(*tid, (j.pid, name.clone()));
                 }
             }
+        }
+        // The JVMs' threads that worked for idleflow are known before the
+        // pass, so that the idle after them continues what they interrupted.
+        for j in &a.java.jvms {
+            a.tool_tids.extend(j.own_tids.iter().copied());
         }
         let java_waits = !a.java.is_empty();
         let mut batches = 0u32;
@@ -259,7 +291,7 @@ impl Analysis {
         let stop = a.summary.stop_ns.max(from).min(to);
         a.window = (from, stop);
         for iv in a.accounting.finish(stop) {
-            a.interval(&iv);
+            let _ = a.interval(&iv);
             let ci = a.accounting.cpu_slot(iv.cpu);
             a.node_idle.idle_ended(ci, iv.end.saturating_sub(iv.start));
         }
@@ -291,6 +323,9 @@ impl Analysis {
                 }
                 let out = self.accounting.dispatch(&d);
                 let ci = self.accounting.cpu_slot(d.cpu);
+                if self.carried.len() <= ci {
+                    self.carried.resize(ci + 1, None);
+                }
                 self.kernel.dispatched(ci, &d);
                 // The tree node stays the key; the JVM's wait adds why.
                 let wait = if java_waits && out.to_idle && d.prev_node.node().is_some() {
@@ -300,15 +335,24 @@ impl Analysis {
                 } else {
                     None
                 };
-                self.node_idle.dispatch(ci, &d, &out, wait);
+                let own = OwnThreads {
+                    prev: self.tool_tids.contains(&d.prev_tid),
+                    next: self.tool_tids.contains(&d.next_tid),
+                };
+                self.node_idle.dispatch(ci, &d, &out, wait, own);
                 if out.to_idle {
                     let node = d.prev_node.node().unwrap_or(0);
                     self.idle_paths.to_idle(ci, d.time, d.prev_tid, node);
                 }
                 // Causes are counted when their idle interval ends, so one
                 // lookup carries the count, the state and the idle time.
-                if let Some(iv) = out.closed_idle {
-                    self.interval(&iv);
+                // One of idleflow's own threads woke on an idle CPU: the
+                // idle after it leaves again continues this one's.
+                let charged = out.closed_idle.and_then(|iv| self.interval(&iv));
+                if d.next_tid != IDLE_TID && !own.next {
+                    self.carried[ci] = None;
+                } else if out.closed_idle.is_some() {
+                    self.carried[ci] = charged.filter(|_| d.next_tid != IDLE_TID);
                 }
                 if let Some((tid, state)) = out.abandoned_cause {
                     self.cause(ci, tid, state, d.time, 0);
@@ -329,6 +373,7 @@ impl Analysis {
                 if t.tid == t.pid {
                     self.process_names.insert(t.pid, t.comm.clone());
                 }
+                self.note_own(t.tid, t.pid, &t.comm, t.time);
                 if t.comm.starts_with("JFR ") && jfr_named.len() < 1 << 16 {
                     jfr_named.push((t.tid, t.pid, t.time));
                 }
@@ -407,7 +452,12 @@ impl Analysis {
         Ok(views.build())
     }
 
-    fn interval(&mut self, iv: &IdleInterval) {
+    /// Accounts idle interval `iv` and charges it to its cause: the
+    /// dispatch to idle that began it, or, when one of idleflow's own
+    /// threads began it after running on an idle CPU, the dispatch whose
+    /// idle that thread interrupted ([`Analysis::carried`]). Returns what
+    /// it was charged to.
+    fn interval(&mut self, iv: &IdleInterval) -> Option<Charge> {
         let ci = self.accounting.cpu_slot(iv.cpu);
         if ci >= self.intervals.len() {
             self.intervals.resize_with(ci + 1, histogram);
@@ -417,33 +467,86 @@ impl Analysis {
             // Out-of-range values are clamped by the histogram's bounds.
             self.intervals[ci].saturating_record(len.max(1));
         }
-        if let Some((tid, state)) = iv.caused_by {
-            self.cause(ci, tid, state, iv.start, len);
+        let (tid, state) = iv.caused_by?;
+        if self.tool_tids.contains(&tid) {
+            if let Some(c) = self.carried.get(ci).copied().flatten() {
+                self.continued_idle = (
+                    self.continued_idle.0 + 1,
+                    self.continued_idle.1.saturating_add(len),
+                );
+                self.charge(ci, &c, len, 0);
+                return Some(c);
+            }
         }
+        self.cause(ci, tid, state, iv.start, len)
     }
 
     /// Counts one dispatch to idle on CPU slot `ci` caused by `tid` leaving
     /// in `state` at `time`, followed by `idle_ns` of idle time.
-    fn cause(&mut self, ci: usize, tid: u32, state: PrevState, time: u64, idle_ns: u64) {
+    fn cause(
+        &mut self,
+        ci: usize,
+        tid: u32,
+        state: PrevState,
+        time: u64,
+        idle_ns: u64,
+    ) -> Option<Charge> {
         if tid == IDLE_TID {
-            return;
+            return None;
         }
+        let c = Charge {
+            tid,
+            state,
+            time,
+            stacks: self.kernel.stacks_at(ci, tid, time),
+            node: self.idle_paths.node_at(ci, tid, time),
+            wait: self.java.wait_at(tid, time).copied(),
+        };
+        self.charge(ci, &c, idle_ns, 1);
+        Some(c)
+    }
+
+    /// Credits `idle_ns` to the dispatch to idle `c` everywhere, counting
+    /// `dispatches` (1, or 0 for idle that continued it).
+    fn charge(&mut self, ci: usize, c: &Charge, idle_ns: u64, dispatches: u64) {
         if !self.java.is_empty() {
-            let pid = self.names.get(&tid).map(|n| n.0);
-            self.java.idle_cause(tid, pid, time, idle_ns);
+            let pid = self.names.get(&c.tid).map(|n| n.0);
+            self.java
+                .credit_idle(c.tid, pid, c.time, idle_ns, dispatches);
         }
-        self.kernel.idle_cause(ci, tid, time, idle_ns);
-        let stacks = self.kernel.stacks_at(ci, tid, time).unwrap_or((0, 0));
-        let node = self.idle_paths.node_at(ci, tid, time);
-        let wait = self
-            .java
-            .wait_at(tid, time)
-            .map(|w| (w, self.java.wait_group(w)));
-        self.idle_paths.add(tid, stacks, node, wait, idle_ns);
-        let c = self.causes.entry((ci, tid)).or_default();
-        c.dispatches += 1;
-        c.by_state[state.code() as usize] += 1;
-        c.idle_ns = c.idle_ns.saturating_add(idle_ns);
+        if let Some(stacks) = c.stacks {
+            self.kernel.credit_idle(stacks, c.tid, idle_ns, dispatches);
+        }
+        let wait = c.wait.as_ref().map(|w| (w, self.java.wait_group(w)));
+        self.idle_paths.add(
+            c.tid,
+            c.stacks.unwrap_or((0, 0)),
+            c.node,
+            wait,
+            idle_ns,
+            dispatches,
+        );
+        let e = self.causes.entry((ci, c.tid)).or_default();
+        e.dispatches += dispatches;
+        e.by_state[c.state.code() as usize] += dispatches;
+        e.idle_ns = e.idle_ns.saturating_add(idle_ns);
+    }
+
+    /// Whether `tid` is one of idleflow's own threads, as far as the pass
+    /// knows by now (the recorder's, named in the stream; the JVMs' that
+    /// worked for it, from their waits record; flight-recorder threads
+    /// named after idleflow attached).
+    fn note_own(&mut self, tid: u32, pid: u32, comm: &str, time: u64) {
+        let own = (pid == self.info.tool_pid && pid != 0)
+            || (comm.starts_with("JFR ")
+                && self
+                    .java
+                    .jvms
+                    .iter()
+                    .any(|j| j.pid == pid && j.attached_ns != 0 && time >= j.attached_ns));
+        if own {
+            self.tool_tids.insert(tid);
+        }
     }
 
     /// The name of process `pid` (`pid N` where unknown).
@@ -466,5 +569,87 @@ impl Analysis {
                 .names
                 .get(&tid)
                 .is_some_and(|(pid, _)| self.shown_pids.contains(pid))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idleflow_format::{Dispatch, NodeTag, RunSummary, ThreadInfo, Writer};
+
+    const TOOL: u32 = 9;
+
+    fn dispatch(time: u64, prev_tid: u32, prev_state: PrevState, next_tid: u32) -> Record {
+        Record::Dispatch(Dispatch {
+            time,
+            cpu: 0,
+            prev_tid,
+            prev_state,
+            next_tid,
+            prev_node: NodeTag::Untraced,
+        })
+    }
+
+    fn thread(tid: u32, pid: u32, comm: &str) -> Record {
+        Record::Thread(ThreadInfo {
+            time: 1,
+            tid,
+            pid,
+            ppid: 1,
+            comm: comm.into(),
+        })
+    }
+
+    fn analyse(records: &[Record], stop_ns: u64) -> Analysis {
+        let info = RunInfo {
+            tool_pid: TOOL,
+            ..RunInfo::minimal(vec![0], 0)
+        };
+        let mut w = Writer::new(Vec::new(), &info).unwrap();
+        for r in records {
+            w.write(r).unwrap();
+        }
+        let bytes = w
+            .finish(&RunSummary {
+                stop_ns,
+                ..Default::default()
+            })
+            .unwrap();
+        Analysis::run(std::io::Cursor::new(bytes)).unwrap()
+    }
+
+    #[test]
+    fn the_idle_after_idleflow_woke_on_an_idle_cpu_continues_the_idle_it_interrupted() {
+        use PrevState::{Preempted, Sleeping};
+        let a = analyse(
+            &[
+                thread(51, 50, "worker"),
+                thread(10, TOOL, "idleflow-drain"),
+                thread(61, 60, "other"),
+                dispatch(10, IDLE_TID, Preempted, 51),
+                // The worker waits: idle from 100...
+                dispatch(100, 51, Sleeping, IDLE_TID),
+                // ...the drain wakes on the idle CPU twice, and leaves...
+                dispatch(200, IDLE_TID, Preempted, 10),
+                dispatch(210, 10, Sleeping, IDLE_TID),
+                dispatch(300, IDLE_TID, Preempted, 10),
+                dispatch(305, 10, Sleeping, IDLE_TID),
+                // ...until another thread runs and waits in turn...
+                dispatch(500, IDLE_TID, Preempted, 61),
+                dispatch(600, 61, Sleeping, 10),
+                // ...handing the CPU to the drain, which leaves it idle:
+                // it interrupted no idle, so the idle after it is its own.
+                dispatch(620, 10, Sleeping, IDLE_TID),
+            ],
+            700,
+        );
+        let worker = &a.causes[&(0, 51)];
+        assert_eq!(worker.dispatches, 1);
+        assert_eq!(worker.idle_ns, 100 + 90 + 195);
+        assert_eq!(a.continued_idle, (2, 90 + 195));
+        let drain = &a.causes[&(0, 10)];
+        assert_eq!((drain.dispatches, drain.idle_ns), (1, 80));
+        assert!(!a.causes.contains_key(&(0, 61)));
+        assert!(a.tool_tids.contains(&10));
     }
 }

@@ -117,7 +117,8 @@ impl IdlePathsAcc {
 
     /// One idle-causing dispatch: `tid` left with `stacks` (kernel, user
     /// ids), in `node`, inside `wait` (whose stack is in group `group`),
-    /// followed by `idle_ns` of idle.
+    /// followed by `idle_ns` of idle; `dispatches` is 1, or 0 for idle that
+    /// continued an earlier one after one of idleflow's own threads ran.
     pub fn add(
         &mut self,
         tid: u32,
@@ -125,6 +126,7 @@ impl IdlePathsAcc {
         node: u64,
         wait: Option<(&JavaWait, u64)>,
         idle_ns: u64,
+        dispatches: u64,
     ) {
         let key = RowKey {
             tid,
@@ -137,11 +139,11 @@ impl IdlePathsAcc {
             object: wait.map_or(0, |w| w.0.object),
         };
         let r = self.rows.entry(key).or_default();
-        r.dispatches += 1;
+        r.dispatches += dispatches;
         r.idle_ns = r.idle_ns.saturating_add(idle_ns);
         if let Some((w, _)) = wait {
-            if w.other != 0 {
-                *r.others.entry(w.other).or_default() += 1;
+            if w.other != 0 && dispatches > 0 {
+                *r.others.entry(w.other).or_default() += dispatches;
             }
         }
     }

@@ -344,10 +344,17 @@ impl KernelWaits {
             return;
         };
         if p.time == time && p.tid == tid {
-            let c = self.caused.entry((p.kernel, p.user, tid)).or_default();
-            c.dispatches += 1;
-            c.idle_ns = c.idle_ns.saturating_add(idle_ns);
+            self.credit_idle((p.kernel, p.user), tid, idle_ns, 1);
         }
+    }
+
+    /// Credits `idle_ns` to `tid`'s switch-out with `stacks` (kernel, user
+    /// ids; see [`KernelWaits::stacks_at`]), counting `dispatches` (0 for
+    /// idle that continued it after one of idleflow's own threads ran).
+    pub fn credit_idle(&mut self, stacks: (u64, u64), tid: u32, idle_ns: u64, dispatches: u64) {
+        let c = self.caused.entry((stacks.0, stacks.1, tid)).or_default();
+        c.dispatches += dispatches;
+        c.idle_ns = c.idle_ns.saturating_add(idle_ns);
     }
 
     /// The names of stack `id`'s frames from its wait (the innermost frame

@@ -23,7 +23,7 @@
 //! nothing (it is counted in [`TagCounts::unknown`]).
 
 use idleflow_accounting::DispatchOutcome;
-use idleflow_format::{Dispatch, NodeTag, WaitReason};
+use idleflow_format::{Dispatch, NodeTag, WaitReason, IDLE_TID};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -149,8 +149,27 @@ pub struct NodeAttribution {
     /// Per CPU slot: the switch-out that began the open idle interval
     /// (time, tid) and the stacks taken there (kernel, user ids).
     open_stacks: Vec<Option<(u64, u32, u64, u64)>>,
+    /// Per CPU slot: while only idleflow's own threads ran since an idle
+    /// interval ended, its open entries (see [`crate::analysis::Analysis`]'s
+    /// `carried`): the idle after them continues that interval's.
+    carried: Vec<Option<Open>>,
+    /// Per CPU slot: the open idle interval continues an earlier one (its
+    /// dispatch was counted then).
+    continued: Vec<bool>,
     /// Whether any dispatch was tagged yet (until then there is nothing to do).
     traced: bool,
+}
+
+/// An open idle interval's node and wait, and its switch-out's stacks.
+type Open = (Option<(u64, Option<WaitKey>)>, Option<(u64, u32, u64, u64)>);
+
+/// Which of a dispatch's two threads are idleflow's own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OwnThreads {
+    /// The thread that left.
+    pub prev: bool,
+    /// The thread that came.
+    pub next: bool,
 }
 
 impl NodeAttribution {
@@ -159,6 +178,8 @@ impl NodeAttribution {
             self.tags.resize(ci + 1, TagCounts::default());
             self.open.resize(ci + 1, None);
             self.open_stacks.resize(ci + 1, None);
+            self.carried.resize(ci + 1, None);
+            self.continued.resize(ci + 1, false);
         }
     }
 
@@ -172,6 +193,7 @@ impl NodeAttribution {
         d: &Dispatch,
         out: &DispatchOutcome,
         wait: Option<WaitKey>,
+        own: OwnThreads,
     ) {
         if !self.traced {
             if d.prev_node == NodeTag::Untraced {
@@ -196,12 +218,27 @@ impl NodeAttribution {
             }
         }
         if let Some(iv) = out.closed_idle {
+            let open = (self.open[ci], self.open_stacks[ci]);
             self.idle_ended(ci, iv.end.saturating_sub(iv.start));
+            if own.next {
+                self.carried[ci] = Some(open);
+            }
+        }
+        if d.next_tid != IDLE_TID && !own.next {
+            self.carried[ci] = None;
         }
         if out.abandoned_cause.is_some() {
             self.open[ci] = None;
         }
+        if out.to_idle && own.prev {
+            if let Some((open, stacks)) = self.carried[ci] {
+                (self.open[ci], self.open_stacks[ci]) = (open, stacks);
+                self.continued[ci] = true;
+                return;
+            }
+        }
         if out.to_idle {
+            self.continued[ci] = false;
             self.open[ci] = d.prev_node.node().map(|n| (n, wait));
             self.open_stacks[ci] = d.prev_node.node().map(|_| (d.time, d.prev_tid, 0, 0));
             if let Some(n) = d.prev_node.node() {
@@ -244,6 +281,7 @@ impl NodeAttribution {
     pub fn idle_ended(&mut self, ci: usize, len: u64) {
         self.grow(ci);
         let stacks = self.open_stacks[ci].take();
+        let dispatches = u64::from(!std::mem::take(&mut self.continued[ci]));
         if let Some((n, wait)) = self.open[ci].take() {
             let e = self.nodes.entry(n).or_default();
             e.idle_ns = e.idle_ns.saturating_add(len);
@@ -253,7 +291,7 @@ impl NodeAttribution {
                     &NodeStacks {
                         kernel,
                         user,
-                        idle_dispatches: 1,
+                        idle_dispatches: dispatches,
                         idle_ns: len,
                     },
                 );
@@ -270,7 +308,7 @@ impl NodeAttribution {
 mod tests {
     use super::*;
     use idleflow_accounting::Accounting;
-    use idleflow_format::{PrevState, IDLE_TID};
+    use idleflow_format::PrevState;
 
     fn d(time: u64, prev: u32, state: PrevState, next: u32, tag: NodeTag) -> Dispatch {
         Dispatch {
@@ -281,6 +319,38 @@ mod tests {
             next_tid: next,
             prev_node: tag,
         }
+    }
+
+    #[test]
+    fn the_idle_after_idleflow_woke_on_an_idle_cpu_stays_the_nodes() {
+        use PrevState::*;
+        let mut acc = Accounting::new(&[0], 0);
+        let mut na = NodeAttribution::default();
+        let own = |x: &Dispatch| OwnThreads {
+            prev: x.prev_tid == 9,
+            next: x.next_tid == 9,
+        };
+        let stream = [
+            d(10, IDLE_TID, Unknown, 7, NodeTag::Untraced),
+            d(20, 7, Sleeping, IDLE_TID, NodeTag::Current(500)),
+            // idleflow's thread 9 wakes on the idle CPU and leaves.
+            d(50, IDLE_TID, Unknown, 9, NodeTag::Untraced),
+            d(55, 9, Sleeping, IDLE_TID, NodeTag::Untraced),
+            d(100, IDLE_TID, Unknown, 7, NodeTag::Untraced),
+            // Thread 7 hands the CPU to thread 9: no idle to continue.
+            d(110, 7, Sleeping, 9, NodeTag::Current(501)),
+            d(120, 9, Sleeping, IDLE_TID, NodeTag::Untraced),
+        ];
+        for x in &stream {
+            let out = acc.dispatch(x);
+            na.dispatch(0, x, &out, None, own(x));
+        }
+        for iv in acc.finish(200) {
+            na.idle_ended(0, iv.end - iv.start);
+        }
+        assert_eq!(na.nodes[&500].idle_dispatches, 1);
+        assert_eq!(na.nodes[&500].idle_ns, 30 + 45);
+        assert_eq!(na.nodes.get(&501).map_or(0, |n| n.idle_ns), 0);
     }
 
     #[test]
@@ -300,7 +370,7 @@ mod tests {
             let out = acc.dispatch(x);
             // Thread 7's first leaving lay in a monitor enter on symbol 42.
             let wait = (x.time == 20).then_some((WaitReason::MonitorEnter, 42));
-            na.dispatch(0, x, &out, wait);
+            na.dispatch(0, x, &out, wait, OwnThreads::default());
         }
         for iv in acc.finish(100) {
             na.idle_ended(0, iv.end - iv.start);

@@ -144,6 +144,12 @@ pub struct ToolUse {
     pub idle_dispatches_caused: u64,
     /// Idle time that followed, ns.
     pub idle_ns_caused: u64,
+    /// Idle intervals they began after waking on an idle CPU: the idle
+    /// they interrupted went on, so it is charged to the dispatch that
+    /// began that idle (counted in every table as its idle, not as a
+    /// dispatch); and that idle, ns.
+    pub idle_continued: u64,
+    pub idle_ns_continued: u64,
     /// How the recorder's ring-draining thread ran (`SCHED_FIFO 10`, or
     /// ordinary and why; empty in older recordings).
     pub drain_priority: String,
@@ -529,6 +535,7 @@ impl Report {
         tool.cpu_pct_of_one = pct(tool.runtime_ns, duration);
         tool.wakeups_pct = pct(tool.wakeups, all_wakeups);
         tool.drain_priority = a.summary.drain_priority.clone();
+        (tool.idle_continued, tool.idle_ns_continued) = a.continued_idle;
         let mut threads: Vec<ThreadRow> = a
             .accounting
             .threads()

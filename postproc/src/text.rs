@@ -283,10 +283,25 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             }
             writeln!(o, "{line}")?;
         }
+        if t.idle_continued > 0 {
+            writeln!(
+                o,
+                "{}",
+                fit(
+                    &format!(
+                        "#   it woke on idle CPUs: the idle after it ({} times, {:.3} ms) is charged to the cause of \
+                         the idle it interrupted",
+                        count(t.idle_continued),
+                        t.idle_ns_continued as f64 / 1e6
+                    ),
+                    WIDTH
+                )
+            )?;
+        }
         if t.idle_dispatches_caused > 0 {
             writeln!(
                 o,
-                "#   not counted as a cause of idle anywhere below (its leaving preceded {} dispatches to idle)",
+                "#   not counted as a cause of idle anywhere below (its leaving preceded {} other dispatches to idle)",
                 count(t.idle_dispatches_caused)
             )?;
         }

@@ -304,20 +304,34 @@ impl JavaWaits {
     /// Counts a dispatch to idle caused by `tid` (of process `pid`) leaving
     /// at `time`, followed by `idle_ns` of idle time.
     pub fn idle_cause(&mut self, tid: u32, pid: Option<u32>, time: u64, idle_ns: u64) {
+        self.credit_idle(tid, pid, time, idle_ns, 1);
+    }
+
+    /// Credits `idle_ns` to the dispatch to idle `tid` (of process `pid`)
+    /// left with at `time`, counting `dispatches` (1 the first time, 0 for
+    /// idle that continued it after one of idleflow's own threads ran).
+    pub fn credit_idle(
+        &mut self,
+        tid: u32,
+        pid: Option<u32>,
+        time: u64,
+        idle_ns: u64,
+        dispatches: u64,
+    ) {
         match self.recorded_at(tid, pid, time) {
             None => return,
             Some(false) => {
-                self.unrecorded_idle.0 += 1;
+                self.unrecorded_idle.0 += dispatches;
                 self.unrecorded_idle.1 = self.unrecorded_idle.1.saturating_add(idle_ns);
                 return;
             }
             Some(true) => {}
         }
         // Saturating: idle times come from the file, which may be damaged.
-        self.java_idle.0 += 1;
+        self.java_idle.0 += dispatches;
         self.java_idle.1 = self.java_idle.1.saturating_add(idle_ns);
         let Some(w) = self.wait_at(tid, time).copied() else {
-            self.unjoined_idle.0 += 1;
+            self.unjoined_idle.0 += dispatches;
             self.unjoined_idle.1 = self.unjoined_idle.1.saturating_add(idle_ns);
             return;
         };
@@ -326,13 +340,13 @@ impl JavaWaits {
             .paths
             .entry((w.pid, group, w.reason, w.object))
             .or_default();
-        p.dispatches += 1;
+        p.dispatches += dispatches;
         p.idle_ns = p.idle_ns.saturating_add(idle_ns);
-        if w.other != 0 {
-            *p.others.entry(w.other).or_default() += 1;
+        if w.other != 0 && dispatches > 0 {
+            *p.others.entry(w.other).or_default() += dispatches;
         }
         let t = p.by_thread.entry(tid).or_default();
-        t.0 += 1;
+        t.0 += dispatches;
         t.1 = t.1.saturating_add(idle_ns);
     }
 
