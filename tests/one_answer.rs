@@ -336,6 +336,43 @@ fn every_wait_is_recorded_only_while_a_jvm_waits_rarely() {
     assert!(text.contains(", all while rare: "), "{text}");
 }
 
+/// A pool started after the flight recorder, whose waits are all too short
+/// for its thresholds (the policy off): its threads keep their Java names,
+/// longer than the kernel's 15 characters (the recorder's thread-start
+/// events name them).
+#[test]
+fn threads_started_while_recording_keep_their_java_names() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("late.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--all-waits-below", "0", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["Waits", "late", "8"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The first half is idle (only `main` sleeps, and the JVM's threads):
+    // the tellers' cause is the program's first.
+    top_cause(&rec, 90.0);
+    let r = default_json(&rec);
+    let c = r["idle_paths"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["program"] == true)
+        .unwrap_or_else(|| panic!("no cause in the program: {}", r["idle_paths"]["causes"]));
+    assert_eq!(
+        c["threads"]["name"], "late-teller-with-a-long-name-*",
+        "{c}"
+    );
+    assert_eq!(u(&c["threads"], "count"), 4, "{c}");
+    assert_eq!(c["frame"]["name"], "Waits$Ledger.tally", "{c}");
+}
+
 /// `--monitor-threshold 0` records every contended monitor enter of an
 /// attached JVM: its short monitor waits get their Java frames from the
 /// flight recorder where the stacks at the switch-outs end in the JVM's stub.

@@ -32,6 +32,8 @@ import java.util.concurrent.locks.ReentrantLock;
  *       half the time on also a hand-off storm: two threads pass a token
  *       through a {@code SynchronousQueue}, tens of thousands of waits a
  *       second ({@code Waits.pass}).
+ *   <li>{@code late}: {@code busy} started half-way, its threads' names
+ *       longer than the kernel's 15 characters.
  * </ul>
  *
  * Usage: java Waits MODE [seconds]
@@ -230,8 +232,20 @@ public class Waits {
                 start("taker", () -> pass(q, false));
                 break;
             }
+            case "late": {
+                Thread.sleep((long) (seconds * 500));
+                seconds /= 2;
+                Ledger ledger = new Ledger();
+                for (int i = 0; i < 4; i++) {
+                    start("late-teller-with-a-long-name-" + i, () -> {
+                        sink += compute(100);
+                        ledger.tally(1);
+                    });
+                }
+                break;
+            }
             default:
-                System.err.println("unknown mode " + mode + " (handoff, convoy, busy, lock, sleep, socket, rush)");
+                System.err.println("unknown mode " + mode + " (handoff, convoy, busy, lock, sleep, socket, rush, late)");
                 System.exit(2);
         }
         Thread.sleep((long) (seconds * 1000));

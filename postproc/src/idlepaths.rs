@@ -859,8 +859,18 @@ impl IdlePathsSection {
             g.java_unnamed |= java_thread && !named;
             g.not_internal |= !(jvms.contains(&pid) && hotspot_internal(&thread));
         }
-        // The flight recorders' own count of what came before they ran.
-        java.before_recorder_ns = a.java.unrecorded_idle.1;
+        // The flight recorders' own count of what came before they ran,
+        // for the same threads as `java_idle_ns` (not HotSpot's own).
+        java.before_recorder_ns = a
+            .java
+            .unrecorded_by_thread
+            .iter()
+            .filter(|(tid, _)| {
+                a.names
+                    .get(tid)
+                    .is_some_and(|(pid, name)| jvms.contains(pid) && !hotspot_internal(name))
+            })
+            .fold(0u64, |sum, (_, ns)| sum.saturating_add(*ns));
         java.java_idle_ns = java.java_idle_ns.saturating_sub(java.before_recorder_ns);
         java.named_ns = java.named_ns.min(java.java_idle_ns);
         java.named_pct = pct(java.named_ns, java.java_idle_ns);

@@ -283,27 +283,26 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             }
             writeln!(o, "{line}")?;
         }
-        if t.idle_continued > 0 {
-            writeln!(
-                o,
-                "{}",
-                fit(
-                    &format!(
-                        "#   it woke on idle CPUs: the idle after it ({} times, {:.3} ms) is charged to the cause of \
-                         the idle it interrupted",
-                        count(t.idle_continued),
-                        t.idle_ns_continued as f64 / 1e6
-                    ),
-                    WIDTH
-                )
-            )?;
-        }
-        if t.idle_dispatches_caused > 0 {
-            writeln!(
-                o,
-                "#   not counted as a cause of idle anywhere below (its leaving preceded {} other dispatches to idle)",
-                count(t.idle_dispatches_caused)
-            )?;
+        // idleflow is never a cause: what followed its leaving either
+        // continues the idle it cut into or is left out (one line where
+        // it fits).
+        let continued = (t.idle_continued > 0).then(|| {
+            format!(
+                "after its {} wake-ups on idle CPUs the idle ({:.1} ms) keeps the cause it had",
+                count(t.idle_continued),
+                t.idle_ns_continued as f64 / 1e6
+            )
+        });
+        let left_out = (t.idle_dispatches_caused > 0)
+            .then(|| format!("{} others left out", count(t.idle_dispatches_caused)));
+        let parts: Vec<String> = continued.into_iter().chain(left_out).collect();
+        let one = format!("#   never a cause: {}", parts.join("; "));
+        if parts.len() == 1 || one.chars().count() <= WIDTH {
+            writeln!(o, "{}", fit(&one, WIDTH))?;
+        } else {
+            for part in &parts {
+                writeln!(o, "{}", fit(&format!("#   never a cause: {part}"), WIDTH))?;
+            }
         }
         if t.drain_priority.starts_with("ordinary") {
             writeln!(

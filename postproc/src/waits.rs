@@ -93,6 +93,8 @@ pub struct JavaWaits {
     /// recording did not run (before it was started, after it stopped),
     /// and their idle time, ns: not counted in `java_idle`.
     pub unrecorded_idle: (u64, u64),
+    /// `unrecorded_idle`'s idle by thread, ns.
+    pub unrecorded_by_thread: FxHashMap<u32, u64>,
     /// Blocking switch-outs of Java threads in the window.
     pub blocking_switch_outs: u64,
     /// Of those, inside a wait of the same thread.
@@ -323,6 +325,8 @@ impl JavaWaits {
             Some(false) => {
                 self.unrecorded_idle.0 += dispatches;
                 self.unrecorded_idle.1 = self.unrecorded_idle.1.saturating_add(idle_ns);
+                let t = self.unrecorded_by_thread.entry(tid).or_default();
+                *t = t.saturating_add(idle_ns);
                 return;
             }
             Some(true) => {}

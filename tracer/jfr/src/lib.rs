@@ -106,9 +106,20 @@ pub fn settings(thresholds: &Thresholds) -> String {
             r.jfr_event()
         ));
     }
+    // Each thread started while recording, for its Java name: a thread
+    // whose waits are all shorter than the thresholds is named too (the
+    // kernel's names are cut to 15 characters).
+    s.push_str(&format!(
+        "  <event name=\"{THREAD_START}\"><setting name=\"enabled\">true</setting>\
+         <setting name=\"stackTrace\">false</setting></event>\n"
+    ));
     s.push_str("</configuration>\n");
     s
 }
+
+/// The flight recorder's event for a thread's start (its `thread` field
+/// names it).
+const THREAD_START: &str = "jdk.ThreadStart";
 
 /// Why a file could not be converted at all.
 #[derive(Debug, thiserror::Error)]
@@ -205,7 +216,8 @@ pub fn convert_from<E: std::error::Error + 'static>(
         }
         let mut cache = ChunkCache::default();
         let mut events = chunk.events();
-        let wanted = |name: &str| WaitReason::from_jfr_event(name).is_some();
+        let wanted =
+            |name: &str| name == THREAD_START || WaitReason::from_jfr_event(name).is_some();
         while let Some(next) = events.next_where(wanted) {
             let ev = match next {
                 Ok(ev) => ev,
@@ -217,6 +229,10 @@ pub fn convert_from<E: std::error::Error + 'static>(
                     break;
                 }
             };
+            if ev.class_name == THREAD_START {
+                conv.pooled_thread(&ev.value, "thread", &mut cache.threads);
+                continue;
+            }
             let wait = WaitReason::from_jfr_event(ev.class_name)
                 .and_then(|r| conv.wait(&chunk, r, &ev.value, &mut cache));
             for r in conv.pending.drain(..) {
