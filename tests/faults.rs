@@ -81,16 +81,19 @@ fn a_full_disk_stops_the_recording_says_why_once_and_keeps_what_was_written() {
     let mnt = dir.path().join("small");
     std::fs::create_dir(&mnt).unwrap();
     let status = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
         .arg(&mnt)
         .status()
         .unwrap();
-    assert!(status.success(), "mount a 4 MiB tmpfs");
+    assert!(status.success(), "mount a 1 MiB tmpfs");
     let _guard = Tmpfs(mnt.clone());
     let rec = mnt.join("r.idleflow");
     // ~280 k dispatches a second, each switch to idle with its user stack
-    // copy (up to 8 KiB until the recording is resolved): 4 MiB fill within
-    // a fraction of a second (256 KiB held only ~150 dispatches then).
+    // copy (up to 8 KiB until the recording is resolved): 1 MiB fills within
+    // a fraction of a second. The 200 k dispatches alone take 3.6 MB, so the
+    // disk fills even on a run whose two ends shared one CPU (few switches
+    // to idle, few copies): with 4 MiB one such run in a fresh clone's CI
+    // finished its recording and met the full disk only when resolving.
     let out = run(idleflow()
         .args(["record", "-q", "-o"])
         .arg(&rec)
