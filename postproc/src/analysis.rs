@@ -56,6 +56,8 @@ pub struct Analysis {
     pub dispatches: u64,
     /// Wakeups read.
     pub wakeups: u64,
+    /// Of those, raised in an interrupt.
+    pub interrupt_wakeups: u64,
     /// Record kinds this version does not know, skipped.
     pub unknown_records: u64,
     /// The JVM agents' call trees, as the views asked for.
@@ -185,6 +187,7 @@ impl Analysis {
             shown_pids: info.target_pids.iter().copied().collect(),
             dispatches: 0,
             wakeups: 0,
+            interrupt_wakeups: 0,
             unknown_records: 0,
             views: BuiltViews::default(),
             view_options: opts.views.clone(),
@@ -360,6 +363,7 @@ impl Analysis {
             }
             Record::Wakeup(w) => {
                 self.wakeups += 1;
+                self.interrupt_wakeups += u64::from(w.context.is_interrupt());
                 self.accounting.wakeup(&w);
             }
             Record::Lost(l) => self.accounting.lost(l.cpu, l.count),

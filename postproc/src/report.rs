@@ -219,6 +219,9 @@ pub struct Report {
     pub dispatches: u64,
     /// Wakeups.
     pub wakeups: u64,
+    /// Of those, raised in an interrupt (a device's: a timer, the network, a
+    /// disk; never the thread the interrupt hit).
+    pub interrupt_wakeups: u64,
     /// Records the kernel dropped, all CPUs.
     pub lost_events: u64,
     /// Stream breaks, all CPUs.
@@ -599,6 +602,7 @@ impl Report {
             exit_code: a.summary.exit_code,
             dispatches: a.dispatches,
             wakeups: a.wakeups,
+            interrupt_wakeups: a.interrupt_wakeups,
             lost_events: total.lost.max(
                 a.summary
                     .lost_per_cpu

@@ -43,13 +43,18 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
             )?,
             Record::Wakeup(w) => writeln!(
                 out,
-                "{:14.9} cpu {:>3} wakeup   {:>7} wakes {:>7} on cpu {}{}",
+                "{:14.9} cpu {:>3} wakeup   {:>7} wakes {:>7} on cpu {}{}{}",
                 rel(w.time),
                 w.cpu,
                 w.waker_tid,
                 w.wakee_tid,
                 w.target_cpu,
-                if w.new_thread { " (new)" } else { "" }
+                if w.new_thread { " (new)" } else { "" },
+                if w.context.is_interrupt() {
+                    format!(" (in {}: a device's, not {}'s)", w.context.name(), w.waker_tid)
+                } else {
+                    String::new()
+                }
             )?,
             Record::Thread(t) => writeln!(
                 out,

@@ -212,9 +212,10 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     }
     writeln!(
         o,
-        "# {} dispatches, {} wakeups ({} unseen), {} lost events, {} stream breaks{}",
+        "# {} dispatches, {} wakeups ({} from interrupts, {} unseen), {} lost events, {} stream breaks{}",
         count(r.dispatches),
         count(r.wakeups),
+        count(r.interrupt_wakeups),
         count(r.total.unseen_wakeups),
         count(r.lost_events),
         count(r.stream_breaks),

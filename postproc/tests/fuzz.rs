@@ -47,6 +47,7 @@ fn seed() -> Vec<u8> {
             wakee_tid: 7,
             target_cpu: cpu,
             new_thread: false,
+            context: idleflow_format::WakeContext::Task,
         }))
         .unwrap();
         for (prev, next, state, tag) in [

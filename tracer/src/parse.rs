@@ -13,7 +13,7 @@ use perf_event_open_sys::bindings::{
 };
 
 use crate::tracefs::{Field, TracefsError, Tracepoint};
-use idleflow_format::ModuleMap;
+use idleflow_format::{ModuleMap, WakeContext};
 
 /// Where the fields we use sit in the tracepoints' raw data.
 #[derive(Debug, Clone)]
@@ -23,12 +23,15 @@ pub struct Layout {
     prev_pid: Field,
     prev_state: Field,
     next_pid: Field,
-    /// `sched:sched_wakeup` id.
+    /// `sched:sched_waking` id (raised in the waker's context).
     pub wakeup_id: u64,
     /// `sched:sched_wakeup_new` id.
     pub wakeup_new_id: u64,
     wakeup_pid: Field,
     wakeup_target_cpu: Field,
+    /// `common_flags` (the same place in both wake-up tracepoints): whether
+    /// it was raised in an interrupt.
+    wakeup_flags: Field,
     new_pid: Field,
     new_target_cpu: Field,
     /// `sched_switch` samples carry user registers and a stack copy
@@ -52,6 +55,7 @@ impl Layout {
             wakeup_new_id: wakeup_new.id,
             wakeup_pid: wakeup.int_field("pid")?,
             wakeup_target_cpu: wakeup.int_field("target_cpu")?,
+            wakeup_flags: wakeup.int_field("common_flags")?,
             new_pid: wakeup_new.int_field("pid")?,
             new_target_cpu: wakeup_new.int_field("target_cpu")?,
             user_stacks: false,
@@ -95,7 +99,7 @@ pub enum PerfRecord {
     /// `PERF_RECORD_MMAP2`: an executable mapping, as the recording
     /// stores it (its time is the record's).
     Mmap(Box<ModuleMap>),
-    /// A `sched_wakeup` or `sched_wakeup_new` sample.
+    /// A `sched_waking` or `sched_wakeup_new` sample.
     Wakeup {
         /// Context (the waker).
         id: SampleId,
@@ -105,6 +109,8 @@ pub enum PerfRecord {
         target_cpu: u32,
         /// `sched_wakeup_new`.
         new_thread: bool,
+        /// A thread's or an interrupt's.
+        context: WakeContext,
     },
     /// `PERF_RECORD_SWITCH_CPU_WIDE`.
     Switch {
@@ -271,6 +277,7 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
                     wakee_tid: layout.wakeup_pid.read(raw)? as u32,
                     target_cpu: layout.wakeup_target_cpu.read(raw)? as u32,
                     new_thread: false,
+                    context: WakeContext::from_trace_flags(layout.wakeup_flags.read(raw)? as u8),
                 }
             } else if tp == layout.wakeup_new_id {
                 PerfRecord::Wakeup {
@@ -278,6 +285,7 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
                     wakee_tid: layout.new_pid.read(raw)? as u32,
                     target_cpu: layout.new_target_cpu.read(raw)? as u32,
                     new_thread: true,
+                    context: WakeContext::from_trace_flags(layout.wakeup_flags.read(raw)? as u8),
                 }
             } else {
                 PerfRecord::Other

@@ -254,7 +254,11 @@ impl Recorder {
         let tracefs = tracefs::find_or_mount().map_err(privilege_or)?;
         let load = |name| Tracepoint::load(&tracefs, "sched", name).map_err(privilege_or);
         let switch = load("sched_switch")?;
-        let wakeup = load("sched_wakeup")?;
+        // `sched_waking`, not `sched_wakeup`: it runs in the waker's
+        // context (the kernel may raise `sched_wakeup` on the wakee's CPU,
+        // in whatever ran there), and its flags say whether an interrupt
+        // raised it.
+        let wakeup = load("sched_waking")?;
         let wakeup_new = load("sched_wakeup_new")?;
         let mut layout = Layout::new(&switch, &wakeup, &wakeup_new)?;
         layout.user_stacks = options.user_stack_bytes > 0;
@@ -743,6 +747,7 @@ impl Recorder {
                         wakee_tid,
                         target_cpu,
                         new_thread,
+                        context,
                     } => merge.push(
                         slot,
                         id.time,
@@ -753,6 +758,7 @@ impl Recorder {
                             wakee_tid,
                             target_cpu,
                             new_thread,
+                            context,
                         }),
                     ),
                     PerfRecord::Comm { id, pid, tid, comm } => {

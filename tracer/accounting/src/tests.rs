@@ -162,6 +162,7 @@ fn wakeups_split_off_cpu_time_into_blocked_and_runnable() {
         wakee_tid: A,
         target_cpu: 0,
         new_thread: false,
+        context: idleflow_format::WakeContext::Task,
     });
     a.dispatch(&d(27, 0, IDLE_TID, Unknown, A));
     assert_eq!(a.cpus()[0].unseen_wakeups, 0);

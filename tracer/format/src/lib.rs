@@ -40,7 +40,7 @@ pub use error::FormatError;
 pub use reader::{CutShort, Position, RawOther, RawRecord, Reader, WaitsAt};
 pub use record::{
     Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
-    ThreadInfo, ThreadTree, TreeDump, TreeNode, Wakeup, IDLE_TID,
+    ThreadInfo, ThreadTree, TreeDump, TreeNode, WakeContext, Wakeup, IDLE_TID,
 };
 pub use stacks::{KernelStack, KernelSymbol, KernelSymbols, SwitchStack};
 pub use tree::{EncodedThread, TreeHead};

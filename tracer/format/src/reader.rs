@@ -3,7 +3,8 @@
 use std::io::{self, Read, Seek, SeekFrom};
 
 use crate::record::{
-    Dispatch, Lost, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo, Wakeup,
+    Dispatch, Lost, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo,
+    WakeContext, Wakeup,
 };
 use crate::ustacks::{decode_copy_head, rebuild_copy, CopyReferences, StackCopy};
 use crate::writer::unzigzag;
@@ -369,6 +370,15 @@ impl<R: Read> Reader<R> {
                     wakee_tid: p.u32()?,
                     target_cpu: p.u32()?,
                     new_thread: p.byte()? != 0,
+                    // Absent before format 2.16.
+                    context: if p.data.is_empty() {
+                        WakeContext::Unknown
+                    } else {
+                        let code = p.byte()?;
+                        WakeContext::from_code(code).ok_or_else(|| {
+                            p.corrupt(format!("unknown wake-up context code {code}"))
+                        })?
+                    },
                 }),
                 kind::THREAD => {
                     let time = p.time(&mut self.last_time)?;

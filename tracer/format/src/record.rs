@@ -147,14 +147,92 @@ pub struct Wakeup {
     pub time: u64,
     /// The CPU the wakeup was raised on.
     pub cpu: u32,
-    /// The thread running there when it was raised (the waker; 0 = idle or interrupt).
+    /// The thread running there when it was raised (0 = idle): the waker
+    /// when `context` is [`WakeContext::Task`]; in an interrupt, only the
+    /// thread the interrupt happened to hit, never the waker.
     pub waker_tid: u32,
     /// The thread made runnable.
     pub wakee_tid: u32,
-    /// The CPU the wakee will run on.
+    /// The CPU the wakee will run on (`sched_waking`: the CPU it last ran on).
     pub target_cpu: u32,
     /// `true` for a new thread's first wakeup (`sched_wakeup_new`).
     pub new_thread: bool,
+    /// Where it was raised: a thread, or an interrupt (a device's).
+    pub context: WakeContext,
+}
+
+/// Where a wake-up was raised: in a thread (its waker), or in interrupt
+/// context — a device's (a timer, the network, a disk), whatever task the
+/// interrupt hit. From the tracepoint's `common_flags`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WakeContext {
+    /// A thread's own code (an unlock, an unpark, a write).
+    Task,
+    /// A softirq (timers, network receive, block completion).
+    SoftIrq,
+    /// A hard interrupt handler.
+    HardIrq,
+    /// A non-maskable interrupt.
+    Nmi,
+    /// Not recorded (recordings of format 2.15 and older, whose waker came
+    /// from `sched_wakeup` and may be the target CPU's).
+    #[default]
+    Unknown,
+}
+
+impl WakeContext {
+    /// All contexts, in code order.
+    pub const ALL: [WakeContext; 5] = [
+        WakeContext::Task,
+        WakeContext::SoftIrq,
+        WakeContext::HardIrq,
+        WakeContext::Nmi,
+        WakeContext::Unknown,
+    ];
+
+    /// Its code in a recording.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The context of code `code`.
+    pub fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(code)).copied()
+    }
+
+    /// From a tracepoint's `common_flags` (the kernel's `TRACE_FLAG_*`:
+    /// `HARDIRQ` 0x08, `SOFTIRQ` 0x10, `NMI` 0x40).
+    pub fn from_trace_flags(flags: u8) -> Self {
+        if flags & 0x40 != 0 {
+            WakeContext::Nmi
+        } else if flags & 0x08 != 0 {
+            WakeContext::HardIrq
+        } else if flags & 0x10 != 0 {
+            WakeContext::SoftIrq
+        } else {
+            WakeContext::Task
+        }
+    }
+
+    /// Whether a device raised it (an interrupt of any kind).
+    pub fn is_interrupt(self) -> bool {
+        matches!(
+            self,
+            WakeContext::SoftIrq | WakeContext::HardIrq | WakeContext::Nmi
+        )
+    }
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            WakeContext::Task => "task",
+            WakeContext::SoftIrq => "softirq",
+            WakeContext::HardIrq => "hardirq",
+            WakeContext::Nmi => "nmi",
+            WakeContext::Unknown => "unknown",
+        }
+    }
 }
 
 /// A thread's process and name, as known from `time` on.
@@ -526,5 +604,22 @@ mod tests {
             assert_eq!(PrevState::from_code(s.code()), Some(s));
         }
         assert_eq!(PrevState::from_code(200), None);
+        for c in WakeContext::ALL {
+            assert_eq!(WakeContext::from_code(c.code()), Some(c));
+        }
+        assert_eq!(WakeContext::from_code(5), None);
+    }
+
+    #[test]
+    fn wake_contexts_decode_the_kernels_trace_flags() {
+        // What ftrace prints as `d.s3.` (irqs off, softirq), `d.h1.`, `...1.`.
+        assert_eq!(WakeContext::from_trace_flags(0x11), WakeContext::SoftIrq);
+        assert_eq!(WakeContext::from_trace_flags(0x09), WakeContext::HardIrq);
+        // A hard interrupt that came while a softirq ran is the hard one's.
+        assert_eq!(WakeContext::from_trace_flags(0x19), WakeContext::HardIrq);
+        assert_eq!(WakeContext::from_trace_flags(0x48), WakeContext::Nmi);
+        // Need-resched and bottom halves disabled (0x04, 0x80): a thread.
+        assert_eq!(WakeContext::from_trace_flags(0x85), WakeContext::Task);
+        assert!(!WakeContext::Task.is_interrupt() && WakeContext::SoftIrq.is_interrupt());
     }
 }

@@ -85,6 +85,7 @@ impl<W: Write> Writer<W> {
                 put(&mut self.buf, w.wakee_tid.into());
                 put(&mut self.buf, w.target_cpu.into());
                 self.buf.push(u8::from(w.new_thread));
+                self.buf.push(w.context.code());
                 kind::WAKEUP
             }
             Record::Thread(t) => {

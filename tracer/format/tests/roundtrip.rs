@@ -51,6 +51,7 @@ fn records() -> Vec<Record> {
             wakee_tid: 42,
             target_cpu: 1,
             new_thread: true,
+            context: idleflow_format::WakeContext::SoftIrq,
         }),
         Record::Lost(Lost {
             time: 1_000_002_000,
