@@ -128,18 +128,7 @@ fn a_native_program_without_frame_pointers_gets_one_merged_path_and_a_headline()
 #[test]
 fn a_java_convoy_is_one_path_with_the_flight_recorders_frames_spliced_into_the_native_ones() {
     let Some(_m) = machine() else { return };
-    let classes = java_examples();
-    let dir = tempfile::tempdir().unwrap();
-    let rec = dir.path().join("j.idleflow");
-    let out = run(idleflow()
-        .args(["record", "-q", "--wait-threshold", "0", "-o"])
-        .arg(&rec)
-        .arg("--")
-        .arg(Path::new(JDK17).join("bin/java"))
-        .arg("-cp")
-        .arg(classes.path())
-        .args(["Waits", "convoy", "5"]));
-    assert!(out.status.success(), "{}", stderr(&out));
+    let (_dir, rec) = record_waits("convoy", &["--wait-threshold", "0"], "5");
     let r = default_json(&rec);
     let top = &paths(&r)[0];
     assert_eq!(top["reason"], "monitor enter", "{top}");
@@ -220,17 +209,28 @@ fn top_cause(rec: &Path, named_at_least: f64) -> Value {
 
 /// `java Waits MODE 5` recorded with no option at all.
 fn record_default(mode: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    record_waits(mode, &[], "5")
+}
+
+/// `java Waits MODE SECONDS` recorded with `options`.
+fn record_waits(
+    mode: &str,
+    options: &[&str],
+    seconds: &str,
+) -> (tempfile::TempDir, std::path::PathBuf) {
     let classes = java_examples();
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join(format!("{mode}.idleflow"));
     let out = run(idleflow()
-        .args(["record", "-q", "-o"])
+        .args(["record", "-q"])
+        .args(options)
+        .arg("-o")
         .arg(&rec)
         .arg("--")
         .arg(Path::new(JDK17).join("bin/java"))
         .arg("-cp")
         .arg(classes.path())
-        .args(["Waits", mode, "5"]));
+        .args(["Waits", mode, seconds]));
     assert!(out.status.success(), "{}", stderr(&out));
     (dir, rec)
 }
@@ -343,18 +343,7 @@ fn every_wait_is_recorded_only_while_a_jvm_waits_rarely() {
 #[test]
 fn threads_started_while_recording_keep_their_java_names() {
     let Some(_m) = machine() else { return };
-    let classes = java_examples();
-    let dir = tempfile::tempdir().unwrap();
-    let rec = dir.path().join("late.idleflow");
-    let out = run(idleflow()
-        .args(["record", "-q", "--all-waits-below", "0", "-o"])
-        .arg(&rec)
-        .arg("--")
-        .arg(Path::new(JDK17).join("bin/java"))
-        .arg("-cp")
-        .arg(classes.path())
-        .args(["Waits", "late", "8"]));
-    assert!(out.status.success(), "{}", stderr(&out));
+    let (_dir, rec) = record_waits("late", &["--all-waits-below", "0"], "8");
     // The first half is idle (only `main` sleeps, and the JVM's threads):
     // the tellers' cause is the program's first.
     top_cause(&rec, 90.0);
