@@ -355,7 +355,9 @@ impl Analysis {
                 if d.next_tid != IDLE_TID && !own.next {
                     self.carried[ci] = None;
                 } else if out.closed_idle.is_some() {
-                    self.carried[ci] = charged.filter(|_| d.next_tid != IDLE_TID);
+                    // An idle interval ends only when a thread comes: one
+                    // of idleflow's here.
+                    self.carried[ci] = charged;
                 }
                 if let Some((tid, state)) = out.abandoned_cause {
                     self.cause(ci, tid, state, d.time, 0);
