@@ -14,6 +14,7 @@ use idleflow_format::{
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::blame::BlameAcc;
 use crate::idlepaths::IdlePathsAcc;
 use crate::kwaits::KernelWaits;
 use crate::nodes::{NodeAttribution, OwnThreads};
@@ -98,6 +99,8 @@ pub struct Analysis {
     /// Idle intervals begun by idleflow's own threads and charged to the
     /// dispatch whose idle they interrupted, and their idle (ns).
     pub continued_idle: (u64, u64),
+    /// Each idle interval followed down its wait chain to its root.
+    pub blame: BlameAcc,
 }
 
 /// An idle-causing dispatch as charged: the thread, how and when it left,
@@ -200,6 +203,7 @@ impl Analysis {
             idle_paths: IdlePathsAcc::default(),
             carried: Vec::new(),
             continued_idle: (0, 0),
+            blame: BlameAcc::default(),
             info,
         };
         if a.info.stacks == "waits" {
@@ -298,6 +302,7 @@ impl Analysis {
             let ci = a.accounting.cpu_slot(iv.cpu);
             a.node_idle.idle_ended(ci, iv.end.saturating_sub(iv.start));
         }
+        a.blame.finish(stop, &a.java);
         if let Some(at) = trees_at {
             a.views = a.build_views(&mut reader, at)?;
         }
@@ -330,6 +335,11 @@ impl Analysis {
                     self.carried.resize(ci + 1, None);
                 }
                 self.kernel.dispatched(ci, &d);
+                let own = OwnThreads {
+                    prev: self.tool_tids.contains(&d.prev_tid),
+                    next: self.tool_tids.contains(&d.next_tid),
+                };
+                self.blame.dispatch(ci, &d, own, &self.java);
                 // The tree node stays the key; the JVM's wait adds why.
                 let wait = if java_waits && out.to_idle && d.prev_node.node().is_some() {
                     self.java
@@ -337,10 +347,6 @@ impl Analysis {
                         .map(|w| (w.reason, w.object))
                 } else {
                     None
-                };
-                let own = OwnThreads {
-                    prev: self.tool_tids.contains(&d.prev_tid),
-                    next: self.tool_tids.contains(&d.next_tid),
                 };
                 self.node_idle.dispatch(ci, &d, &out, wait, own);
                 if out.to_idle {
@@ -360,13 +366,14 @@ impl Analysis {
                     self.carried[ci] = charged;
                 }
                 if let Some((tid, state)) = out.abandoned_cause {
-                    self.cause(ci, tid, state, d.time, 0);
+                    self.cause(ci, tid, state, (d.time, d.time), 0);
                 }
             }
             Record::Wakeup(w) => {
                 self.wakeups += 1;
                 self.interrupt_wakeups += u64::from(w.context.is_interrupt());
                 self.accounting.wakeup(&w);
+                self.blame.wakeup(&w, &self.java);
             }
             Record::Lost(l) => self.accounting.lost(l.cpu, l.count),
             Record::Thread(t) => {
@@ -391,6 +398,7 @@ impl Analysis {
             Record::SwitchStack(s) => {
                 let ci = self.accounting.cpu_slot(s.cpu);
                 self.kernel.switch_stack(ci, &s);
+                self.blame.stacks(s.tid, s.time, Some(s.stack), None);
                 self.node_idle.switch_stack(ci, s.time, s.tid, s.stack, 0);
             }
             Record::KernelStack(k) => self.kernel.stack(*k),
@@ -399,6 +407,7 @@ impl Analysis {
             Record::SwitchUserStack(s) => {
                 let ci = self.accounting.cpu_slot(s.cpu);
                 self.kernel.switch_user_stack(ci, &s);
+                self.blame.stacks(s.tid, s.time, None, Some(s.stack));
                 self.node_idle.switch_stack(ci, s.time, s.tid, 0, s.stack);
             }
             Record::UserStack(u) => self.kernel.user_stack(*u),
@@ -480,23 +489,25 @@ impl Analysis {
                     self.continued_idle.0 + 1,
                     self.continued_idle.1.saturating_add(len),
                 );
-                self.charge(ci, &c, len, 0);
+                self.charge(ci, &c, len, 0, (iv.start, iv.end));
                 return Some(c);
             }
         }
-        self.cause(ci, tid, state, iv.start, len)
+        self.cause(ci, tid, state, (iv.start, iv.end), len)
     }
 
     /// Counts one dispatch to idle on CPU slot `ci` caused by `tid` leaving
-    /// in `state` at `time`, followed by `idle_ns` of idle time.
+    /// in `state` at `span.0`, followed by `idle_ns` of idle time (until
+    /// `span.1`).
     fn cause(
         &mut self,
         ci: usize,
         tid: u32,
         state: PrevState,
-        time: u64,
+        span: (u64, u64),
         idle_ns: u64,
     ) -> Option<Charge> {
+        let time = span.0;
         if tid == IDLE_TID {
             return None;
         }
@@ -508,13 +519,18 @@ impl Analysis {
             node: self.idle_paths.node_at(ci, tid, time),
             wait: self.java.wait_at(tid, time).copied(),
         };
-        self.charge(ci, &c, idle_ns, 1);
+        self.charge(ci, &c, idle_ns, 1, span);
         Some(c)
     }
 
     /// Credits `idle_ns` to the dispatch to idle `c` everywhere, counting
-    /// `dispatches` (1, or 0 for idle that continued it).
-    fn charge(&mut self, ci: usize, c: &Charge, idle_ns: u64, dispatches: u64) {
+    /// `dispatches` (1, or 0 for idle that continued it); `span` is the
+    /// idle's instants.
+    fn charge(&mut self, ci: usize, c: &Charge, idle_ns: u64, dispatches: u64, span: (u64, u64)) {
+        if !self.tool_tids.contains(&c.tid) {
+            self.blame
+                .idle(c.tid, c.state, c.time, span, idle_ns, &self.java);
+        }
         if !self.java.is_empty() {
             let pid = self.names.get(&c.tid).map(|n| n.0);
             self.java

@@ -65,7 +65,7 @@ pub struct PathFrame {
 
 /// What covers one idle-causing dispatch: the key of its merged path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct RowKey {
+pub(crate) struct RowKey {
     tid: u32,
     /// Kernel and user stack ids at the switch-out (0: none).
     kernel: u64,
@@ -95,6 +95,34 @@ pub struct IdlePathsAcc {
     rows: FxHashMap<RowKey, RowAcc>,
     /// Per CPU slot, the last dispatch to idle: (time, leaving tid, its node).
     to_idle_node: Vec<Option<(u64, u32, u64)>>,
+}
+
+impl RowKey {
+    /// The key of `tid` leaving with `stacks` (kernel, user ids; 0: none)
+    /// in call-tree `node` (0: none), inside the flight-recorder `wait`
+    /// (with its stack group).
+    pub(crate) fn new(
+        tid: u32,
+        stacks: (u64, u64),
+        node: u64,
+        wait: Option<(&JavaWait, u64)>,
+    ) -> Self {
+        RowKey {
+            tid,
+            kernel: stacks.0,
+            user: stacks.1,
+            node,
+            jvm: wait.map_or(0, |w| w.0.pid),
+            group: wait.map_or(0, |w| w.1),
+            reason: wait.map(|w| w.0.reason),
+            object: wait.map_or(0, |w| w.0.object),
+        }
+    }
+
+    /// The thread.
+    pub(crate) fn tid(&self) -> u32 {
+        self.tid
+    }
 }
 
 impl IdlePathsAcc {
@@ -128,16 +156,7 @@ impl IdlePathsAcc {
         idle_ns: u64,
         dispatches: u64,
     ) {
-        let key = RowKey {
-            tid,
-            kernel: stacks.0,
-            user: stacks.1,
-            node,
-            jvm: wait.map_or(0, |w| w.0.pid),
-            group: wait.map_or(0, |w| w.1),
-            reason: wait.map(|w| w.0.reason),
-            object: wait.map_or(0, |w| w.0.object),
-        };
+        let key = RowKey::new(tid, stacks, node, wait);
         let r = self.rows.entry(key).or_default();
         r.dispatches += dispatches;
         r.idle_ns = r.idle_ns.saturating_add(idle_ns);
@@ -698,6 +717,11 @@ pub fn resolve(a: &Analysis, all: bool) -> Vec<ResolvedRow> {
         out.push(resolve_row(a, k, r));
     }
     out
+}
+
+/// The merged path of one key: a thread's frames, reason and object.
+pub(crate) fn resolve_key(a: &Analysis, k: &RowKey) -> ResolvedRow {
+    resolve_row(a, k, &RowAcc::default())
 }
 
 fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {

@@ -8,6 +8,7 @@
 pub mod ahead;
 pub mod analysis;
 pub mod arcflow;
+pub mod blame;
 pub mod callpaths;
 pub mod flame;
 pub mod idlepaths;

@@ -249,6 +249,9 @@ pub struct Report {
     /// The merged idle-causing paths: one per idle-causing dispatch, from
     /// the best source that covers it, summed (the report's answer).
     pub idle_paths: IdlePathsSection,
+    /// Each idle interval followed down its wait chain to what held the
+    /// threads up: code paths, devices, CPU contention (most idle first).
+    pub root_causes: crate::blame::RootCausesSection,
     /// The arcflow call-tree section (recordings of JVMs run with the
     /// agent; `--view tree`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -575,6 +578,7 @@ impl Report {
         let java_waits = JavaWaitsSection::new(&a.java, a.window, &no_waits_reasons(a));
         let call_paths = call_paths(a);
         let mut idle_paths = IdlePathsSection::new(a, total.idle_ns);
+        let root_causes = crate::blame::RootCausesSection::new(a, total.idle_ns);
         // What the sources said about what they miss, for every report.
         idle_paths.notes.extend(
             java_waits
@@ -614,6 +618,7 @@ impl Report {
             unknown_records: a.unknown_records,
             undecodable_records: a.summary.undecodable,
             idle_paths,
+            root_causes,
             arcflow,
             java_waits,
             kernel_waits: KernelWaitsSection::new(&a.kernel, &a.tool_tids, idle_caused(a), |tid| {

@@ -156,6 +156,7 @@ pub fn render(r: &Report, source: &str, opts: &TextOptions) -> String {
 
 fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> std::fmt::Result {
     render_headline(o, r)?;
+    render_root_causes(o, &r.root_causes)?;
     writeln!(o)?;
     writeln!(
         o,
@@ -634,6 +635,126 @@ fn render_headline(o: &mut String, r: &Report) -> std::fmt::Result {
             for l in wrap(&line, "#  ", "#    ", WIDTH) {
                 writeln!(o, "{l}")?;
             }
+        }
+    }
+    Ok(())
+}
+
+/// Roots shown, at most, and the smallest share shown, %.
+const ROOTS_SHOWN: usize = 5;
+const ROOT_MIN_SHARE: f64 = 0.5;
+
+/// The root causes of idle: per root its share, what the root thread did
+/// and where, then the chain that led to it, from the victims' wait out
+/// (`←`, at most three links: the victims', the last, and how many between).
+fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> std::fmt::Result {
+    use crate::blame::RootKind as K;
+    if rc.roots.is_empty() {
+        return Ok(());
+    }
+    writeln!(o, "#")?;
+    let part = |ns: u64| ns as f64 * 100.0 / rc.idle_ns.max(1) as f64;
+    let kinds: Vec<String> = [
+        ("code paths", rc.by_kind[0]),
+        ("devices", rc.by_kind[1]),
+        ("CPU contention", rc.by_kind[2]),
+        ("unknown", rc.by_kind[3]),
+    ]
+    .iter()
+    .filter(|(_, ns)| part(*ns) >= 0.05)
+    .map(|(what, ns)| format!("{what} {:.1} %", part(*ns)))
+    .collect();
+    let head = format!(
+        "Root causes of idle (each idle interval followed down its wait chain): {}",
+        kinds.join(", ")
+    );
+    for l in wrap(&head, "#", "#   ", WIDTH) {
+        writeln!(o, "{l}")?;
+    }
+    let who = |t: &crate::idlepaths::PathThreads| {
+        if t.count > 1 {
+            format!("{} ×{}", fit(&t.name, 40), t.count)
+        } else {
+            fit(&t.name, 40)
+        }
+    };
+    let at = |f: Option<&crate::idlepaths::PathFrame>| {
+        f.map(|f| format!(" in {}", frame_words(&f.frame)))
+            .unwrap_or_default()
+    };
+    for root in rc.roots.iter().take(ROOTS_SHOWN) {
+        if root.share_pct < ROOT_MIN_SHARE {
+            break;
+        }
+        let frame = at(root.frame());
+        let object = if root.object.is_empty() {
+            String::new()
+        } else {
+            format!(" on {}", fit_method(&root.object, 40))
+        };
+        let words = match root.kind {
+            K::Path => format!(
+                "{} on a CPU{frame} ({})",
+                who(&root.threads),
+                root.reason.replace("running, then ", "then ")
+            ),
+            K::Device => format!(
+                "{} {}{object}{frame}, ended by the {}",
+                who(&root.threads),
+                root.reason,
+                root.device.as_deref().unwrap_or("interrupt")
+            ),
+            K::Contention => format!(
+                "{} runnable, not yet on a CPU (waking up, or CPU contention)",
+                who(&root.threads)
+            ),
+            K::Unknown => format!(
+                "{} {}{object}{frame}, no waker seen",
+                who(&root.threads),
+                root.reason
+            ),
+        };
+        let first = format!("# {:>5.1} %", root.share_pct);
+        for l in wrap(&words, &first, "#          ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+        let n = root.chain.len();
+        for (i, link) in root.chain.iter().enumerate().rev() {
+            if n > 3 && i > 0 && i < n - 1 {
+                if i == n - 2 {
+                    writeln!(o, "#          ← … {} more links", n - 2)?;
+                }
+                continue;
+            }
+            let object = if link.object.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", fit_method(&link.object, 40))
+            };
+            let convoy = if link.hops > 1 {
+                format!(", a convoy of up to {} hand-offs", link.hops)
+            } else {
+                String::new()
+            };
+            let line = format!(
+                "← {} waiting ({}){object}{}{convoy}",
+                who(&link.threads),
+                link.reason,
+                at(link.frame())
+            );
+            for l in wrap(&line, "#        ", "#            ", WIDTH) {
+                writeln!(o, "{l}")?;
+            }
+        }
+    }
+    if part(rc.no_stack_ns) >= 1.0 && !rc.stacks_at_waits {
+        let line = format!(
+            "{:.1} % of the idle ends in a root with no stack: stacks were taken only where a CPU went idle; \
+             record with --stacks waits for every root's frames",
+            part(rc.no_stack_ns)
+        );
+        for l in wrap(&line, "#  ", "#    ", WIDTH) {
+            writeln!(o, "{l}")?;
         }
     }
     Ok(())

@@ -1,0 +1,1256 @@
+//! Blame chains (`ARCHITECTURE.md`, "Blame"): every idle CPU-nanosecond
+//! followed from the thread whose leaving opened it, through what that
+//! thread waited for, to a **root** — the code path that held things up,
+//! a device, CPU contention, or unknown.
+//!
+//! While the recording is read ([`BlameAcc`]), each thread's recent life
+//! is kept as a timeline of segments: running (ended by a switch-out whose
+//! stacks name it), runnable, and blocked (a wait, ended by its waker: a
+//! thread, an interrupt — a device's, never the task it hit — or unknown).
+//! A CPU's idle interval charged to thread T ([`BlameAcc::idle`]) is
+//! resolved once T's wait has a waker W: each instant of the idle inside
+//! the wait goes to what W did then — running → W's path (its stacks at
+//! the switch-out that ended that run), runnable → CPU contention,
+//! blocked → W's own wait at that instant, recursively, with a visited set
+//! against cycles. A wake from an interrupt ends the walk at the wait it
+//! ended (the device's root: the sleep, the I/O). Several OS sleeps inside
+//! one flight-recorder wait (a monitor's or a park's spurious wake-ups)
+//! are one wait, ended by the last waker. The walk covers every instant of
+//! its window, so the roots of an idle interval add up to it exactly
+//! (rounding aside), and the roots of a recording to its charged idle.
+//!
+//! Invariants: memory is bounded by threads (at most [`MAX_SEGMENTS`]
+//! segments each, older ones dropped once no open wait can need them) and
+//! distinct (root, chain) keys, never by the number of records; idleflow's
+//! own threads' idle is never blamed (the report lists it apart).
+
+use std::collections::VecDeque;
+
+use idleflow_format::{Dispatch, PrevState, Wakeup, IDLE_TID};
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+
+use crate::analysis::Analysis;
+use crate::idlepaths::{resolve_key, PathFrame, PathThreads, RowKey};
+use crate::nodes::OwnThreads;
+use crate::path::FrameKind;
+use crate::report::pct;
+use crate::waits::JavaWaits;
+
+/// Segments kept per thread, at most: a wait longer than that much of its
+/// waker's history is resolved as far as it reaches, the rest unknown.
+pub const MAX_SEGMENTS: usize = 1 << 15;
+/// Links a chain follows, at most.
+const MAX_DEPTH: usize = 12;
+/// Segments one idle interval's walk may visit, at most.
+const WALK_BUDGET: u32 = 50_000;
+/// Dispatches between two prunings of the timelines.
+const PRUNE_EVERY: u64 = 4096;
+
+/// What ended a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Waker {
+    /// A thread's wake-up (an unlock, an unpark, a write).
+    Thread(u32),
+    /// An interrupt's: a timer, the network, a disk (or a switch-in from an
+    /// idle CPU with no wake-up record: this kernel drops those raised in
+    /// the idle task's context).
+    Interrupt,
+    /// No wake-up was seen.
+    Unknown,
+}
+
+/// What a thread did during a segment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum What {
+    Running,
+    Runnable,
+    /// Waiting; the waker once known.
+    Blocked(Option<Waker>),
+    /// Exited.
+    Gone,
+}
+
+/// One piece of a thread's timeline. A running segment's stacks are the
+/// switch-out's that ended it; a wait's, the switch-out's that began it.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    start: u64,
+    /// `u64::MAX` while open.
+    end: u64,
+    what: What,
+    kernel: u64,
+    user: u64,
+    node: u64,
+}
+
+impl Segment {
+    fn open(start: u64, what: What) -> Self {
+        Segment {
+            start,
+            end: u64::MAX,
+            what,
+            kernel: 0,
+            user: 0,
+            node: 0,
+        }
+    }
+}
+
+/// Idle charged to a wait that has no waker yet.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    /// When the wait began (the switch-out).
+    out: u64,
+    /// The idle instants: [start, end), and how much idle they are (more
+    /// than `end - start` never; less where a window cut it).
+    start: u64,
+    end: u64,
+    idle_ns: u64,
+    /// A flight-recorder wait containing `out` went on after the OS wait
+    /// that ended (spurious wake-ups): the last OS wait's waker and wake
+    /// time so far, and the flight-recorder wait's end.
+    last: Option<(Waker, u64)>,
+    jfr_end: u64,
+}
+
+/// One thread's recent life.
+#[derive(Debug)]
+struct Line {
+    segments: VecDeque<Segment>,
+    current: Segment,
+    /// Before this, nothing is known of the thread (its first dispatch, or
+    /// where pruning dropped its history).
+    known_from: u64,
+    /// Idle charged to its open wait (or to a flight-recorder wait that
+    /// goes on), waiting for the waker.
+    pieces: Vec<Piece>,
+    /// Roots in its open running segment, waiting for the switch-out's
+    /// stacks.
+    pending: Vec<Pending>,
+}
+
+/// A root in a running segment not yet ended: (chain, idle ns).
+type Pending = (Box<[RowKey]>, u64);
+
+impl Line {
+    fn new(time: u64, what: What) -> Self {
+        Line {
+            segments: VecDeque::new(),
+            current: Segment::open(time, what),
+            known_from: time,
+            pieces: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Closes the current segment at `time` and opens `what`.
+    fn switch(&mut self, time: u64, what: What) {
+        let mut closed = self.current;
+        closed.end = time.max(closed.start);
+        if closed.end > closed.start || matches!(closed.what, What::Blocked(_)) {
+            if self.segments.len() >= MAX_SEGMENTS {
+                if let Some(s) = self.segments.pop_front() {
+                    self.known_from = s.end;
+                }
+            }
+            self.segments.push_back(closed);
+        }
+        self.current = Segment::open(time, what);
+    }
+
+    /// The wait that began at `out`: the current segment or a closed one.
+    fn wait_from(&self, out: u64) -> Option<&Segment> {
+        if self.current.start == out && matches!(self.current.what, What::Blocked(_)) {
+            return Some(&self.current);
+        }
+        let i = self.segments.partition_point(|s| s.start < out);
+        (i.saturating_sub(1)..(i + 1).min(self.segments.len()))
+            .rev()
+            .map(|i| &self.segments[i])
+            .find(|s| s.start == out && matches!(s.what, What::Blocked(_)))
+    }
+}
+
+/// What a chain ends in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RootKind {
+    /// A thread's code: on a CPU while the others waited for it.
+    Path,
+    /// A wait that a device ended (a timer, the network, a disk): the
+    /// root's frames are that wait's.
+    Device,
+    /// The thread the others waited for was runnable, waiting for a CPU.
+    Contention,
+    /// The chain ends where nothing says more: no wake-up seen, a thread
+    /// still waiting when the recording ended, history dropped, a cycle.
+    Unknown,
+}
+
+/// One root with the chain that led to it: the links are the waits from
+/// the victim's (first) to the one before the root.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct RootKey {
+    pub kind: RootKind,
+    /// The root's path: the running thread's, the device-ended wait's, the
+    /// runnable or unknown thread's.
+    pub path: RowKey,
+    pub links: Box<[RowKey]>,
+}
+
+/// A walk's leaf before scaling.
+#[derive(Debug)]
+enum Leaf {
+    Root(RootKey),
+    /// In the waker's running segment that is still open: named when it
+    /// ends.
+    OpenRun(u32, Box<[RowKey]>),
+}
+
+/// What one pass collects for the blame chains.
+#[derive(Debug, Default)]
+pub struct BlameAcc {
+    lines: FxHashMap<u32, Line>,
+    /// Per CPU slot: a running segment that just ended there and the roots
+    /// waiting for its stacks (tid, switch-out time, roots).
+    awaiting: Vec<Option<(u32, u64, Vec<Pending>)>>,
+    /// Per CPU slot: since when it is idle.
+    idle_since: Vec<Option<u64>>,
+    /// Idle per root and chain, ns.
+    pub(crate) roots: FxHashMap<RootKey, u64>,
+    /// Idle charged to a thread's leaving (idleflow's own aside), ns.
+    pub charged_ns: u64,
+    /// Idle intervals followed.
+    pub intervals: u64,
+    /// Idle after a wait whose chain a walk's budget or depth cut, ns (in
+    /// an `unknown` root).
+    pub cut_ns: u64,
+    dispatches: u64,
+    /// Timelines are kept from here on (the oldest instant an open wait or
+    /// an idle CPU can still ask about).
+    keep_from: u64,
+}
+
+impl BlameAcc {
+    fn line(&mut self, tid: u32, time: u64, what: What) -> &mut Line {
+        self.lines
+            .entry(tid)
+            .or_insert_with(|| Line::new(time, what))
+    }
+
+    fn slot<T: Default + Clone>(v: &mut Vec<T>, ci: usize) -> &mut T {
+        if v.len() <= ci {
+            v.resize(ci + 1, T::default());
+        }
+        &mut v[ci]
+    }
+
+    /// Every dispatch of the window, in time order: `d.prev_tid`'s running
+    /// segment ends (a wait, a preemption or an exit begins), `d.next_tid`'s
+    /// wait or runnable time ends and it runs.
+    /// `own` says which of the two threads are idleflow's own: one of them
+    /// coming to an idle CPU does not end the idle it may be charged for.
+    pub fn dispatch(&mut self, ci: usize, d: &Dispatch, own: OwnThreads, java: &JavaWaits) {
+        self.flush(ci, java);
+        self.dispatches += 1;
+        if self.dispatches.is_multiple_of(PRUNE_EVERY) {
+            self.prune(d.time);
+        }
+        if d.prev_tid != IDLE_TID {
+            use PrevState as S;
+            let what = match d.prev_state {
+                S::Preempted => What::Runnable,
+                S::Dead => What::Gone,
+                _ => What::Blocked(None),
+            };
+            let line = self.line(d.prev_tid, d.time, What::Running);
+            if line.current.what == What::Running {
+                line.switch(d.time, what);
+                line.current.node = d.prev_node.node().unwrap_or(0);
+                if let Some(s) = line.segments.back_mut() {
+                    s.node = line.current.node;
+                }
+                let pending = std::mem::take(&mut line.pending);
+                // A thread that blocks again inside a flight-recorder wait
+                // that went on: the idle charged to its first OS wait waits
+                // for this one's waker.
+                let mut resolve = Vec::new();
+                for p in std::mem::take(&mut line.pieces) {
+                    if d.time < p.jfr_end && what == What::Blocked(None) {
+                        line.pieces.push(p);
+                    } else {
+                        resolve.push(p);
+                    }
+                }
+                *Self::slot(&mut self.awaiting, ci) = Some((d.prev_tid, d.time, pending));
+                for p in resolve {
+                    self.resolve(d.prev_tid, p, java);
+                }
+            }
+        }
+        let since = Self::slot(&mut self.idle_since, ci);
+        if d.next_tid == IDLE_TID {
+            if !own.prev || since.is_none() {
+                *since = Some(d.time);
+            }
+        } else if !own.next {
+            *since = None;
+        }
+        if d.next_tid != IDLE_TID {
+            let line = self.line(d.next_tid, d.time, What::Runnable);
+            match line.current.what {
+                What::Blocked(None) => {
+                    // No wake-up record: on a CPU that was idle, an
+                    // interrupt's (tracepoints raised in the idle task's
+                    // context are dropped on this kernel).
+                    let waker = if d.prev_tid == IDLE_TID {
+                        Waker::Interrupt
+                    } else {
+                        Waker::Unknown
+                    };
+                    self.woken(d.next_tid, d.time, waker, java);
+                    let line = self.line(d.next_tid, d.time, What::Runnable);
+                    line.switch(d.time, What::Running);
+                }
+                What::Running => {}
+                _ => line.switch(d.time, What::Running),
+            }
+        }
+    }
+
+    /// A wake-up: the wakee's wait ends, by its waker (a thread) or by a
+    /// device (raised in an interrupt, or by the idle task).
+    pub fn wakeup(&mut self, w: &Wakeup, java: &JavaWaits) {
+        let Some(line) = self.lines.get(&w.wakee_tid) else {
+            return;
+        };
+        if line.current.what != What::Blocked(None) {
+            return;
+        }
+        let waker = if w.context.is_interrupt() || w.waker_tid == IDLE_TID {
+            Waker::Interrupt
+        } else {
+            Waker::Thread(w.waker_tid)
+        };
+        self.woken(w.wakee_tid, w.time, waker, java);
+    }
+
+    /// `tid`'s open wait ends at `time` by `waker`: the idle charged to it
+    /// is followed now (or, inside a flight-recorder wait that goes on,
+    /// when that ends).
+    fn woken(&mut self, tid: u32, time: u64, waker: Waker, java: &JavaWaits) {
+        let Some(line) = self.lines.get_mut(&tid) else {
+            return;
+        };
+        line.current.what = What::Blocked(Some(waker));
+        line.switch(time, What::Runnable);
+        let mut resolve = Vec::new();
+        for mut p in std::mem::take(&mut line.pieces) {
+            p.last = Some((waker, time));
+            if p.jfr_end == 0 {
+                p.jfr_end = java.wait_at(tid, p.out).map_or(0, |w| w.end());
+            }
+            if time < p.jfr_end {
+                line.pieces.push(p);
+            } else {
+                resolve.push(p);
+            }
+        }
+        for p in resolve {
+            self.resolve(tid, p, java);
+        }
+    }
+
+    /// The stacks taken at `tid`'s switch-out at `time` (kernel, user ids;
+    /// `None`: not this kind).
+    pub fn stacks(&mut self, tid: u32, time: u64, kernel: Option<u64>, user: Option<u64>) {
+        let Some(line) = self.lines.get_mut(&tid) else {
+            return;
+        };
+        let set = |s: &mut Segment| {
+            if let Some(k) = kernel {
+                s.kernel = k;
+            }
+            if let Some(u) = user {
+                s.user = u;
+            }
+        };
+        if line.current.start == time {
+            set(&mut line.current);
+        }
+        if let Some(s) = line.segments.back_mut().filter(|s| s.end == time) {
+            set(s);
+        }
+    }
+
+    /// Idle `[start, end)` of a CPU, `idle_ns` of it, charged to `tid`
+    /// leaving in `state` at `out`: followed down `tid`'s wait chain.
+    #[allow(clippy::too_many_arguments)]
+    pub fn idle(
+        &mut self,
+        tid: u32,
+        state: PrevState,
+        out: u64,
+        (start, end): (u64, u64),
+        idle_ns: u64,
+        java: &JavaWaits,
+    ) {
+        if idle_ns == 0 {
+            return;
+        }
+        self.intervals += 1;
+        self.charged_ns = self.charged_ns.saturating_add(idle_ns);
+        let piece = Piece {
+            out,
+            start,
+            end,
+            idle_ns,
+            last: None,
+            jfr_end: 0,
+        };
+        let wait = self.lines.get(&tid).and_then(|l| l.wait_from(out)).copied();
+        match wait {
+            Some(w) if w.what == What::Blocked(None) => {
+                self.lines
+                    .get_mut(&tid)
+                    .expect("its wait was found")
+                    .pieces
+                    .push(piece);
+            }
+            Some(Segment {
+                what: What::Blocked(Some(waker)),
+                end: woken,
+                ..
+            }) => {
+                let jfr_end = java.wait_at(tid, out).map_or(0, |w| w.end());
+                let line = self.lines.get_mut(&tid).expect("its wait was found");
+                let piece = Piece {
+                    last: Some((waker, woken)),
+                    jfr_end,
+                    ..piece
+                };
+                // Inside a flight-recorder wait that went on after this OS
+                // wait: the last OS wait in it ends it.
+                let later_open = line.current.what == What::Blocked(None)
+                    && line.current.start < jfr_end
+                    && line.current.start > out;
+                if later_open {
+                    line.pieces.push(piece);
+                } else {
+                    let last = line
+                        .segments
+                        .iter()
+                        .rev()
+                        .take_while(|s| s.start > out)
+                        .find(|s| s.start < jfr_end && matches!(s.what, What::Blocked(Some(_))))
+                        .map(|s| match s.what {
+                            What::Blocked(Some(w)) => (w, s.end),
+                            _ => unreachable!("matched a woken wait"),
+                        });
+                    let piece = Piece {
+                        last: last.or(piece.last),
+                        ..piece
+                    };
+                    self.resolve(tid, piece, java);
+                }
+            }
+            _ => {
+                // Not a wait (a preemption, an exit), or its history is
+                // gone: the thread's own path is the root.
+                let (kind, key) = match self.lines.get(&tid) {
+                    Some(l) if state == PrevState::Preempted || state == PrevState::Dead => {
+                        let s = l.segments.iter().rev().find(|s| s.end == out);
+                        (RootKind::Path, Self::key_of(java, tid, s, out))
+                    }
+                    _ => (RootKind::Unknown, Self::key_of(java, tid, None, out)),
+                };
+                self.add_root(kind, key, Box::new([]), idle_ns);
+            }
+        }
+    }
+
+    fn key_of(java: &JavaWaits, tid: u32, s: Option<&Segment>, at: u64) -> RowKey {
+        let (stacks, node) = s.map_or(((0, 0), 0), |s| ((s.kernel, s.user), s.node));
+        let wait = java.wait_at(tid, at);
+        RowKey::new(tid, stacks, node, wait.map(|w| (w, java.wait_group(w))))
+    }
+
+    fn add_root(&mut self, kind: RootKind, path: RowKey, links: Box<[RowKey]>, ns: u64) {
+        let e = self.roots.entry(RootKey { kind, path, links }).or_default();
+        *e = e.saturating_add(ns);
+    }
+
+    /// Follows a piece whose wait has its (last) waker.
+    fn resolve(&mut self, tid: u32, p: Piece, java: &JavaWaits) {
+        let Some((waker, woken)) = p.last else {
+            return;
+        };
+        let victim = {
+            let line = &self.lines[&tid];
+            Self::key_of(java, tid, line.wait_from(p.out), p.out)
+        };
+        // The idle instants inside the wait; idle that went on after the
+        // wait ended (or a piece that came after it) weighs the whole wait.
+        let (mut a, mut b) = (p.start.max(p.out), p.end.min(woken));
+        if b <= a {
+            (a, b) = (p.out, woken);
+        }
+        let mut walk = Walk {
+            lines: &self.lines,
+            java,
+            out: Vec::new(),
+            links: vec![victim],
+            visited: vec![tid],
+            budget: WALK_BUDGET,
+            cut: 0,
+        };
+        if b <= a {
+            walk.out.push((
+                Leaf::Root(RootKey {
+                    kind: RootKind::Unknown,
+                    path: victim,
+                    links: Box::new([]),
+                }),
+                1,
+            ));
+        } else {
+            walk.waker(waker, a, b);
+        }
+        let (leaves, cut) = (walk.out, walk.cut);
+        let total: u64 = leaves.iter().map(|l| l.1).sum::<u64>().max(1);
+        self.cut_ns = self
+            .cut_ns
+            .saturating_add(scale(cut, p.idle_ns, total).min(p.idle_ns));
+        // Scaled to the idle, the rounding's remainder to the largest leaf.
+        let mut given = 0u64;
+        let largest = (0..leaves.len()).max_by_key(|&i| leaves[i].1);
+        let mut scaled: Vec<(Leaf, u64)> = leaves
+            .into_iter()
+            .map(|(l, ns)| {
+                let s = scale(ns, p.idle_ns, total);
+                given += s;
+                (l, s)
+            })
+            .collect();
+        if let Some(i) = largest {
+            scaled[i].1 += p.idle_ns.saturating_sub(given);
+        }
+        for (leaf, ns) in scaled {
+            match leaf {
+                Leaf::Root(k) => {
+                    let e = self.roots.entry(k).or_default();
+                    *e = e.saturating_add(ns);
+                }
+                Leaf::OpenRun(x, links) => {
+                    if let Some(l) = self.lines.get_mut(&x) {
+                        l.pending.push((links, ns));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The roots waiting for the stacks of the switch-out just before the
+    /// current dispatch of CPU slot `ci` (they came after its record).
+    fn flush(&mut self, ci: usize, java: &JavaWaits) {
+        let Some(Some((tid, time, pending))) = self.awaiting.get_mut(ci).map(Option::take) else {
+            return;
+        };
+        if pending.is_empty() {
+            return;
+        }
+        let key = {
+            let s = self
+                .lines
+                .get(&tid)
+                .and_then(|l| l.segments.iter().rev().find(|s| s.end == time));
+            Self::key_of(java, tid, s, time)
+        };
+        for (links, ns) in pending {
+            self.add_root(RootKind::Path, key, links, ns);
+        }
+    }
+
+    /// Drops the timelines' segments no open wait or idle CPU can still ask
+    /// about.
+    fn prune(&mut self, now: u64) {
+        let mut keep = now;
+        for s in self.idle_since.iter().flatten() {
+            keep = keep.min(*s);
+        }
+        for l in self.lines.values() {
+            for p in &l.pieces {
+                keep = keep.min(p.out);
+            }
+        }
+        self.keep_from = keep;
+        for l in self.lines.values_mut() {
+            while l.segments.front().is_some_and(|s| s.end < keep) {
+                let s = l.segments.pop_front().expect("checked");
+                l.known_from = s.end;
+            }
+        }
+    }
+
+    /// The recording ended at `stop`: waits never woken keep their own path
+    /// as an unknown root; roots in running segments get the thread's path
+    /// without stacks.
+    pub fn finish(&mut self, stop: u64, java: &JavaWaits) {
+        for ci in 0..self.awaiting.len() {
+            self.flush(ci, java);
+        }
+        let mut open = Vec::new();
+        for (&tid, l) in &mut self.lines {
+            for p in std::mem::take(&mut l.pieces) {
+                open.push((tid, p));
+            }
+            for (links, ns) in std::mem::take(&mut l.pending) {
+                let key = Self::key_of(java, tid, None, stop);
+                let e = self
+                    .roots
+                    .entry(RootKey {
+                        kind: RootKind::Path,
+                        path: key,
+                        links,
+                    })
+                    .or_default();
+                *e = e.saturating_add(ns);
+            }
+        }
+        for (tid, p) in open {
+            if p.last.is_some() {
+                self.resolve(tid, p, java);
+            } else {
+                let key = Self::key_of(java, tid, self.lines[&tid].wait_from(p.out), p.out);
+                self.add_root(RootKind::Unknown, key, Box::new([]), p.idle_ns);
+            }
+        }
+    }
+}
+
+/// `ns * num / den` without overflow.
+fn scale(ns: u64, num: u64, den: u64) -> u64 {
+    (u128::from(ns) * u128::from(num) / u128::from(den.max(1))) as u64
+}
+
+/// One walk down a wait chain, over the timelines as they are.
+struct Walk<'a> {
+    lines: &'a FxHashMap<u32, Line>,
+    java: &'a JavaWaits,
+    out: Vec<(Leaf, u64)>,
+    /// The waits followed so far, the victim's first.
+    links: Vec<RowKey>,
+    visited: Vec<u32>,
+    budget: u32,
+    /// Time the budget or the depth cut, ns.
+    cut: u64,
+}
+
+impl Walk<'_> {
+    /// The last link as the root, the others as its chain.
+    fn end_here(&mut self, kind: RootKind, ns: u64) {
+        let (path, links) = self
+            .links
+            .split_last()
+            .expect("a walk starts with the victim's wait");
+        self.out.push((
+            Leaf::Root(RootKey {
+                kind,
+                path: *path,
+                links: links.into(),
+            }),
+            ns,
+        ));
+    }
+
+    fn root(&mut self, kind: RootKind, path: RowKey, ns: u64) {
+        self.out.push((
+            Leaf::Root(RootKey {
+                kind,
+                path,
+                links: self.links.as_slice().into(),
+            }),
+            ns,
+        ));
+    }
+
+    /// What the last link waited for over `[a, b)`: its waker.
+    fn waker(&mut self, waker: Waker, a: u64, b: u64) {
+        if b <= a {
+            return;
+        }
+        match waker {
+            Waker::Interrupt => self.end_here(RootKind::Device, b - a),
+            Waker::Unknown => self.end_here(RootKind::Unknown, b - a),
+            Waker::Thread(x) => self.thread(x, a, b),
+        }
+    }
+
+    /// What thread `x` did over `[a, b)`.
+    fn thread(&mut self, x: u32, a: u64, b: u64) {
+        if self.visited.contains(&x) || self.links.len() >= MAX_DEPTH || self.budget == 0 {
+            if !self.visited.contains(&x) {
+                self.cut = self.cut.saturating_add(b - a);
+            }
+            self.end_here(RootKind::Unknown, b - a);
+            return;
+        }
+        let java = self.java;
+        let Some(line) = self.lines.get(&x) else {
+            let key = BlameAcc::key_of(java, x, None, a);
+            self.root(RootKind::Unknown, key, b - a);
+            return;
+        };
+        self.visited.push(x);
+        let mut at = a;
+        let first = line.segments.partition_point(|s| s.end <= a);
+        for s in line
+            .segments
+            .range(first..)
+            .chain(std::iter::once(&line.current))
+        {
+            if at >= b {
+                break;
+            }
+            let (from, to) = (s.start.max(at), s.end.min(b));
+            if to <= from {
+                continue;
+            }
+            if from > at {
+                // Nothing known of the thread before: history dropped.
+                let key = BlameAcc::key_of(java, x, None, at);
+                self.root(RootKind::Unknown, key, from - at);
+            }
+            self.budget = self.budget.saturating_sub(1);
+            let open = s.end == u64::MAX;
+            match s.what {
+                What::Running if open => {
+                    let links = self.links.as_slice().into();
+                    self.out.push((Leaf::OpenRun(x, links), to - from));
+                }
+                What::Running => {
+                    let key = BlameAcc::key_of(java, x, Some(s), s.end);
+                    self.root(RootKind::Path, key, to - from);
+                }
+                What::Runnable => {
+                    let key = BlameAcc::key_of(java, x, None, from);
+                    self.root(RootKind::Contention, key, to - from);
+                }
+                What::Blocked(w) => {
+                    let key = BlameAcc::key_of(java, x, Some(s), s.start);
+                    self.links.push(key);
+                    match w {
+                        Some(w) => self.waker(w, from, to),
+                        None => self.end_here(RootKind::Unknown, to - from),
+                    }
+                    self.links.pop();
+                }
+                What::Gone => {
+                    let key = BlameAcc::key_of(java, x, None, from);
+                    self.root(RootKind::Unknown, key, to - from);
+                }
+            }
+            at = to;
+        }
+        if at < b {
+            let key = BlameAcc::key_of(java, x, None, at);
+            self.root(RootKind::Unknown, key, b - at);
+        }
+        self.visited.pop();
+    }
+}
+
+/// One link of a chain (JSON `root_causes[].chain[]`): threads that waited
+/// at one path, from the victims' wait to the one before the root.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChainLink {
+    /// The process's name.
+    pub process: String,
+    /// The thread or pool (its name pattern) and how many distinct threads.
+    pub threads: PathThreads,
+    /// Why they waited (as [`crate::idlepaths::IdlePath::reason`]).
+    pub reason: String,
+    /// What they waited on (the flight recorder's monitor or parked class).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub object: String,
+    /// Their wait's frames, innermost first.
+    pub frames: Vec<PathFrame>,
+    /// The index in `frames` of the program's first frame.
+    pub program_frame: Option<usize>,
+    /// The most waits in a row of these threads at this path on one chain
+    /// (a convoy: each thread woken by the one before it), at least 1.
+    pub hops: u64,
+    /// Idle that went through this link to the root, ns.
+    pub idle_ns: u64,
+}
+
+/// One root cause of idle (JSON `root_causes.roots[]`, most idle first).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RootCause {
+    /// Idle that ended here, ns, and its share of all CPUs' idle, %.
+    pub idle_ns: u64,
+    pub share_pct: f64,
+    /// What the chain ends in.
+    pub kind: RootKind,
+    /// For `device` roots: `timer`, `network`, `disk` or `interrupt`, from
+    /// the wait the device ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// The root thread's process.
+    pub process: String,
+    /// The root thread or pool.
+    pub threads: PathThreads,
+    /// For a `path` root, what the thread did next (`running`, then where
+    /// it left); else its wait's reason.
+    pub reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub object: String,
+    /// The root's frames, innermost first: a running thread's at the
+    /// switch-out that ended its run, a device-ended wait's at its start.
+    pub frames: Vec<PathFrame>,
+    /// The index in `frames` of the program's first frame.
+    pub program_frame: Option<usize>,
+    /// The chain with the most idle into this root, victims first (empty:
+    /// the root's own threads were the victims).
+    pub chain: Vec<ChainLink>,
+    /// Distinct chains into this root.
+    pub chains: u64,
+}
+
+impl RootCause {
+    /// The program's first frame, else the first outside the kernel.
+    pub fn frame(&self) -> Option<&PathFrame> {
+        frame_of(&self.frames, self.program_frame)
+    }
+}
+
+impl ChainLink {
+    /// The program's first frame, else the first outside the kernel.
+    pub fn frame(&self) -> Option<&PathFrame> {
+        frame_of(&self.frames, self.program_frame)
+    }
+}
+
+fn frame_of(frames: &[PathFrame], program: Option<usize>) -> Option<&PathFrame> {
+    program.and_then(|i| frames.get(i)).or_else(|| {
+        frames
+            .iter()
+            .find(|f| f.frame.kind != FrameKind::Kernel && !f.frame.name.starts_with('_'))
+    })
+}
+
+/// The idle the roots do not cover, and why.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct NotFollowed {
+    /// Idle no thread's leaving opened (a CPU idle since the window's start
+    /// or a stream break), ns.
+    pub no_cause_ns: u64,
+    /// Idle after idleflow's own threads left, ns.
+    pub idleflow_ns: u64,
+}
+
+/// The root causes of a report (JSON `root_causes`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RootCausesSection {
+    /// All CPUs' idle time in the window, ns.
+    pub idle_ns: u64,
+    /// Of that, followed to a root: the roots' sum, ns.
+    pub followed_ns: u64,
+    /// `followed_ns` as % of `idle_ns`.
+    pub followed_pct: f64,
+    /// The rest of `idle_ns`.
+    pub not_followed: NotFollowed,
+    /// Idle in roots of each kind, ns: path, device, contention, unknown.
+    pub by_kind: [u64; 4],
+    /// Idle in `unknown` roots because a walk's depth or budget cut its
+    /// chain, ns.
+    pub cut_ns: u64,
+    /// Idle in roots without frames (a wait or a run whose switch-out had
+    /// no stacks taken), ns.
+    pub no_stack_ns: u64,
+    /// Whether the recording took stacks at every wait (`record --stacks
+    /// waits`), not only where a CPU went idle.
+    pub stacks_at_waits: bool,
+    /// Roots, most idle first.
+    pub roots: Vec<RootCause>,
+}
+
+/// A path's resolution, cached per key.
+#[derive(Debug, Clone)]
+struct Resolved {
+    process: String,
+    pool: String,
+    reason: String,
+    object: String,
+    frames: Vec<PathFrame>,
+}
+
+/// The device a wait that an interrupt ended was waiting for, from its
+/// kernel frames (innermost first) and the JVM's reason.
+pub fn device_of(frames: &[PathFrame], reason: &str) -> &'static str {
+    let kernel = || {
+        frames
+            .iter()
+            .take_while(|f| f.frame.kind == FrameKind::Kernel)
+            .map(|f| f.frame.name.as_str())
+    };
+    let any = |keys: &[&str]| kernel().any(|n| keys.iter().any(|k| n.contains(k)));
+    if any(&[
+        "io_schedule",
+        "blk_",
+        "bio_",
+        "folio_wait",
+        "wait_on_page",
+        "wait_on_buffer",
+        "jbd2",
+        "bit_wait_io",
+        "nvme",
+        "file_write_and_wait",
+        "fsync",
+    ]) {
+        "disk"
+    } else if any(&[
+        "tcp_",
+        "udp_",
+        "unix_",
+        "sk_wait",
+        "sock_",
+        "inet_",
+        "skb_",
+        "ep_poll",
+        "do_select",
+        "do_sys_poll",
+    ]) {
+        "network"
+    } else if any(&["nanosleep", "hrtimer", "schedule_timeout", "futex"])
+        || reason == "sleep"
+        || reason.starts_with("Thread.sleep")
+    {
+        "timer"
+    } else {
+        "interrupt"
+    }
+}
+
+impl RootCausesSection {
+    /// The root causes of `a`, with `total_idle_ns` the CPUs' idle in the
+    /// window.
+    pub fn new(a: &Analysis, total_idle_ns: u64) -> Self {
+        let mut cache: FxHashMap<RowKey, Resolved> = FxHashMap::default();
+        let mut resolve = |k: &RowKey| -> Resolved {
+            cache
+                .entry(*k)
+                .or_insert_with(|| {
+                    let row = resolve_key(a, k);
+                    let name = a
+                        .names
+                        .get(&k.tid())
+                        .map_or_else(|| format!("tid {}", k.tid()), |n| n.1.clone());
+                    Resolved {
+                        process: row.process,
+                        pool: crate::arcflow::thread_pattern(&name),
+                        reason: row.reason,
+                        object: row.object,
+                        frames: row.frames,
+                    }
+                })
+                .clone()
+        };
+        /// (kind, process, pool, reason, object, frames).
+        type Key = (RootKind, String, String, String, String, Vec<PathFrame>);
+        /// One link's (process, pool, reason, object, frames).
+        type LinkKey = (String, String, String, String, Vec<PathFrame>);
+        /// One link's threads and most hops.
+        type LinkThreads = (FxHashSet<u32>, u64);
+        #[derive(Default)]
+        struct Group {
+            idle_ns: u64,
+            tids: FxHashSet<u32>,
+            /// Per chain shape: idle, and per link its threads and most hops.
+            chains: FxHashMap<Vec<LinkKey>, (u64, Vec<LinkThreads>)>,
+        }
+        let mut groups: FxHashMap<Key, Group> = FxHashMap::default();
+        let mut by_kind = [0u64; 4];
+        let mut followed = 0u64;
+        for (k, &ns) in &a.blame.roots {
+            followed = followed.saturating_add(ns);
+            by_kind[k.kind as usize] = by_kind[k.kind as usize].saturating_add(ns);
+            let r = resolve(&k.path);
+            let reason = match k.kind {
+                RootKind::Contention => "runnable, waiting for a CPU".to_string(),
+                RootKind::Path => format!("running, then {}", r.reason),
+                _ => r.reason.clone(),
+            };
+            let g = groups
+                .entry((k.kind, r.process, r.pool, reason, r.object, r.frames))
+                .or_default();
+            g.idle_ns = g.idle_ns.saturating_add(ns);
+            g.tids.insert(k.path.tid());
+            // A convoy's hand-offs (one pool thread waking the next) are
+            // one link, however many hops it took.
+            let mut shape: Vec<(LinkKey, Vec<u32>)> = Vec::new();
+            for l in k.links.iter() {
+                let r = resolve(l);
+                let key = (r.process, r.pool, r.reason, r.object, r.frames);
+                match shape.last_mut() {
+                    Some((last, tids)) if *last == key => tids.push(l.tid()),
+                    _ => shape.push((key, vec![l.tid()])),
+                }
+            }
+            let c = g
+                .chains
+                .entry(shape.iter().map(|s| s.0.clone()).collect())
+                .or_insert_with(|| (0, vec![(FxHashSet::default(), 0); shape.len()]));
+            c.0 = c.0.saturating_add(ns);
+            for (acc, (_, tids)) in c.1.iter_mut().zip(&shape) {
+                acc.0.extend(tids.iter().copied());
+                acc.1 = acc.1.max(tids.len() as u64);
+            }
+        }
+        let mut roots: Vec<RootCause> = groups
+            .into_iter()
+            .map(|((kind, process, pool, reason, object, frames), g)| {
+                let chains = g.chains.len() as u64;
+                let top = g
+                    .chains
+                    .into_iter()
+                    .max_by(|x, y| x.1 .0.cmp(&y.1 .0).then_with(|| y.0.len().cmp(&x.0.len())));
+                let chain = top.map_or_else(Vec::new, |(shape, (ns, tids))| {
+                    shape
+                        .into_iter()
+                        .zip(tids)
+                        .map(|((process, pool, reason, object, frames), (tids, hops))| {
+                            let program_frame = frames.iter().position(|f| !f.runtime);
+                            ChainLink {
+                                process,
+                                threads: PathThreads {
+                                    name: pool,
+                                    count: tids.len() as u64,
+                                    dispatches: 0,
+                                },
+                                reason,
+                                object,
+                                program_frame,
+                                frames,
+                                hops,
+                                idle_ns: ns,
+                            }
+                        })
+                        .collect()
+                });
+                let device = (kind == RootKind::Device)
+                    .then(|| device_of(&frames, reason.as_str()).to_string());
+                let program_frame = frames.iter().position(|f| !f.runtime);
+                RootCause {
+                    idle_ns: g.idle_ns,
+                    share_pct: pct(g.idle_ns, total_idle_ns),
+                    kind,
+                    device,
+                    process,
+                    threads: PathThreads {
+                        name: pool,
+                        count: g.tids.len() as u64,
+                        dispatches: 0,
+                    },
+                    reason,
+                    object,
+                    frames,
+                    program_frame,
+                    chain,
+                    chains,
+                }
+            })
+            .collect();
+        roots.sort_by(|x, y| {
+            y.idle_ns
+                .cmp(&x.idle_ns)
+                .then_with(|| x.frames.cmp(&y.frames))
+        });
+        let mut tool = 0u64;
+        let mut caused = 0u64;
+        for ((_, tid), c) in &a.causes {
+            caused = caused.saturating_add(c.idle_ns);
+            if a.tool_tids.contains(tid) {
+                tool = tool.saturating_add(c.idle_ns);
+            }
+        }
+        RootCausesSection {
+            idle_ns: total_idle_ns,
+            followed_ns: followed,
+            followed_pct: pct(followed, total_idle_ns),
+            not_followed: NotFollowed {
+                no_cause_ns: total_idle_ns.saturating_sub(caused),
+                idleflow_ns: tool,
+            },
+            by_kind,
+            cut_ns: a.blame.cut_ns,
+            no_stack_ns: roots
+                .iter()
+                .filter(|r| r.frames.is_empty() && r.kind != RootKind::Contention)
+                .fold(0u64, |s, r| s.saturating_add(r.idle_ns)),
+            stacks_at_waits: a.info.stacks == "waits",
+            roots,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idleflow_format::{
+        Dispatch, NodeTag, Record, RunInfo, RunSummary, ThreadInfo, WakeContext, Writer,
+    };
+
+    fn dispatch(
+        time: u64,
+        cpu: u32,
+        prev_tid: u32,
+        prev_state: PrevState,
+        next_tid: u32,
+    ) -> Record {
+        Record::Dispatch(Dispatch {
+            time,
+            cpu,
+            prev_tid,
+            prev_state,
+            next_tid,
+            prev_node: NodeTag::Untraced,
+        })
+    }
+
+    fn wakeup(time: u64, cpu: u32, waker_tid: u32, wakee_tid: u32, context: WakeContext) -> Record {
+        Record::Wakeup(Wakeup {
+            time,
+            cpu,
+            waker_tid,
+            wakee_tid,
+            target_cpu: 0,
+            new_thread: false,
+            context,
+        })
+    }
+
+    fn analyse(records: &[Record], stop_ns: u64) -> Analysis {
+        let info = RunInfo::minimal(vec![0, 1], 0);
+        let mut w = Writer::new(Vec::new(), &info).unwrap();
+        for (tid, comm) in [(1, "victim"), (2, "holder"), (5, "bystander")] {
+            w.write(&Record::Thread(ThreadInfo {
+                time: 0,
+                tid,
+                pid: 1,
+                ppid: 0,
+                comm: comm.into(),
+            }))
+            .unwrap();
+        }
+        for r in records {
+            w.write(r).unwrap();
+        }
+        let bytes = w
+            .finish(&RunSummary {
+                stop_ns,
+                ..Default::default()
+            })
+            .unwrap();
+        Analysis::run(std::io::Cursor::new(bytes)).unwrap()
+    }
+
+    /// (kind, root tid, link tids) → idle ns.
+    fn roots(a: &Analysis) -> Vec<(RootKind, u32, Vec<u32>, u64)> {
+        let mut v: Vec<_> = a
+            .blame
+            .roots
+            .iter()
+            .map(|(k, ns)| {
+                let links = k.links.iter().map(|l| l.tid()).collect();
+                (k.kind, k.path.tid(), links, *ns)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn an_idle_interval_goes_to_what_the_waker_did_at_each_instant() {
+        use PrevState::{Preempted, Sleeping};
+        let a = analyse(
+            &[
+                dispatch(10, 0, IDLE_TID, Preempted, 1),
+                dispatch(10, 1, IDLE_TID, Preempted, 2),
+                // The victim waits from 100: CPU 0 idle until 1000.
+                dispatch(100, 0, 1, Sleeping, IDLE_TID),
+                // The holder runs to 300, then sleeps until a device wakes
+                // it at 800 (in a softirq that hit the bystander's time),
+                // runs again and wakes the victim at 1000.
+                dispatch(300, 1, 2, Sleeping, IDLE_TID),
+                dispatch(790, 1, IDLE_TID, Preempted, 5),
+                wakeup(800, 1, 5, 2, WakeContext::SoftIrq),
+                dispatch(800, 1, 5, Sleeping, 2),
+                wakeup(1000, 1, 2, 1, WakeContext::Task),
+                dispatch(1000, 0, IDLE_TID, Preempted, 1),
+            ],
+            1100,
+        );
+        use RootKind::*;
+        assert_eq!(
+            roots(&a),
+            vec![
+                // The holder's run before and after its sleep, for the victim.
+                (Path, 2, vec![1], 400),
+                // The holder's sleep, ended by the device: its own idle on
+                // CPU 1 (300..790) and the victim's over 300..800.
+                (Device, 2, vec![], 490),
+                (Device, 2, vec![1], 500),
+            ]
+        );
+        // Conserved: every idle ns charged to a thread is in one root.
+        let sum: u64 = a.blame.roots.values().sum();
+        assert_eq!(sum, a.blame.charged_ns);
+        assert_eq!(sum, 900 + 490);
+        // The bystander the interrupt hit is in no root.
+        assert!(a.blame.roots.keys().all(|k| k.path.tid() != 5));
+    }
+
+    #[test]
+    fn a_wait_through_a_blocked_holder_reaches_the_holders_waker_and_is_conserved() {
+        use PrevState::{Preempted, Sleeping};
+        // victim (1) waits for holder (2), which waits for the bystander
+        // (5) running a long computation: the root is the bystander's run.
+        let a = analyse(
+            &[
+                dispatch(10, 0, IDLE_TID, Preempted, 1),
+                dispatch(10, 1, IDLE_TID, Preempted, 2),
+                dispatch(50, 1, 2, Sleeping, 5),
+                dispatch(100, 0, 1, Sleeping, IDLE_TID),
+                // The bystander runs 50..600, is preempted by nothing,
+                // wakes the holder at 600 and blocks.
+                wakeup(600, 1, 5, 2, WakeContext::Task),
+                dispatch(600, 1, 5, Sleeping, 2),
+                // The holder wakes the victim at 700 and is preempted.
+                wakeup(700, 1, 2, 1, WakeContext::Task),
+                dispatch(760, 0, IDLE_TID, Preempted, 1),
+                dispatch(900, 1, 2, Sleeping, IDLE_TID),
+            ],
+            1000,
+        );
+        use RootKind::*;
+        // The victim's idle 100..760: 100..600 the bystander ran (through
+        // the holder's wait), 600..700 the holder ran; 700..760 is after
+        // the wake-up: weighed like the wait (scaled).
+        let r = roots(&a);
+        let through: u64 = r
+            .iter()
+            .filter(|x| x.1 == 5)
+            .map(|x| {
+                assert_eq!((x.0, x.2.as_slice()), (Path, &[1, 2][..]));
+                x.3
+            })
+            .sum();
+        assert_eq!(through, 660 * 500 / 600, "{r:?}");
+        let sum: u64 = a.blame.roots.values().sum();
+        assert_eq!(sum, a.blame.charged_ns);
+        // The holder's own idle from 900 is still open at the end: unknown.
+        assert!(r.contains(&(Unknown, 2, vec![], 100)), "{r:?}");
+    }
+}
