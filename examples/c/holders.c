@@ -4,7 +4,7 @@
  * the given seconds (default 2) on whatever CPUs there are:
  *
  *   hop1    handler x4 lock `catalog` briefly; `writer` holds it while it
- *           sleeps 2 ms in commit_batch(): root = the writer's sleep (timer),
+ *           sleeps 5 ms in commit_batch(): root = the writer's sleep (timer),
  *           chain handler-* -> writer.
  *   chain3  handler x4 wait for `catalog`, held by `indexer` while it waits
  *           in index_one() for `journal`, held by `writer` sleeping in
@@ -15,8 +15,9 @@
  *           read_request(); `client` writes one byte every 2 ms: root = the
  *           producer's socket read, ended by the network (softirq), chain
  *           consumer-* -> producer.
- *   fsync   handler x4 wait for `journal`, held by `writer` while it writes
- *           and fsyncs a real file in sync_journal(): root = the disk.
+ *   fsync   handler x2 (one per CPU, mostly working outside the lock) wait
+ *           for `journal`, held by `writer` while it writes 1 MiB to a real
+ *           file and fsyncs it in sync_journal(): root = the disk.
  *
  * Built -O2 -g -fomit-frame-pointer.  Usage: holders MODE [seconds] [file]
  */
@@ -58,14 +59,15 @@ NOINLINE static void spin(long ns) {
 }
 
 NOINLINE static void commit_batch(void) {
-    struct timespec two_ms = {0, 2000000};
-    nanosleep(&two_ms, NULL);
+    struct timespec five_ms = {0, 5000000};
+    nanosleep(&five_ms, NULL);
 }
 
+/* Writes 1 MiB straight to the disk and waits for it to have them. */
+static char block[1024 * 1024] __attribute__((aligned(4096)));
+
 NOINLINE static void sync_journal(int fd) {
-    char block[4096];
-    memset(block, 'j', sizeof block);
-    if (write(fd, block, sizeof block) < 0)
+    if (pwrite(fd, block, sizeof block, 0) < 0)
         perror("write");
     fsync(fd);
 }
@@ -101,9 +103,9 @@ static void *journal_handler(void *arg) {
     prctl(PR_SET_NAME, name);
     while (!stop) {
         pthread_mutex_lock(&journal);
-        spin(10000);
+        spin(5000);
         pthread_mutex_unlock(&journal);
-        spin(10000);
+        spin(200000);
     }
     return NULL;
 }
@@ -134,7 +136,11 @@ static void *writer(void *arg) {
 static void *fsync_writer(void *arg) {
     (void)arg;
     prctl(PR_SET_NAME, "writer");
-    int fd = open(journal_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    memset(block, 'j', sizeof block);
+    /* O_DIRECT: the disk's time, not the page cache's copying. */
+    int fd = open(journal_path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+    if (fd < 0)
+        fd = open(journal_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
         perror(journal_path);
         exit(2);
@@ -250,7 +256,7 @@ int main(int argc, char **argv) {
             pthread_create(&t[n++], NULL, consumer, (void *)i);
     } else if (!strcmp(mode, "fsync")) {
         pthread_create(&t[n++], NULL, fsync_writer, NULL);
-        for (long i = 0; i < 4; i++)
+        for (long i = 0; i < 2; i++)
             pthread_create(&t[n++], NULL, journal_handler, (void *)i);
     } else {
         fprintf(stderr, "holders: unknown mode %s\n", mode);

@@ -518,7 +518,10 @@ impl BlameAcc {
             walk.waker(waker, a, b);
         }
         let (leaves, cut) = (walk.out, walk.cut);
-        let total: u64 = leaves.iter().map(|l| l.1).sum::<u64>().max(1);
+        let total = leaves
+            .iter()
+            .fold(0u64, |s, l| s.saturating_add(l.1))
+            .max(1);
         self.cut_ns = self
             .cut_ns
             .saturating_add(scale(cut, p.idle_ns, total).min(p.idle_ns));
@@ -529,12 +532,12 @@ impl BlameAcc {
             .into_iter()
             .map(|(l, ns)| {
                 let s = scale(ns, p.idle_ns, total);
-                given += s;
+                given = given.saturating_add(s);
                 (l, s)
             })
             .collect();
         if let Some(i) = largest {
-            scaled[i].1 += p.idle_ns.saturating_sub(given);
+            scaled[i].1 = scaled[i].1.saturating_add(p.idle_ns.saturating_sub(given));
         }
         for (leaf, ns) in scaled {
             match leaf {
@@ -887,8 +890,9 @@ struct Resolved {
 }
 
 /// The device a wait that an interrupt ended was waiting for, from its
-/// kernel frames (innermost first) and the JVM's reason.
-pub fn device_of(frames: &[PathFrame], reason: &str) -> &'static str {
+/// kernel frames (innermost first), the JVM's reason and the thread's
+/// name (the block layer's kernel workers, `kworker/…-kblockd`).
+pub fn device_of(frames: &[PathFrame], reason: &str, thread: &str) -> &'static str {
     let kernel = || {
         frames
             .iter()
@@ -908,7 +912,11 @@ pub fn device_of(frames: &[PathFrame], reason: &str) -> &'static str {
         "nvme",
         "file_write_and_wait",
         "fsync",
-    ]) {
+        "dio_",
+        "iomap",
+        "blkdev",
+    ]) || thread.contains("kblockd")
+    {
         "disk"
     } else if any(&[
         "tcp_",
@@ -1040,7 +1048,7 @@ impl RootCausesSection {
                         .collect()
                 });
                 let device = (kind == RootKind::Device)
-                    .then(|| device_of(&frames, reason.as_str()).to_string());
+                    .then(|| device_of(&frames, reason.as_str(), &pool).to_string());
                 let program_frame = frames.iter().position(|f| !f.runtime);
                 RootCause {
                     idle_ns: g.idle_ns,

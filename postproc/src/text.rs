@@ -694,9 +694,9 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
         };
         let words = match root.kind {
             K::Path => format!(
-                "{} on a CPU{frame} ({})",
+                "{} running{frame} (its next wait: {})",
                 who(&root.threads),
-                root.reason.replace("running, then ", "then ")
+                root.reason.replace("running, then ", "")
             ),
             K::Device => format!(
                 "{} {}{object}{frame}, ended by the {}",

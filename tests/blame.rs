@@ -1,0 +1,239 @@
+//! End to end through the CLI: the root causes of idle (`report`'s
+//! "Root causes of idle", JSON `root_causes`) on workloads whose wait
+//! chains are known (`examples/c/holders.c`): the top root's frame, kind
+//! and share, the chain that led to it, and the conservation of idle (the
+//! roots and what they leave out add up to the CPUs' idle within 1 %).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+/// `holders MODE 2` recorded with stacks at every wait, and its report's
+/// JSON (the default view) and text.
+fn record_holders(dir: &Path, mode: &str, extra: &[&str]) -> (Value, String) {
+    let bin = holders(dir);
+    let rec = dir.join(format!("{mode}.idleflow"));
+    let out = run(idleflow()
+        .args(["record", "-q", "--stacks", "waits", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&bin)
+        .args([mode, "2"])
+        .args(extra));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let json = run(idleflow()
+        .arg("report")
+        .arg(&rec)
+        .args(["--format", "json"]));
+    assert!(json.status.success(), "report: {}", stderr(&json));
+    let text = run(idleflow().arg("report").arg(&rec));
+    assert!(text.status.success(), "report: {}", stderr(&text));
+    let text = stdout(&text);
+    assert_fits_120_columns(&text);
+    (
+        serde_json::from_slice(&json.stdout).expect("report JSON parses"),
+        text,
+    )
+}
+
+fn holders(dir: &Path) -> PathBuf {
+    let bin = dir.join("holders");
+    if bin.exists() {
+        return bin;
+    }
+    build_c_example(
+        dir,
+        "holders.c",
+        "holders",
+        &["-O2", "-g", "-fomit-frame-pointer", "-pthread"],
+    )
+}
+
+/// The roots, after checking that they and what they leave out add up to
+/// the CPUs' idle (±1 %), that their kinds add up to them, and that no
+/// root or link is one of idleflow's own threads.
+fn roots(r: &Value) -> &Vec<Value> {
+    let rc = &r["root_causes"];
+    let idle = u(rc, "idle_ns");
+    assert_eq!(idle, u(&r["total"], "idle_ns"), "{rc}");
+    let roots = rc["roots"].as_array().expect("root_causes.roots");
+    let sum: u64 = roots.iter().map(|x| u(x, "idle_ns")).sum();
+    assert_eq!(sum, u(rc, "followed_ns"));
+    let kinds: u64 = rc["by_kind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_u64().unwrap())
+        .sum();
+    assert_eq!(kinds, sum);
+    let rest = &rc["not_followed"];
+    let all = sum + u(rest, "no_cause_ns") + u(rest, "idleflow_ns");
+    assert!(
+        all.abs_diff(idle) * 100 <= idle,
+        "roots {sum} ns and the rest {rest} against {idle} ns idle"
+    );
+    for x in roots {
+        let mut names = vec![x["threads"]["name"].as_str().unwrap()];
+        for l in x["chain"].as_array().unwrap() {
+            names.push(l["threads"]["name"].as_str().unwrap());
+        }
+        assert!(
+            names.iter().all(|n| !n.starts_with("idleflow")),
+            "idleflow's own thread in a root: {x}"
+        );
+    }
+    roots
+}
+
+fn program_frame(v: &Value) -> &str {
+    let i = v["program_frame"].as_u64().expect("a program frame") as usize;
+    v["frames"][i]["name"].as_str().unwrap()
+}
+
+/// The links' (pool, program frame), victims first.
+fn chain(root: &Value) -> Vec<(String, String)> {
+    root["chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["threads"]["name"].as_str().unwrap().to_string(),
+                program_frame(l).to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The top root: its share of idle at least `min_share` %, of `kind`
+/// (`device` roots ended by `device`), in thread `thread` at `frame`.
+fn assert_top_root<'a>(
+    r: &'a Value,
+    min_share: f64,
+    kind: &str,
+    device: Option<&str>,
+    thread: &str,
+    frame: &str,
+) -> &'a Value {
+    let roots = roots(r);
+    let top = &roots[0];
+    assert!(
+        f(top, "share_pct") >= min_share,
+        "top root below {min_share} % of the idle: {top}"
+    );
+    assert_eq!(top["kind"], kind, "{top}");
+    assert_eq!(top["device"].as_str(), device, "{top}");
+    assert_eq!(top["threads"]["name"], thread, "{top}");
+    assert_eq!(program_frame(top), frame, "{top}");
+    top
+}
+
+#[test]
+fn a_pool_waiting_on_a_lock_held_by_a_sleeper_is_rooted_in_the_sleep() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (r, text) = record_holders(dir.path(), "hop1", &[]);
+    let top = assert_top_root(&r, 80.0, "device", Some("timer"), "writer", "commit_batch");
+    assert_eq!(
+        chain(top),
+        vec![("handler-*".to_string(), "serve".to_string())],
+        "{top}"
+    );
+    // The report leads with it, right after the headline.
+    let section = text
+        .lines()
+        .position(|l| l.starts_with("# Root causes of idle"))
+        .expect("a root causes section");
+    assert!(section < 12, "{text}");
+    // Its first root (after the section's header, which may wrap).
+    let first = text
+        .lines()
+        .skip(section + 1)
+        .find(|l| {
+            l.trim_start_matches(['#', ' '])
+                .starts_with(|c: char| c.is_ascii_digit())
+        })
+        .unwrap();
+    assert!(
+        first.contains("writer") && first.contains("commit_batch") && first.contains("timer"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_three_deep_mutex_chain_is_rooted_in_the_last_holders_sleep() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = record_holders(dir.path(), "chain3", &[]);
+    let top = assert_top_root(&r, 80.0, "device", Some("timer"), "writer", "commit_batch");
+    // The handlers wait for the indexer, which waits for the writer.
+    assert_eq!(
+        chain(top),
+        vec![
+            ("handler-*".to_string(), "serve".to_string()),
+            ("indexer".to_string(), "index_one".to_string()),
+        ],
+        "{top}"
+    );
+    assert!(
+        top["chain"][0]["threads"]["count"].as_u64().unwrap() >= 2,
+        "{top}"
+    );
+}
+
+#[test]
+fn consumers_idle_for_a_producer_reading_a_loopback_socket_are_rooted_in_the_network() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = record_holders(dir.path(), "condvar", &[]);
+    let top = assert_top_root(
+        &r,
+        80.0,
+        "device",
+        Some("network"),
+        "producer",
+        "read_request",
+    );
+    assert_eq!(
+        chain(top),
+        vec![("consumer-*".to_string(), "consumer".to_string())],
+        "{top}"
+    );
+    // The loopback wake-up runs in a softirq on the client's time: the
+    // client is the thread the interrupt hit, never what the producer or
+    // the consumers waited for.
+    for x in roots(&r) {
+        if x["threads"]["name"] == "client" {
+            let waited = chain(x);
+            assert!(
+                waited
+                    .iter()
+                    .all(|(t, _)| t != "producer" && t != "consumer-*"),
+                "{x}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_pool_waiting_for_a_writer_that_fsyncs_is_rooted_in_the_disk() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // A real file on the disk (the test's directory, not a tmpfs).
+    let journal = Path::new(env!("CARGO_TARGET_TMPDIR")).join("holders.journal");
+    let (r, text) = record_holders(dir.path(), "fsync", &[journal.to_str().unwrap()]);
+    let roots = roots(&r);
+    let disk: f64 = roots
+        .iter()
+        .filter(|x| x["device"] == "disk")
+        .map(|x| f(x, "share_pct"))
+        .sum();
+    assert!(
+        disk >= 80.0,
+        "{disk} % of the idle rooted in the disk:\n{text}"
+    );
+    assert_eq!(roots[0]["device"], "disk", "{}", roots[0]);
+}
