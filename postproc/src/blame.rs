@@ -33,7 +33,7 @@ use serde::Serialize;
 use crate::analysis::Analysis;
 use crate::idlepaths::{resolve_key, PathFrame, PathThreads, RowKey};
 use crate::nodes::OwnThreads;
-use crate::path::FrameKind;
+use crate::path::{Frame, FrameKind};
 use crate::report::pct;
 use crate::waits::JavaWaits;
 
@@ -814,8 +814,9 @@ pub struct RootCause {
     pub frames: Vec<PathFrame>,
     /// The index in `frames` of the program's first frame.
     pub program_frame: Option<usize>,
-    /// The chain with the most idle into this root, victims first (empty:
-    /// the root's own threads were the victims).
+    /// The heaviest branch of the chains into this root, victims first:
+    /// from the root out, at each step the link the most idle came
+    /// through (empty: the root's own threads were the victims).
     pub chain: Vec<ChainLink>,
     /// Distinct chains into this root.
     pub chains: u64,
@@ -851,6 +852,8 @@ pub struct NotFollowed {
     pub no_cause_ns: u64,
     /// Idle after idleflow's own threads left, ns.
     pub idleflow_ns: u64,
+    /// Idle after threads of processes the report does not show left, ns.
+    pub other_processes_ns: u64,
 }
 
 /// The root causes of a report (JSON `root_causes`).
@@ -877,6 +880,61 @@ pub struct RootCausesSection {
     pub stacks_at_waits: bool,
     /// Roots, most idle first.
     pub roots: Vec<RootCause>,
+}
+
+/// One link's (process, pool, reason, object, program frame).
+type LinkKey = (String, String, String, String, Option<Frame>);
+/// One link's threads and most hops.
+type LinkThreads = (FxHashSet<u32>, u64);
+
+/// The heaviest branch of a root's chains (shape, victims first → idle
+/// and per link its threads): from the root out, at each step the link
+/// the most idle came through among the chains that share the steps so
+/// far, while at least a quarter of the idle through the last link goes
+/// on (the rest had its victims there); each link with the idle through
+/// it. Victims first.
+fn heaviest_branch(
+    chains: FxHashMap<Vec<LinkKey>, (u64, Vec<LinkThreads>)>,
+) -> Vec<(LinkKey, LinkThreads, u64)> {
+    let mut live: Vec<(Vec<LinkKey>, u64, Vec<LinkThreads>)> = chains
+        .into_iter()
+        .map(|(shape, (ns, threads))| (shape, ns, threads))
+        .collect();
+    let mut branch = Vec::new();
+    for depth in 1.. {
+        // The link `depth` steps from the root, by idle through it.
+        let mut through: FxHashMap<&LinkKey, u64> = FxHashMap::default();
+        for (shape, ns, _) in &live {
+            if let Some(k) = shape.len().checked_sub(depth).map(|i| &shape[i]) {
+                *through.entry(k).or_default() += ns;
+            }
+        }
+        let continuing: u64 = through.values().sum();
+        let Some((best, ns)) = through
+            .into_iter()
+            .max_by(|x, y| x.1.cmp(&y.1).then_with(|| y.0.cmp(x.0)))
+            .map(|(k, ns)| (k.clone(), ns))
+        else {
+            break;
+        };
+        // Most of the idle through the last link had its victims there.
+        if branch
+            .last()
+            .is_some_and(|(_, _, last): &(LinkKey, LinkThreads, u64)| continuing < last / 4)
+        {
+            break;
+        }
+        live.retain(|(shape, _, _)| shape.len() >= depth && shape[shape.len() - depth] == best);
+        let mut threads: LinkThreads = (FxHashSet::default(), 0);
+        for (shape, _, t) in &live {
+            let t = &t[shape.len() - depth];
+            threads.0.extend(t.0.iter().copied());
+            threads.1 = threads.1.max(t.1);
+        }
+        branch.push((best, threads, ns));
+    }
+    branch.reverse();
+    branch
 }
 
 /// A path's resolution, cached per key.
@@ -967,10 +1025,6 @@ impl RootCausesSection {
         };
         /// (kind, process, pool, reason, object, frames).
         type Key = (RootKind, String, String, String, String, Vec<PathFrame>);
-        /// One link's (process, pool, reason, object, frames).
-        type LinkKey = (String, String, String, String, Vec<PathFrame>);
-        /// One link's threads and most hops.
-        type LinkThreads = (FxHashSet<u32>, u64);
         #[derive(Default)]
         struct Group {
             idle_ns: u64,
@@ -981,7 +1035,17 @@ impl RootCausesSection {
         let mut groups: FxHashMap<Key, Group> = FxHashMap::default();
         let mut by_kind = [0u64; 4];
         let mut followed = 0u64;
+        let mut other = 0u64;
+        // Each link key's whole frames (the first seen).
+        let mut link_frames: FxHashMap<LinkKey, Vec<PathFrame>> = FxHashMap::default();
         for (k, &ns) in &a.blame.roots {
+            // Idle that another process's thread opened is not this
+            // report's (its chain may lead into the program all the same).
+            let victim = k.links.first().unwrap_or(&k.path).tid();
+            if !a.shows(victim) {
+                other = other.saturating_add(ns);
+                continue;
+            }
             followed = followed.saturating_add(ns);
             by_kind[k.kind as usize] = by_kind[k.kind as usize].saturating_add(ns);
             let r = resolve(&k.path);
@@ -1000,7 +1064,18 @@ impl RootCausesSection {
             let mut shape: Vec<(LinkKey, Vec<u32>)> = Vec::new();
             for l in k.links.iter() {
                 let r = resolve(l);
-                let key = (r.process, r.pool, r.reason, r.object, r.frames);
+                // Links are told apart by the code that waited (the
+                // program's first frame), not by the frames around it or
+                // the source that named them.
+                let program = r.frames.iter().position(|f| !f.runtime);
+                let key = (
+                    r.process,
+                    r.pool,
+                    r.reason,
+                    r.object,
+                    frame_of(&r.frames, program).map(|f| f.frame.clone()),
+                );
+                link_frames.entry(key.clone()).or_insert(r.frames);
                 match shape.last_mut() {
                     Some((last, tids)) if *last == key => tids.push(l.tid()),
                     _ => shape.push((key, vec![l.tid()])),
@@ -1020,33 +1095,28 @@ impl RootCausesSection {
             .into_iter()
             .map(|((kind, process, pool, reason, object, frames), g)| {
                 let chains = g.chains.len() as u64;
-                let top = g
-                    .chains
+                let chain = heaviest_branch(g.chains)
                     .into_iter()
-                    .max_by(|x, y| x.1 .0.cmp(&y.1 .0).then_with(|| y.0.len().cmp(&x.0.len())));
-                let chain = top.map_or_else(Vec::new, |(shape, (ns, tids))| {
-                    shape
-                        .into_iter()
-                        .zip(tids)
-                        .map(|((process, pool, reason, object, frames), (tids, hops))| {
-                            let program_frame = frames.iter().position(|f| !f.runtime);
-                            ChainLink {
-                                process,
-                                threads: PathThreads {
-                                    name: pool,
-                                    count: tids.len() as u64,
-                                    dispatches: 0,
-                                },
-                                reason,
-                                object,
-                                program_frame,
-                                frames,
-                                hops,
-                                idle_ns: ns,
-                            }
-                        })
-                        .collect()
-                });
+                    .map(|(key, (tids, hops), ns)| {
+                        let frames = link_frames.get(&key).cloned().unwrap_or_default();
+                        let (process, pool, reason, object, _) = key;
+                        let program_frame = frames.iter().position(|f| !f.runtime);
+                        ChainLink {
+                            process,
+                            threads: PathThreads {
+                                name: pool,
+                                count: tids.len() as u64,
+                                dispatches: 0,
+                            },
+                            reason,
+                            object,
+                            program_frame,
+                            frames,
+                            hops,
+                            idle_ns: ns,
+                        }
+                    })
+                    .collect();
                 let device = (kind == RootKind::Device)
                     .then(|| device_of(&frames, reason.as_str(), &pool).to_string());
                 let program_frame = frames.iter().position(|f| !f.runtime);
@@ -1090,6 +1160,7 @@ impl RootCausesSection {
             not_followed: NotFollowed {
                 no_cause_ns: total_idle_ns.saturating_sub(caused),
                 idleflow_ns: tool,
+                other_processes_ns: other,
             },
             by_kind,
             cut_ns: a.blame.cut_ns,

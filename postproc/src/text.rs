@@ -194,9 +194,8 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     )?;
     if r.windowed {
         let s = |ns: u64| ns.saturating_sub(r.recording_start_ns) as f64 / 1e9;
-        writeln!(
-            o,
-            "# reported: {:.3} s to {:.3} s of the recording ({}){}",
+        let line = format!(
+            "reported: {:.3} s to {:.3} s of the recording ({}){}",
             s(r.start_ns),
             s(r.stop_ns),
             if r.after_startup {
@@ -209,7 +208,10 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             } else {
                 ""
             }
-        )?;
+        );
+        for l in wrap(&line, "#", "#  ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
     }
     writeln!(
         o,
@@ -722,7 +724,7 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
         for (i, link) in root.chain.iter().enumerate().rev() {
             if n > 3 && i > 0 && i < n - 1 {
                 if i == n - 2 {
-                    writeln!(o, "#          ← … {} more links", n - 2)?;
+                    writeln!(o, "#         ← … {} more links", n - 2)?;
                 }
                 continue;
             }
@@ -737,10 +739,11 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
                 String::new()
             };
             let line = format!(
-                "← {} waiting ({}){object}{}{convoy}",
+                "← {} waiting ({}){object}{}{convoy} [{:.1} %]",
                 who(&link.threads),
                 link.reason,
-                at(link.frame())
+                at(link.frame()),
+                part(link.idle_ns)
             );
             for l in wrap(&line, "#        ", "#            ", WIDTH) {
                 writeln!(o, "{l}")?;
