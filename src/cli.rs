@@ -513,6 +513,14 @@ pub struct FlamegraphArgs {
     #[arg(long, conflicts_with_all = ["by_reason", "stacks"])]
     pub blocked: bool,
 
+    /// Draw the root causes of idle on top of the chains they caused: at
+    /// the bottom the threads whose leaving made CPUs idle and their wait,
+    /// above each the thread it waited for (`← indexer [park] …`), on top
+    /// the root (`[root: timer] writer`, `[root: running] …`) with its
+    /// frames. Record with `--stacks waits` for every root's frames.
+    #[arg(long, conflicts_with_all = ["by_reason", "stacks", "blocked"])]
+    pub blame: bool,
+
     /// One stack per thread. By default threads whose names differ only in
     /// their last number (a pool: `http-nio-8080-exec-1`, `-exec-2`, …) are
     /// merged under one name (`http-nio-8080-exec-*`).

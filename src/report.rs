@@ -210,7 +210,11 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let analysis = analyse(&args.input, &args.window, views)?;
+    if args.blame && weight == Weight::Dispatches {
+        anyhow::bail!("--blame weighs by idle time only (--weight idle-ns)");
+    }
     let view = match args.view {
+        _ if args.blame => flame::View::Blame,
         _ if args.blocked => flame::View::Blocking,
         _ if args.stacks => flame::View::User,
         ViewArg::Paths => flame::View::Paths,
@@ -239,7 +243,7 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
             writeln!(out, "{line}")?;
         }
     } else {
-        flame::svg(&lines, weight, view == flame::View::Blocking, &mut out)
+        flame::svg(&lines, weight, view, &mut out)
             .with_context(|| format!("cannot write {}", out_path.display()))?;
     }
     out.flush()?;

@@ -161,6 +161,35 @@ fn a_pool_waiting_on_a_lock_held_by_a_sleeper_is_rooted_in_the_sleep() {
         first.contains("writer") && first.contains("commit_batch") && first.contains("timer"),
         "{text}"
     );
+    // The blame flame graph: the handlers at the bottom, the writer's sleep
+    // on top; most of the idle on that stack.
+    let rec = dir.path().join("hop1.idleflow");
+    let folded = dir.path().join("blame.folded");
+    let out = run(idleflow()
+        .args(["flamegraph", "--blame", "--folded", "-o"])
+        .arg(&folded)
+        .arg(&rec));
+    assert!(out.status.success(), "flamegraph: {}", stderr(&out));
+    let lines = std::fs::read_to_string(&folded).unwrap();
+    let weigh = |l: &str| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap();
+    let total: u64 = lines.lines().map(weigh).sum();
+    let rooted: u64 = lines
+        .lines()
+        .filter(|l| {
+            l.starts_with("holders;handler-*;[futex wait] in serve;[root: timer] writer;")
+                && l.contains(";commit_batch;")
+        })
+        .map(weigh)
+        .sum();
+    assert!(rooted * 10 >= total * 7, "{rooted} of {total} ns:\n{lines}");
+    let svg = dir.path().join("blame.svg");
+    let out = run(idleflow()
+        .args(["flamegraph", "--blame", "-o"])
+        .arg(&svg)
+        .arg(&rec));
+    assert!(out.status.success(), "flamegraph: {}", stderr(&out));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("[root: timer] writer") && svg.contains("commit_batch"));
 }
 
 #[test]

@@ -58,6 +58,9 @@ pub enum View {
     Kernel,
     /// The blocking call paths (`record --stacks waits`): off-CPU.
     Blocking,
+    /// The blame chains: victims at the bottom, root causes on top
+    /// ([`crate::blame::folded`]).
+    Blame,
 }
 
 /// What to draw.
@@ -87,6 +90,7 @@ pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
             .map(|(&key, c)| (key, c.dispatches, c.idle_ns))
     };
     let lines = match source.view {
+        View::Blame => crate::blame::folded(a, fold.merge_threads),
         View::Paths => crate::idlepaths::folded(a, fold, source.by_reason, source.user_only),
         View::Tree if a.views.jvms.is_empty() => return Err(FlameError::NoTrees),
         View::Tree => a.views.folded.clone(),
@@ -118,11 +122,16 @@ pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
 pub fn svg(
     lines: &[String],
     weight: Weight,
-    blocked: bool,
+    view: View,
     out: impl Write,
 ) -> Result<(), FlameError> {
+    let blocked = view == View::Blocking;
     let mut opts = inferno::flamegraph::Options::default();
     let (title, count) = match weight {
+        _ if view == View::Blame => (
+            "Idle time by wait chain: the threads that left CPUs idle at the bottom, what held them up on top",
+            "ns idle",
+        ),
         Weight::IdleNs if blocked => (
             "Time threads waited until they ran again, by call path (off-CPU)",
             "ns blocked",
@@ -143,7 +152,10 @@ pub fn svg(
     opts.colors =
         inferno::flamegraph::Palette::Multi(inferno::flamegraph::color::MultiPalette::Java);
     opts.count_name = count.to_string();
-    opts.subtitle = Some(if blocked {
+    opts.subtitle = Some(if view == View::Blame {
+        "width: idle ns that ended in the frame's root, through the chain below it (idleflow)"
+            .to_string()
+    } else if blocked {
         format!("width: {count} of the threads that blocked in the frame's call path (idleflow)")
     } else {
         format!("width: {count} after the thread left the frame's call path (idleflow)")
