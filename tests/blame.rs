@@ -211,6 +211,15 @@ fn a_three_deep_mutex_chain_is_rooted_in_the_last_holders_sleep() {
         top["chain"][0]["threads"]["count"].as_u64().unwrap() >= 2,
         "{top}"
     );
+    // The wait-for graph's knot is the writer, waiting on the timer.
+    let knot = &r["root_causes"]["wait_graph"]["knots"][0];
+    assert_eq!(
+        knot["pools"],
+        serde_json::json!(["holders: writer"]),
+        "{knot}"
+    );
+    assert_eq!(knot["waits_on"][0], "timer", "{knot}");
+    assert!(f(knot, "share_pct") >= 80.0, "{knot}");
 }
 
 #[test]

@@ -880,6 +880,141 @@ pub struct RootCausesSection {
     pub stacks_at_waits: bool,
     /// Roots, most idle first.
     pub roots: Vec<RootCause>,
+    /// The pool-level wait-for graph weighted by idle, and its knots.
+    pub wait_graph: WaitGraph,
+}
+
+/// One edge of the wait-for graph: idle of chains in which `from`'s
+/// threads waited for `to` (a pool, or a device: `timer`, `disk`,
+/// `network`, `interrupt`; `CPU` for runnable roots, `unknown`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WaitEdge {
+    pub from: String,
+    pub to: String,
+    /// Idle of the chains through this edge, ns (a chain's idle counts on
+    /// each of its edges, as wPerf's cascaded weights).
+    pub idle_ns: u64,
+}
+
+/// A knot (wPerf's bottleneck): pools that, once edges to devices, CPU,
+/// unknown and edges under 1 % of the idle are left out, wait only for
+/// each other (a strongly connected set with no edge out).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Knot {
+    /// Its pools (`process: pool`).
+    pub pools: Vec<String>,
+    /// Idle of the chains that end in it, ns, and its share of all idle.
+    pub idle_ns: u64,
+    pub share_pct: f64,
+    /// What the knot's own threads waited for outside it (devices, CPU,
+    /// unknown; edges of at least 1 % of the idle), most idle first.
+    pub waits_on: Vec<String>,
+}
+
+/// The pool-level wait-for graph (JSON `root_causes.wait_graph`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WaitGraph {
+    /// Edges, most idle first.
+    pub edges: Vec<WaitEdge>,
+    /// Knots, most idle first (at least 1 % of the idle).
+    pub knots: Vec<Knot>,
+}
+
+/// Nodes that are not pools: a knot never contains them.
+fn outside(node: &str) -> bool {
+    matches!(
+        node,
+        "timer" | "disk" | "network" | "interrupt" | "CPU" | "unknown"
+    )
+}
+
+impl WaitGraph {
+    /// The graph of `chains`: per chain its nodes from the victims' pool to
+    /// the root's (then the device, CPU or unknown), and its idle.
+    fn new(chains: &[(Vec<String>, u64)], total_idle_ns: u64) -> Self {
+        use petgraph::graph::DiGraph;
+        let mut weights: FxHashMap<(String, String), u64> = FxHashMap::default();
+        // Idle of chains whose last pool is each node (where they end).
+        let mut ends: FxHashMap<String, u64> = FxHashMap::default();
+        for (nodes, ns) in chains {
+            for w in nodes.windows(2) {
+                let e = weights.entry((w[0].clone(), w[1].clone())).or_default();
+                *e = e.saturating_add(*ns);
+            }
+            if let Some(last) = nodes.iter().rev().find(|n| !outside(n)) {
+                let e = ends.entry(last.clone()).or_default();
+                *e = e.saturating_add(*ns);
+            }
+        }
+        let mut edges: Vec<WaitEdge> = weights
+            .into_iter()
+            .map(|((from, to), idle_ns)| WaitEdge { from, to, idle_ns })
+            .collect();
+        edges.sort_by(|x, y| {
+            y.idle_ns
+                .cmp(&x.idle_ns)
+                .then_with(|| (&x.from, &x.to).cmp(&(&y.from, &y.to)))
+        });
+        // wPerf's knot: strongly connected components without an edge out,
+        // once edges out of the program (devices, CPU, unknown) and edges
+        // under 1 % of the idle are left out.
+        let min = total_idle_ns / 100;
+        let mut g: DiGraph<&str, ()> = DiGraph::new();
+        let mut index: FxHashMap<&str, petgraph::graph::NodeIndex> = FxHashMap::default();
+        fn node<'a>(
+            g: &mut DiGraph<&'a str, ()>,
+            index: &mut FxHashMap<&'a str, petgraph::graph::NodeIndex>,
+            name: &'a str,
+        ) -> petgraph::graph::NodeIndex {
+            *index.entry(name).or_insert_with(|| g.add_node(name))
+        }
+        for n in ends.keys() {
+            node(&mut g, &mut index, n);
+        }
+        for e in &edges {
+            if e.idle_ns >= min && !outside(&e.from) && !outside(&e.to) && e.from != e.to {
+                let a = node(&mut g, &mut index, &e.from);
+                let b = node(&mut g, &mut index, &e.to);
+                g.add_edge(a, b, ());
+            }
+        }
+        let mut knots = Vec::new();
+        for scc in petgraph::algo::tarjan_scc(&g) {
+            let inside: FxHashSet<_> = scc.iter().copied().collect();
+            let exits = scc
+                .iter()
+                .any(|&n| g.neighbors(n).any(|m| !inside.contains(&m)));
+            if exits {
+                continue;
+            }
+            let mut pools: Vec<String> = scc.iter().map(|&n| g[n].to_string()).collect();
+            pools.sort();
+            let idle_ns = pools.iter().fold(0u64, |s, p| {
+                s.saturating_add(ends.get(p).copied().unwrap_or(0))
+            });
+            if idle_ns < min.max(1) {
+                continue;
+            }
+            let mut waits_on: Vec<(&str, u64)> = edges
+                .iter()
+                .filter(|e| pools.contains(&e.from) && outside(&e.to) && e.idle_ns >= min)
+                .map(|e| (e.to.as_str(), e.idle_ns))
+                .collect();
+            waits_on.sort_by(|x, y| y.1.cmp(&x.1));
+            knots.push(Knot {
+                pools,
+                idle_ns,
+                share_pct: pct(idle_ns, total_idle_ns),
+                waits_on: waits_on.into_iter().map(|(n, _)| n.to_string()).collect(),
+            });
+        }
+        knots.sort_by(|x, y| {
+            y.idle_ns
+                .cmp(&x.idle_ns)
+                .then_with(|| x.pools.cmp(&y.pools))
+        });
+        WaitGraph { edges, knots }
+    }
 }
 
 /// One link's (process, pool, reason, object, program frame).
@@ -1036,6 +1171,8 @@ impl RootCausesSection {
         let mut by_kind = [0u64; 4];
         let mut followed = 0u64;
         let mut other = 0u64;
+        // Per chain its pools from the victims' to the root's, and its idle.
+        let mut graph_chains: Vec<(Vec<String>, u64)> = Vec::new();
         // Each link key's whole frames (the first seen).
         let mut link_frames: FxHashMap<LinkKey, Vec<PathFrame>> = FxHashMap::default();
         for (k, &ns) in &a.blame.roots {
@@ -1054,6 +1191,26 @@ impl RootCausesSection {
                 RootKind::Path => format!("running, then {}", r.reason),
                 _ => r.reason.clone(),
             };
+            let node = |process: &str, pool: &str| format!("{process}: {pool}");
+            let mut nodes: Vec<String> = k
+                .links
+                .iter()
+                .map(|l| {
+                    let r = resolve(l);
+                    node(&r.process, &r.pool)
+                })
+                .collect();
+            nodes.push(node(&r.process, &r.pool));
+            match k.kind {
+                RootKind::Device => {
+                    nodes.push(device_of(&r.frames, &r.reason, &r.pool).to_string());
+                }
+                RootKind::Contention => nodes.push("CPU".to_string()),
+                RootKind::Unknown => nodes.push("unknown".to_string()),
+                RootKind::Path => {}
+            }
+            nodes.dedup();
+            graph_chains.push((nodes, ns));
             let g = groups
                 .entry((k.kind, r.process, r.pool, reason, r.object, r.frames))
                 .or_default();
@@ -1170,6 +1327,7 @@ impl RootCausesSection {
                 .fold(0u64, |s, r| s.saturating_add(r.idle_ns)),
             stacks_at_waits: a.info.stacks == "waits",
             roots,
+            wait_graph: WaitGraph::new(&graph_chains, total_idle_ns),
         }
     }
 }
@@ -1399,5 +1557,41 @@ mod tests {
         assert_eq!(sum, a.blame.charged_ns);
         // The holder's own idle from 900 is still open at the end: unknown.
         assert!(r.contains(&(Unknown, 2, vec![], 100)), "{r:?}");
+    }
+
+    #[test]
+    fn a_knot_is_a_set_of_pools_with_no_way_out_but_devices() {
+        let c = |nodes: &[&str], ns: u64| (nodes.iter().map(|n| n.to_string()).collect(), ns);
+        // handlers wait for the indexer, which waits for the writer, which
+        // waits for the timer; two workers wait for each other (a cycle)
+        // and nothing else; a tiny chain under 1 % is left out.
+        let g = WaitGraph::new(
+            &[
+                c(&["p: handler-*", "p: indexer", "p: writer", "timer"], 600),
+                c(&["p: indexer", "p: writer", "timer"], 200),
+                c(&["p: a", "p: b"], 100),
+                c(&["p: b", "p: a"], 95),
+                c(&["p: writer", "p: x"], 4),
+            ],
+            1000,
+        );
+        let knots: Vec<(Vec<&str>, u64)> = g
+            .knots
+            .iter()
+            .map(|k| (k.pools.iter().map(String::as_str).collect(), k.idle_ns))
+            .collect();
+        assert_eq!(
+            knots,
+            vec![(vec!["p: writer"], 800), (vec!["p: a", "p: b"], 195)]
+        );
+        assert_eq!(g.knots[0].waits_on, vec!["timer"]);
+        assert_eq!(
+            (
+                g.edges[0].from.as_str(),
+                g.edges[0].to.as_str(),
+                g.edges[0].idle_ns
+            ),
+            ("p: indexer", "p: writer", 800)
+        );
     }
 }

@@ -750,6 +750,21 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
             }
         }
     }
+    for k in rc.wait_graph.knots.iter().take(3) {
+        let waits = if k.waits_on.is_empty() {
+            String::new()
+        } else {
+            format!(", waiting on {}", k.waits_on.join(", "))
+        };
+        let line = format!(
+            "knot (threads that wait only on each other or on devices): {} — {:.1} % of the idle ends in it{waits}",
+            k.pools.join(" + "),
+            k.share_pct
+        );
+        for l in wrap(&line, "#  ", "#    ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+    }
     if part(rc.no_stack_ns) >= 1.0 && !rc.stacks_at_waits {
         let line = format!(
             "{:.1} % of the idle ends in a root with no stack: stacks were taken only where a CPU went idle; \
