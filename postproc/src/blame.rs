@@ -1000,7 +1000,7 @@ impl WaitGraph {
                 .filter(|e| pools.contains(&e.from) && outside(&e.to) && e.idle_ns >= min)
                 .map(|e| (e.to.as_str(), e.idle_ns))
                 .collect();
-            waits_on.sort_by(|x, y| y.1.cmp(&x.1));
+            waits_on.sort_by_key(|w| std::cmp::Reverse(w.1));
             knots.push(Knot {
                 pools,
                 idle_ns,
