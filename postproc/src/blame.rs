@@ -850,7 +850,8 @@ pub struct NotFollowed {
     /// Idle no thread's leaving opened (a CPU idle since the window's start
     /// or a stream break), ns.
     pub no_cause_ns: u64,
-    /// Idle after idleflow's own threads left, ns.
+    /// Idle after idleflow's own threads left, or whose chain went through
+    /// one of them (a JVM thread that waited for idleflow's attach), ns.
     pub idleflow_ns: u64,
     /// Idle after threads of processes the report does not show left, ns.
     pub other_processes_ns: u64,
@@ -1017,6 +1018,13 @@ impl WaitGraph {
     }
 }
 
+/// Whether a chain goes through (or ends in) one of idleflow's own threads.
+fn through_tool(a: &Analysis, k: &RootKey) -> bool {
+    std::iter::once(&k.path)
+        .chain(k.links.iter())
+        .any(|l| a.tool_tids.contains(&l.tid()))
+}
+
 /// One link's (process, pool, reason, object, program frame).
 type LinkKey = (String, String, String, String, Option<Frame>);
 /// One link's threads and most hops.
@@ -1171,6 +1179,7 @@ impl RootCausesSection {
         let mut by_kind = [0u64; 4];
         let mut followed = 0u64;
         let mut other = 0u64;
+        let mut tool = 0u64;
         // Per chain its pools from the victims' to the root's, and its idle.
         let mut graph_chains: Vec<(Vec<String>, u64)> = Vec::new();
         // Each link key's whole frames (the first seen).
@@ -1181,6 +1190,12 @@ impl RootCausesSection {
             let victim = k.links.first().unwrap_or(&k.path).tid();
             if !a.shows(victim) {
                 other = other.saturating_add(ns);
+                continue;
+            }
+            // A chain through one of idleflow's own threads (a thread that
+            // waited for its attach to a JVM) is idleflow's doing.
+            if through_tool(a, k) {
+                tool = tool.saturating_add(ns);
                 continue;
             }
             followed = followed.saturating_add(ns);
@@ -1302,7 +1317,6 @@ impl RootCausesSection {
                 .cmp(&x.idle_ns)
                 .then_with(|| x.frames.cmp(&y.frames))
         });
-        let mut tool = 0u64;
         let mut caused = 0u64;
         for ((_, tid), c) in &a.causes {
             caused = caused.saturating_add(c.idle_ns);
@@ -1347,7 +1361,7 @@ pub fn folded(a: &Analysis, merge_threads: bool) -> Vec<String> {
     };
     for (k, &ns) in &a.blame.roots {
         let victim = k.links.first().unwrap_or(&k.path).tid();
-        if !a.shows(victim) || ns == 0 {
+        if !a.shows(victim) || ns == 0 || through_tool(a, k) {
             continue;
         }
         let [process, thread] = crate::path::roots(&a.names, victim, merge_threads);
