@@ -16,7 +16,7 @@
  *           producer's socket read, ended by the network (softirq), chain
  *           consumer-* -> producer.
  *   fsync   handler x2 (one per CPU, mostly working outside the lock) wait
- *           for `journal`, held by `writer` while it writes 1 MiB to a real
+ *           for `journal`, held by `writer` while it writes 4 MiB to a real
  *           file and fsyncs it in sync_journal(): root = the disk.
  *
  * Built -O2 -g -fomit-frame-pointer.  Usage: holders MODE [seconds] [file]
@@ -63,8 +63,8 @@ NOINLINE static void commit_batch(void) {
     nanosleep(&five_ms, NULL);
 }
 
-/* Writes 1 MiB straight to the disk and waits for it to have them. */
-static char block[1024 * 1024] __attribute__((aligned(4096)));
+/* Writes 4 MiB straight to the disk and waits for it to have them. */
+static char block[4 * 1024 * 1024] __attribute__((aligned(4096)));
 
 NOINLINE static void sync_journal(int fd) {
     if (pwrite(fd, block, sizeof block, 0) < 0)

@@ -8,7 +8,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * <ul>
  *   <li>{@code hop1}: four {@code handler-N} threads enter a
  *       {@code synchronized} {@code Catalog.serve} briefly; {@code writer}
- *       holds the same monitor while it sleeps 5 ms in
+ *       holds the same monitor while it sleeps 10 ms in
  *       {@code Holders.commitBatch}: root = the writer's sleep (a timer),
  *       chain handler-* (monitor enter on {@code Holders$Catalog}).
  *   <li>{@code chain3}: the handlers wait for {@code Catalog}'s monitor,
@@ -54,7 +54,7 @@ public class Holders {
     }
 
     static void commitBatch() throws InterruptedException {
-        Thread.sleep(5);
+        Thread.sleep(10);
     }
 
     static Thread start(String name, Runnable body) {

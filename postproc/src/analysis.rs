@@ -529,7 +529,7 @@ impl Analysis {
     fn charge(&mut self, ci: usize, c: &Charge, idle_ns: u64, dispatches: u64, span: (u64, u64)) {
         if !self.tool_tids.contains(&c.tid) {
             self.blame
-                .idle(c.tid, c.state, c.time, span, idle_ns, &self.java);
+                .idle(ci, c.tid, c.state, c.time, span, idle_ns, &self.java);
         }
         if !self.java.is_empty() {
             let pid = self.names.get(&c.tid).map(|n| n.0);

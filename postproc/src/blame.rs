@@ -128,6 +128,15 @@ struct Line {
     /// Roots in its open running segment, waiting for the switch-out's
     /// stacks.
     pending: Vec<Pending>,
+    /// What ended its last wait.
+    last_waker: Option<Waker>,
+    /// Its current run began on an idle CPU after an interrupt's wake-up
+    /// (its own timer) and it has woken no thread since: the idle it
+    /// leaves behind is the idle it interrupted (a housekeeping thread's
+    /// periodic tick, a timed park that found the lock still taken).
+    incidental: bool,
+    /// When its last run ended, and whether that run was incidental.
+    last_run: Option<(u64, bool)>,
 }
 
 /// A root in a running segment not yet ended: (chain, idle ns).
@@ -141,6 +150,9 @@ impl Line {
             known_from: time,
             pieces: Vec::new(),
             pending: Vec::new(),
+            last_waker: None,
+            incidental: false,
+            last_run: None,
         }
     }
 
@@ -217,6 +229,12 @@ pub struct BlameAcc {
     awaiting: Vec<Option<(u32, u64, Vec<Pending>)>>,
     /// Per CPU slot: since when it is idle.
     idle_since: Vec<Option<u64>>,
+    /// Per CPU slot: the last idle's cause that an incidental run did not
+    /// end (tid, state, switch-out time).
+    carried: Vec<Option<(u32, PrevState, u64)>>,
+    /// Idle intervals after an incidental run that continued the idle it
+    /// interrupted, and their idle, ns.
+    pub continued: (u64, u64),
     /// Idle per root and chain, ns.
     pub(crate) roots: FxHashMap<RootKey, u64>,
     /// Idle charged to a thread's leaving (idleflow's own aside), ns.
@@ -266,6 +284,7 @@ impl BlameAcc {
             };
             let line = self.line(d.prev_tid, d.time, What::Running);
             if line.current.what == What::Running {
+                line.last_run = Some((d.time, line.incidental));
                 line.switch(d.time, what);
                 line.current.node = d.prev_node.node().unwrap_or(0);
                 if let Some(s) = line.segments.back_mut() {
@@ -316,12 +335,19 @@ impl BlameAcc {
                 What::Running => {}
                 _ => line.switch(d.time, What::Running),
             }
+            let line = self.line(d.next_tid, d.time, What::Running);
+            line.incidental = d.prev_tid == IDLE_TID && line.last_waker == Some(Waker::Interrupt);
         }
     }
 
     /// A wake-up: the wakee's wait ends, by its waker (a thread) or by a
     /// device (raised in an interrupt, or by the idle task).
     pub fn wakeup(&mut self, w: &Wakeup, java: &JavaWaits) {
+        if !w.context.is_interrupt() {
+            if let Some(waker) = self.lines.get_mut(&w.waker_tid) {
+                waker.incidental = false;
+            }
+        }
         let Some(line) = self.lines.get(&w.wakee_tid) else {
             return;
         };
@@ -344,6 +370,7 @@ impl BlameAcc {
             return;
         };
         line.current.what = What::Blocked(Some(waker));
+        line.last_waker = Some(waker);
         line.switch(time, What::Runnable);
         let mut resolve = Vec::new();
         for mut p in std::mem::take(&mut line.pieces) {
@@ -384,11 +411,15 @@ impl BlameAcc {
         }
     }
 
-    /// Idle `[start, end)` of a CPU, `idle_ns` of it, charged to `tid`
-    /// leaving in `state` at `out`: followed down `tid`'s wait chain.
+    /// Idle `[start, end)` of CPU slot `ci`, `idle_ns` of it, charged to
+    /// `tid` leaving in `state` at `out`: followed down `tid`'s wait chain
+    /// — or, when `tid`'s run there was incidental (it woke on the idle CPU
+    /// by its own timer and woke no one), down the chain of the idle it
+    /// interrupted.
     #[allow(clippy::too_many_arguments)]
     pub fn idle(
         &mut self,
+        ci: usize,
         tid: u32,
         state: PrevState,
         out: u64,
@@ -401,6 +432,24 @@ impl BlameAcc {
         }
         self.intervals += 1;
         self.charged_ns = self.charged_ns.saturating_add(idle_ns);
+        let incidental = self
+            .lines
+            .get(&tid)
+            .is_some_and(|l| l.last_run == Some((out, true)));
+        let carried = Self::slot(&mut self.carried, ci);
+        let (tid, state, out) = match *carried {
+            Some(c) if incidental => {
+                self.continued = (
+                    self.continued.0 + 1,
+                    self.continued.1.saturating_add(idle_ns),
+                );
+                c
+            }
+            _ => {
+                *carried = Some((tid, state, out));
+                (tid, state, out)
+            }
+        };
         let piece = Piece {
             out,
             start,
@@ -876,6 +925,11 @@ pub struct RootCausesSection {
     /// Idle in roots without frames (a wait or a run whose switch-out had
     /// no stacks taken), ns.
     pub no_stack_ns: u64,
+    /// Idle intervals after an incidental run (a thread that woke on an
+    /// idle CPU by its own timer and woke no one) followed down the chain
+    /// of the idle it interrupted instead, and their idle, ns.
+    pub continued_intervals: u64,
+    pub continued_ns: u64,
     /// Whether the recording took stacks at every wait (`record --stacks
     /// waits`), not only where a CPU went idle.
     pub stacks_at_waits: bool,
@@ -1340,6 +1394,8 @@ impl RootCausesSection {
                 .filter(|r| r.frames.is_empty() && r.kind != RootKind::Contention)
                 .fold(0u64, |s, r| s.saturating_add(r.idle_ns)),
             stacks_at_waits: a.info.stacks == "waits",
+            continued_intervals: a.blame.continued.0,
+            continued_ns: a.blame.continued.1,
             roots,
             wait_graph: WaitGraph::new(&graph_chains, total_idle_ns),
         }
@@ -1607,5 +1663,40 @@ mod tests {
             ),
             ("p: indexer", "p: writer", 800)
         );
+    }
+
+    #[test]
+    fn a_thread_that_woke_on_an_idle_cpu_by_its_timer_and_woke_no_one_continues_the_idle() {
+        use PrevState::{Preempted, Sleeping};
+        // The victim waits for the holder from 100; CPU 0 idles; at 300 a
+        // bystander wakes there by its timer (its wake-up raised by the idle
+        // task), runs and sleeps again at 320 without waking anyone; the
+        // holder (sleeping since 50, on CPU 1) is woken by a device at 800
+        // and wakes the victim at 850.
+        let a = analyse(
+            &[
+                dispatch(10, 0, IDLE_TID, Preempted, 1),
+                dispatch(10, 1, IDLE_TID, Preempted, 5),
+                dispatch(20, 1, 5, Sleeping, 2),
+                dispatch(50, 1, 2, Sleeping, IDLE_TID),
+                dispatch(100, 0, 1, Sleeping, IDLE_TID),
+                dispatch(300, 0, IDLE_TID, Preempted, 5),
+                dispatch(320, 0, 5, Sleeping, IDLE_TID),
+                wakeup(800, 1, 0, 2, WakeContext::SoftIrq),
+                dispatch(800, 1, IDLE_TID, Preempted, 2),
+                wakeup(850, 1, 2, 1, WakeContext::Task),
+                dispatch(850, 0, IDLE_TID, Preempted, 1),
+            ],
+            1000,
+        );
+        use RootKind::*;
+        let r = roots(&a);
+        // CPU 0's idle 100..300 and 320..850 both go down the victim's
+        // chain (the holder's sleep until 800, its run until 850): the
+        // bystander is no root.
+        assert!(r.iter().all(|x| x.1 != 5), "{r:?}");
+        assert!(r.contains(&(Device, 2, vec![1], 200 + 480)), "{r:?}");
+        assert!(r.contains(&(Path, 2, vec![1], 50)), "{r:?}");
+        assert_eq!(a.blame.continued, (1, 530));
     }
 }

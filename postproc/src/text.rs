@@ -750,6 +750,17 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
             }
         }
     }
+    if part(rc.continued_ns) >= 0.05 {
+        let line = format!(
+            "{:.1} % of the idle came after threads that woke on an idle CPU by their own timer and woke no one ({} \
+             times): followed down the chain of the idle they interrupted",
+            part(rc.continued_ns),
+            count(rc.continued_intervals)
+        );
+        for l in wrap(&line, "#  ", "#    ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+    }
     for k in rc.wait_graph.knots.iter().take(3) {
         let waits = if k.waits_on.is_empty() {
             String::new()
