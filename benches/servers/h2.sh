@@ -13,7 +13,7 @@ SERVER="$J/java -cp /usr/share/java/h2.jar org.h2.tools.Server -tcp -tcpPort 909
 case $MODE in
   plain)   $SERVER > ${DIR:-/tmp}/h2.log 2>&1 & ;;
   noagent) $IF record -q --no-agent -o "$OUT" -- $SERVER > ${DIR:-/tmp}/h2.log 2>&1 & ;;
-  waits)   $IF record -q ${WT:+--wait-threshold $WT} -o "$OUT" -- $SERVER > ${DIR:-/tmp}/h2.log 2>&1 & ;;
+  waits)   $IF record -q ${WT:+--wait-threshold $WT} ${RECORD_FLAGS:-} -o "$OUT" -- $SERVER > ${DIR:-/tmp}/h2.log 2>&1 & ;;
 esac
 for i in $(seq 120); do (echo > /dev/tcp/127.0.0.1/9092) 2>/dev/null && break; sleep 0.5; done
 $J/java -cp $D:/usr/share/java/h2.jar HotRow 4 $WARM > /dev/null

@@ -10,7 +10,7 @@ URL=http://127.0.0.1:8080/examples/servlets/servlet/HelloWorldExample
 case $MODE in
   plain)   $CATALINA_HOME/bin/catalina.sh run > ${DIR:-/tmp}/catalina.log 2>&1 & ;;
   noagent) $IF record -q --no-agent -o "$OUT" -- $CATALINA_HOME/bin/catalina.sh run > ${DIR:-/tmp}/catalina.log 2>&1 & ;;
-  waits)   $IF record -q ${WT:+--wait-threshold $WT} -o "$OUT" -- $CATALINA_HOME/bin/catalina.sh run > ${DIR:-/tmp}/catalina.log 2>&1 & ;;
+  waits)   $IF record -q ${WT:+--wait-threshold $WT} ${RECORD_FLAGS:-} -o "$OUT" -- $CATALINA_HOME/bin/catalina.sh run > ${DIR:-/tmp}/catalina.log 2>&1 & ;;
   tree|agent) $IF record -q --java tree -o "$OUT" -- $CATALINA_HOME/bin/catalina.sh run > ${DIR:-/tmp}/catalina.log 2>&1 & ;;
 esac
 for i in $(seq 240); do curl -sf $URL >/dev/null 2>&1 && break; sleep 0.5; done

@@ -131,7 +131,7 @@ struct Line {
     /// What ended its last wait.
     last_waker: Option<Waker>,
     /// Its current run began on an idle CPU after an interrupt's wake-up
-    /// (its own timer) and it has woken no thread since: the idle it
+    /// (its own timer) and no wake-up was raised on its time since: the idle it
     /// leaves behind is the idle it interrupted (a housekeeping thread's
     /// periodic tick, a timed park that found the lock still taken).
     incidental: bool,
@@ -343,10 +343,11 @@ impl BlameAcc {
     /// A wake-up: the wakee's wait ends, by its waker (a thread) or by a
     /// device (raised in an interrupt, or by the idle task).
     pub fn wakeup(&mut self, w: &Wakeup, java: &JavaWaits) {
-        if !w.context.is_interrupt() {
-            if let Some(waker) = self.lines.get_mut(&w.waker_tid) {
-                waker.incidental = false;
-            }
+        // Any wake-up raised while the thread ran — its own, or a softirq's
+        // on its time (a loopback send's, which cannot be told from an
+        // interrupt that merely hit it) — makes its run more than a tick.
+        if let Some(waker) = self.lines.get_mut(&w.waker_tid) {
+            waker.incidental = false;
         }
         let Some(line) = self.lines.get(&w.wakee_tid) else {
             return;
@@ -1181,6 +1182,7 @@ pub fn device_of(frames: &[PathFrame], reason: &str, thread: &str) -> &'static s
         "sock_",
         "inet_",
         "skb_",
+        "epoll",
         "ep_poll",
         "do_select",
         "do_sys_poll",
@@ -1221,10 +1223,12 @@ impl RootCausesSection {
                 .clone()
         };
         /// (kind, process, pool, reason, object, frames).
-        type Key = (RootKind, String, String, String, String, Vec<PathFrame>);
+        type Key = (RootKind, String, String, String, String, Option<Frame>);
         #[derive(Default)]
         struct Group {
             idle_ns: u64,
+            /// The frames of the path with the most idle, and that idle.
+            frames: (Vec<PathFrame>, u64),
             tids: FxHashSet<u32>,
             /// Per chain shape: idle, and per link its threads and most hops.
             chains: FxHashMap<Vec<LinkKey>, (u64, Vec<LinkThreads>)>,
@@ -1280,10 +1284,17 @@ impl RootCausesSection {
             }
             nodes.dedup();
             graph_chains.push((nodes, ns));
+            // Roots are told apart by the code (the program's first frame),
+            // as the headline's causes are, not by the frames around it.
+            let program = r.frames.iter().position(|f| !f.runtime);
+            let code = frame_of(&r.frames, program).map(|f| f.frame.clone());
             let g = groups
-                .entry((k.kind, r.process, r.pool, reason, r.object, r.frames))
+                .entry((k.kind, r.process, r.pool, reason, r.object, code))
                 .or_default();
             g.idle_ns = g.idle_ns.saturating_add(ns);
+            if ns > g.frames.1 || g.frames.0.is_empty() {
+                g.frames = (r.frames, ns.max(g.frames.1));
+            }
             g.tids.insert(k.path.tid());
             // A convoy's hand-offs (one pool thread waking the next) are
             // one link, however many hops it took.
@@ -1319,7 +1330,8 @@ impl RootCausesSection {
         }
         let mut roots: Vec<RootCause> = groups
             .into_iter()
-            .map(|((kind, process, pool, reason, object, frames), g)| {
+            .map(|((kind, process, pool, reason, object, _), g)| {
+                let frames = g.frames.0;
                 let chains = g.chains.len() as u64;
                 let chain = heaviest_branch(g.chains)
                     .into_iter()

@@ -752,7 +752,7 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
     }
     if part(rc.continued_ns) >= 0.05 {
         let line = format!(
-            "{:.1} % of the idle came after threads that woke on an idle CPU by their own timer and woke no one ({} \
+            "{:.1} % of the idle came after threads that woke on an idle CPU by an interrupt and raised no wake-up ({} \
              times): followed down the chain of the idle they interrupted",
             part(rc.continued_ns),
             count(rc.continued_intervals)
