@@ -39,7 +39,7 @@ use crate::waits::JavaWaits;
 
 /// Segments kept per thread, at most: a wait longer than that much of its
 /// waker's history is resolved as far as it reaches, the rest unknown.
-pub const MAX_SEGMENTS: usize = 1 << 15;
+pub const MAX_SEGMENTS: usize = 1 << 12;
 /// Links a chain follows, at most.
 const MAX_DEPTH: usize = 12;
 /// Segments one idle interval's walk may visit, at most.
@@ -139,8 +139,8 @@ struct Line {
     last_run: Option<(u64, bool)>,
 }
 
-/// A root in a running segment not yet ended: (chain, idle ns).
-type Pending = (Box<[RowKey]>, u64);
+/// A root in a running segment not yet ended: (chain id, idle ns).
+type Pending = (u32, u64);
 
 impl Line {
     fn new(time: u64, what: What) -> Self {
@@ -176,6 +176,16 @@ impl Line {
         if self.current.start == out && matches!(self.current.what, What::Blocked(_)) {
             return Some(&self.current);
         }
+        // Usually one of the last few.
+        if let Some(s) = self
+            .segments
+            .iter()
+            .rev()
+            .take(4)
+            .find(|s| s.start == out && matches!(s.what, What::Blocked(_)))
+        {
+            return Some(s);
+        }
         let i = self.segments.partition_point(|s| s.start < out);
         (i.saturating_sub(1)..(i + 1).min(self.segments.len()))
             .rev()
@@ -202,22 +212,49 @@ pub enum RootKind {
 
 /// One root with the chain that led to it: the links are the waits from
 /// the victim's (first) to the one before the root.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct RootKey {
     pub kind: RootKind,
     /// The root's path: the running thread's, the device-ended wait's, the
     /// runnable or unknown thread's.
     pub path: RowKey,
-    pub links: Box<[RowKey]>,
+    /// The links, interned ([`Chains`]).
+    pub links: u32,
+}
+
+/// The distinct chains (links, victims first), interned: a root's key
+/// carries an id, so that counting a root allocates nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Chains {
+    ids: FxHashMap<Box<[RowKey]>, u32>,
+    list: Vec<Box<[RowKey]>>,
+}
+
+impl Chains {
+    /// The id of `links`.
+    fn id(&mut self, links: &[RowKey]) -> u32 {
+        if let Some(&i) = self.ids.get(links) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(links.into());
+        self.ids.insert(links.into(), i);
+        i
+    }
+
+    /// The links of chain `id`.
+    pub(crate) fn get(&self, id: u32) -> &[RowKey] {
+        self.list.get(id as usize).map_or(&[], |l| l)
+    }
 }
 
 /// A walk's leaf before scaling.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 enum Leaf {
     Root(RootKey),
-    /// In the waker's running segment that is still open: named when it
-    /// ends.
-    OpenRun(u32, Box<[RowKey]>),
+    /// In the waker's running segment that is still open (thread, chain
+    /// id): named when it ends.
+    OpenRun(u32, u32),
 }
 
 /// What one pass collects for the blame chains.
@@ -237,6 +274,10 @@ pub struct BlameAcc {
     pub continued: (u64, u64),
     /// Idle per root and chain, ns.
     pub(crate) roots: FxHashMap<RootKey, u64>,
+    /// The chains the roots' keys name.
+    pub(crate) chains: Chains,
+    /// A walk's buffers, kept between walks.
+    scratch: (Vec<(Leaf, u64)>, Vec<RowKey>, Vec<u32>),
     /// Idle charged to a thread's leaving (idleflow's own aside), ns.
     pub charged_ns: u64,
     /// Idle intervals followed.
@@ -515,7 +556,8 @@ impl BlameAcc {
                     }
                     _ => (RootKind::Unknown, Self::key_of(java, tid, None, out)),
                 };
-                self.add_root(kind, key, Box::new([]), idle_ns);
+                let none = self.chains.id(&[]);
+                self.add_root(kind, key, none, idle_ns);
             }
         }
     }
@@ -526,7 +568,7 @@ impl BlameAcc {
         RowKey::new(tid, stacks, node, wait.map(|w| (w, java.wait_group(w))))
     }
 
-    fn add_root(&mut self, kind: RootKind, path: RowKey, links: Box<[RowKey]>, ns: u64) {
+    fn add_root(&mut self, kind: RootKind, path: RowKey, links: u32, ns: u64) {
         let e = self.roots.entry(RootKey { kind, path, links }).or_default();
         *e = e.saturating_add(ns);
     }
@@ -546,28 +588,38 @@ impl BlameAcc {
         if b <= a {
             (a, b) = (p.out, woken);
         }
+        let (mut out, mut links, mut visited) = std::mem::take(&mut self.scratch);
+        out.clear();
+        links.clear();
+        visited.clear();
+        links.push(victim);
+        visited.push(tid);
         let mut walk = Walk {
             lines: &self.lines,
+            chains: &mut self.chains,
             java,
-            out: Vec::new(),
-            links: vec![victim],
-            visited: vec![tid],
+            out,
+            links,
+            visited,
             budget: WALK_BUDGET,
             cut: 0,
         };
         if b <= a {
+            let none = walk.chains.id(&[]);
             walk.out.push((
                 Leaf::Root(RootKey {
                     kind: RootKind::Unknown,
                     path: victim,
-                    links: Box::new([]),
+                    links: none,
                 }),
                 1,
             ));
         } else {
             walk.waker(waker, a, b);
         }
-        let (leaves, cut) = (walk.out, walk.cut);
+        let (mut leaves, cut) = (walk.out, walk.cut);
+        self.scratch.1 = walk.links;
+        self.scratch.2 = walk.visited;
         let total = leaves
             .iter()
             .fold(0u64, |s, l| s.saturating_add(l.1))
@@ -578,18 +630,14 @@ impl BlameAcc {
         // Scaled to the idle, the rounding's remainder to the largest leaf.
         let mut given = 0u64;
         let largest = (0..leaves.len()).max_by_key(|&i| leaves[i].1);
-        let mut scaled: Vec<(Leaf, u64)> = leaves
-            .into_iter()
-            .map(|(l, ns)| {
-                let s = scale(ns, p.idle_ns, total);
-                given = given.saturating_add(s);
-                (l, s)
-            })
-            .collect();
-        if let Some(i) = largest {
-            scaled[i].1 = scaled[i].1.saturating_add(p.idle_ns.saturating_sub(given));
+        for (_, ns) in leaves.iter_mut() {
+            *ns = scale(*ns, p.idle_ns, total);
+            given = given.saturating_add(*ns);
         }
-        for (leaf, ns) in scaled {
+        if let Some(i) = largest {
+            leaves[i].1 = leaves[i].1.saturating_add(p.idle_ns.saturating_sub(given));
+        }
+        for &(leaf, ns) in &leaves {
             match leaf {
                 Leaf::Root(k) => {
                     let e = self.roots.entry(k).or_default();
@@ -602,6 +650,7 @@ impl BlameAcc {
                 }
             }
         }
+        self.scratch.0 = leaves;
     }
 
     /// The roots waiting for the stacks of the switch-out just before the
@@ -676,7 +725,8 @@ impl BlameAcc {
                 self.resolve(tid, p, java);
             } else {
                 let key = Self::key_of(java, tid, self.lines[&tid].wait_from(p.out), p.out);
-                self.add_root(RootKind::Unknown, key, Box::new([]), p.idle_ns);
+                let none = self.chains.id(&[]);
+                self.add_root(RootKind::Unknown, key, none, p.idle_ns);
             }
         }
     }
@@ -690,6 +740,7 @@ fn scale(ns: u64, num: u64, den: u64) -> u64 {
 /// One walk down a wait chain, over the timelines as they are.
 struct Walk<'a> {
     lines: &'a FxHashMap<u32, Line>,
+    chains: &'a mut Chains,
     java: &'a JavaWaits,
     out: Vec<(Leaf, u64)>,
     /// The waits followed so far, the victim's first.
@@ -707,25 +758,21 @@ impl Walk<'_> {
             .links
             .split_last()
             .expect("a walk starts with the victim's wait");
+        let links = self.chains.id(links);
         self.out.push((
             Leaf::Root(RootKey {
                 kind,
                 path: *path,
-                links: links.into(),
+                links,
             }),
             ns,
         ));
     }
 
     fn root(&mut self, kind: RootKind, path: RowKey, ns: u64) {
-        self.out.push((
-            Leaf::Root(RootKey {
-                kind,
-                path,
-                links: self.links.as_slice().into(),
-            }),
-            ns,
-        ));
+        let links = self.chains.id(&self.links);
+        self.out
+            .push((Leaf::Root(RootKey { kind, path, links }), ns));
     }
 
     /// What the last link waited for over `[a, b)`: its waker.
@@ -779,7 +826,7 @@ impl Walk<'_> {
             let open = s.end == u64::MAX;
             match s.what {
                 What::Running if open => {
-                    let links = self.links.as_slice().into();
+                    let links = self.chains.id(&self.links);
                     self.out.push((Leaf::OpenRun(x, links), to - from));
                 }
                 What::Running => {
@@ -1076,7 +1123,7 @@ impl WaitGraph {
 /// Whether a chain goes through (or ends in) one of idleflow's own threads.
 fn through_tool(a: &Analysis, k: &RootKey) -> bool {
     std::iter::once(&k.path)
-        .chain(k.links.iter())
+        .chain(a.blame.chains.get(k.links))
         .any(|l| a.tool_tids.contains(&l.tid()))
 }
 
@@ -1245,7 +1292,7 @@ impl RootCausesSection {
         for (k, &ns) in &a.blame.roots {
             // Idle that another process's thread opened is not this
             // report's (its chain may lead into the program all the same).
-            let victim = k.links.first().unwrap_or(&k.path).tid();
+            let victim = a.blame.chains.get(k.links).first().unwrap_or(&k.path).tid();
             if !a.shows(victim) {
                 other = other.saturating_add(ns);
                 continue;
@@ -1265,8 +1312,10 @@ impl RootCausesSection {
                 _ => r.reason.clone(),
             };
             let node = |process: &str, pool: &str| format!("{process}: {pool}");
-            let mut nodes: Vec<String> = k
-                .links
+            let mut nodes: Vec<String> = a
+                .blame
+                .chains
+                .get(k.links)
                 .iter()
                 .map(|l| {
                     let r = resolve(l);
@@ -1299,7 +1348,7 @@ impl RootCausesSection {
             // A convoy's hand-offs (one pool thread waking the next) are
             // one link, however many hops it took.
             let mut shape: Vec<(LinkKey, Vec<u32>)> = Vec::new();
-            for l in k.links.iter() {
+            for l in a.blame.chains.get(k.links) {
                 let r = resolve(l);
                 // Links are told apart by the code that waited (the
                 // program's first frame), not by the frames around it or
@@ -1428,7 +1477,7 @@ pub fn folded(a: &Analysis, merge_threads: bool) -> Vec<String> {
         thread
     };
     for (k, &ns) in &a.blame.roots {
-        let victim = k.links.first().unwrap_or(&k.path).tid();
+        let victim = a.blame.chains.get(k.links).first().unwrap_or(&k.path).tid();
         if !a.shows(victim) || ns == 0 || through_tool(a, k) {
             continue;
         }
@@ -1437,7 +1486,7 @@ pub fn folded(a: &Analysis, merge_threads: bool) -> Vec<String> {
         // A convoy's hand-offs (the same pool waiting at the same code,
         // each woken by the one before) are one frame.
         let mut last = String::new();
-        for (i, l) in k.links.iter().enumerate() {
+        for (i, l) in a.blame.chains.get(k.links).iter().enumerate() {
             let r = cache.entry(*l).or_insert_with(|| resolve_key(a, l));
             let program = r.frames.iter().position(|f| !f.runtime);
             let mut words = format!("[{}]", r.reason);
@@ -1550,7 +1599,13 @@ mod tests {
             .roots
             .iter()
             .map(|(k, ns)| {
-                let links = k.links.iter().map(|l| l.tid()).collect();
+                let links = a
+                    .blame
+                    .chains
+                    .get(k.links)
+                    .iter()
+                    .map(|l| l.tid())
+                    .collect();
                 (k.kind, k.path.tid(), links, *ns)
             })
             .collect();
