@@ -307,10 +307,11 @@ fn record_java_holders(mode: &str) -> (Value, String) {
     (json, text)
 }
 
-#[test]
-fn java_threads_convoying_on_a_monitor_held_by_a_sleeper_are_rooted_in_the_sleep() {
-    let Some(_m) = machine() else { return };
-    let (r, _) = record_java_holders("hop1");
+/// The links of `java Holders MODE`'s top root, after checking that it is
+/// the writer's sleep in `Holders.commitBatch` (a timer) with ≥ 80 % of
+/// the idle and that its chain starts with the handlers' monitor enters.
+fn java_writer_root_links(mode: &str) -> Vec<Value> {
+    let (r, _) = record_java_holders(mode);
     let top = assert_top_root(
         &r,
         80.0,
@@ -319,32 +320,28 @@ fn java_threads_convoying_on_a_monitor_held_by_a_sleeper_are_rooted_in_the_sleep
         "writer",
         "Holders.commitBatch",
     );
-    let links = top["chain"].as_array().unwrap();
-    assert_eq!(links.len(), 1, "{top}");
+    let links = top["chain"].as_array().unwrap().clone();
     assert_eq!(links[0]["threads"]["name"], "handler-*", "{top}");
     assert_eq!(links[0]["reason"], "monitor enter", "{top}");
     assert_eq!(links[0]["object"], "Holders$Catalog", "{top}");
+    links
+}
+
+#[test]
+fn java_threads_convoying_on_a_monitor_held_by_a_sleeper_are_rooted_in_the_sleep() {
+    let Some(_m) = machine() else { return };
+    let links = java_writer_root_links("hop1");
+    assert_eq!(links.len(), 1, "{links:?}");
 }
 
 #[test]
 fn a_java_chain_through_a_monitor_and_a_reentrant_lock_is_rooted_in_the_last_holder() {
     let Some(_m) = machine() else { return };
-    let (r, _) = record_java_holders("chain3");
-    let top = assert_top_root(
-        &r,
-        80.0,
-        "device",
-        Some("timer"),
-        "writer",
-        "Holders.commitBatch",
-    );
     // The handlers wait on the monitor the indexer holds while it parks on
     // the writer's ReentrantLock.
-    let links = top["chain"].as_array().unwrap();
+    let links = java_writer_root_links("chain3");
+    let top = serde_json::json!(links);
     assert_eq!(links.len(), 2, "{top}");
-    assert_eq!(links[0]["threads"]["name"], "handler-*", "{top}");
-    assert_eq!(links[0]["reason"], "monitor enter", "{top}");
-    assert_eq!(links[0]["object"], "Holders$Catalog", "{top}");
     assert_eq!(links[1]["threads"]["name"], "indexer", "{top}");
     assert_eq!(links[1]["reason"], "park", "{top}");
     assert!(

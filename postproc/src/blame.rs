@@ -15,7 +15,10 @@
 //! against cycles. A wake from an interrupt ends the walk at the wait it
 //! ended (the device's root: the sleep, the I/O). Several OS sleeps inside
 //! one flight-recorder wait (a monitor's or a park's spurious wake-ups)
-//! are one wait, ended by the last waker. The walk covers every instant of
+//! are one wait, ended by the last waker. A thread that woke on an idle
+//! CPU by an interrupt and raised no wake-up before leaving it idle again
+//! (a periodic tick) did not end that idle's cause: the idle after it goes
+//! down the chain of the idle it interrupted. The walk covers every instant of
 //! its window, so the roots of an idle interval add up to it exactly
 //! (rounding aside), and the roots of a recording to its charged idle.
 //!
