@@ -594,10 +594,27 @@ impl Analysis {
     }
 }
 
+/// Analyses a recording of `records` (constructed streams, for the
+/// post-processor's unit tests) that ended at `stop_ns`.
+#[cfg(test)]
+pub(crate) fn analyse_records(info: &RunInfo, records: &[Record], stop_ns: u64) -> Analysis {
+    let mut w = idleflow_format::Writer::new(Vec::new(), info).unwrap();
+    for r in records {
+        w.write(r).unwrap();
+    }
+    let bytes = w
+        .finish(&RunSummary {
+            stop_ns,
+            ..Default::default()
+        })
+        .unwrap();
+    Analysis::run(std::io::Cursor::new(bytes)).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idleflow_format::{Dispatch, NodeTag, RunSummary, ThreadInfo, Writer};
+    use idleflow_format::{Dispatch, NodeTag, ThreadInfo};
 
     const TOOL: u32 = 9;
 
@@ -627,17 +644,7 @@ mod tests {
             tool_pid: TOOL,
             ..RunInfo::minimal(vec![0], 0)
         };
-        let mut w = Writer::new(Vec::new(), &info).unwrap();
-        for r in records {
-            w.write(r).unwrap();
-        }
-        let bytes = w
-            .finish(&RunSummary {
-                stop_ns,
-                ..Default::default()
-            })
-            .unwrap();
-        Analysis::run(std::io::Cursor::new(bytes)).unwrap()
+        analyse_records(&info, records, stop_ns)
     }
 
     #[test]

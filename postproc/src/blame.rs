@@ -1537,9 +1537,7 @@ pub fn folded(a: &Analysis, merge_threads: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idleflow_format::{
-        Dispatch, NodeTag, Record, RunInfo, RunSummary, ThreadInfo, WakeContext, Writer,
-    };
+    use idleflow_format::{Dispatch, NodeTag, Record, RunInfo, ThreadInfo, WakeContext};
 
     fn dispatch(
         time: u64,
@@ -1571,28 +1569,20 @@ mod tests {
     }
 
     fn analyse(records: &[Record], stop_ns: u64) -> Analysis {
-        let info = RunInfo::minimal(vec![0, 1], 0);
-        let mut w = Writer::new(Vec::new(), &info).unwrap();
-        for (tid, comm) in [(1, "victim"), (2, "holder"), (5, "bystander")] {
-            w.write(&Record::Thread(ThreadInfo {
-                time: 0,
-                tid,
-                pid: 1,
-                ppid: 0,
-                comm: comm.into(),
-            }))
-            .unwrap();
-        }
-        for r in records {
-            w.write(r).unwrap();
-        }
-        let bytes = w
-            .finish(&RunSummary {
-                stop_ns,
-                ..Default::default()
+        let mut all: Vec<Record> = [(1, "victim"), (2, "holder"), (5, "bystander")]
+            .into_iter()
+            .map(|(tid, comm)| {
+                Record::Thread(ThreadInfo {
+                    time: 0,
+                    tid,
+                    pid: 1,
+                    ppid: 0,
+                    comm: comm.into(),
+                })
             })
-            .unwrap();
-        Analysis::run(std::io::Cursor::new(bytes)).unwrap()
+            .collect();
+        all.extend(records.iter().cloned());
+        crate::analysis::analyse_records(&RunInfo::minimal(vec![0, 1], 0), &all, stop_ns)
     }
 
     /// (kind, root tid, link tids) → idle ns.
