@@ -276,7 +276,7 @@ fn a_pool_waiting_for_a_writer_that_fsyncs_is_rooted_in_the_disk() {
     assert_eq!(roots[0]["device"], "disk", "{}", roots[0]);
 }
 
-/// `java Holders MODE 5` (JDK 17, the default Java sources) recorded with
+/// `java Holders MODE 8` (JDK 17, the default Java sources) recorded with
 /// stacks at every wait; its report after the JVM's start-up
 /// (`--skip-startup`: the steady state, where the JIT and the flight
 /// recorder name the Java frames) as JSON and text.
@@ -290,7 +290,7 @@ fn record_java_holders(mode: &str) -> (Value, String) {
         .arg(Path::new(JDK17).join("bin/java"))
         .arg("-cp")
         .arg(classes.path())
-        .args(["Holders", mode, "5"]));
+        .args(["Holders", mode, "8"]));
     assert!(out.status.success(), "record: {}", stderr(&out));
     let report = |format: &str| {
         let out =
