@@ -317,6 +317,28 @@ pub struct RecordArgs {
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub wait_sample: u32,
 
+    /// Take no stacks at wake-ups. By default, with the stacks above, every
+    /// wake-up an interrupt raised keeps the kernel's call chain (which
+    /// device: a timer, the network, a disk), and a wake-up a thread raised
+    /// keeps the waker's kernel and user stacks, one in --waker-sample per
+    /// CPU: its release site (the unlock, unpark, notify or write that
+    /// ended a wait), which names the code at the root of a chain of waits
+    /// when the root's own wait has no stack ("Root causes of idle").
+    #[arg(long, conflicts_with = "no_stacks")]
+    pub no_waker_stacks: bool,
+
+    /// Keep the waker's stacks at one thread-context wake-up in N on each
+    /// CPU (the other wake-ups are still recorded, without stacks).
+    #[arg(long, default_value_t = idleflow_tracer::DEFAULT_WAKER_SAMPLE_PERIOD, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub waker_sample: u32,
+
+    /// Bytes of the waker's user stack to copy at a sampled wake-up (K
+    /// suffix allowed; at most --stack-size): the release site is in the
+    /// innermost frames. 0 keeps the waker's kernel stack only.
+    #[arg(long, default_value = "2K", value_parser = parse_stack_size, value_name = "BYTES")]
+    pub waker_stack_size: u32,
+
     /// (internal, for the resolver's benchmark) Keep the raw stack copies:
     /// `idleflow __resolve FILE` resolves them later.
     #[arg(long, hide = true)]

@@ -69,6 +69,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         user_stack_bytes: if args.no_stacks { 0 } else { args.stack_size },
         stacks_at_waits: args.stacks == crate::cli::StacksAt::Waits,
         wait_sample_period: args.wait_sample,
+        waker_stacks: !args.no_waker_stacks,
+        waker_sample_period: args.waker_sample,
+        waker_stack_bytes: args.waker_stack_size,
     })?;
     recorder.enable()?;
     let started = Instant::now();

@@ -413,6 +413,10 @@ impl Analysis {
             Record::UserStack(u) => self.kernel.user_stack(*u),
             Record::UserSymbols(u) => self.kernel.user_symbols = Some(u),
             Record::StackCopy(_) => self.kernel.unresolved_copies += 1,
+            Record::WakeStack(s) | Record::WakeUserStack(s)
+                if s.time < skip_before || s.time >= to => {}
+            Record::WakeStack(s) => self.blame.wake_stacks(s.tid, s.time, Some(s.stack), None),
+            Record::WakeUserStack(s) => self.blame.wake_stacks(s.tid, s.time, None, Some(s.stack)),
             Record::ModuleMap(_) => {}
             Record::Exit(e) => self.kernel.exited(e.tid),
             Record::JvmWaits(_)

@@ -74,8 +74,24 @@ enum What {
     Gone,
 }
 
+/// The stacks taken at a wake-up (kernel, user stack ids; 0: none): the
+/// waker's — its release site, the unlock or write that ended a wait — or,
+/// for an interrupt's, the interrupt's kernel path (which device).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct WakeStacks {
+    pub kernel: u64,
+    pub user: u64,
+}
+
+impl WakeStacks {
+    fn is_empty(self) -> bool {
+        self.kernel == 0 && self.user == 0
+    }
+}
+
 /// One piece of a thread's timeline. A running segment's stacks are the
-/// switch-out's that ended it; a wait's, the switch-out's that began it.
+/// switch-out's that ended it; a wait's, the switch-out's that began it,
+/// and `woke` the wake-up's that ended it.
 #[derive(Debug, Clone, Copy)]
 struct Segment {
     start: u64,
@@ -85,6 +101,7 @@ struct Segment {
     kernel: u64,
     user: u64,
     node: u64,
+    woke: WakeStacks,
 }
 
 impl Segment {
@@ -96,6 +113,7 @@ impl Segment {
             kernel: 0,
             user: 0,
             node: 0,
+            woke: WakeStacks::default(),
         }
     }
 }
@@ -142,8 +160,48 @@ struct Line {
     last_run: Option<(u64, bool)>,
 }
 
-/// A root in a running segment not yet ended: (chain id, idle ns).
-type Pending = (u32, u64);
+/// A root in a running segment not yet ended: (chain id, idle ns, the
+/// wake-up stacks that go with it).
+type Pending = (u32, u64, Extra);
+
+/// What a root's idle carries besides its key: the root thread's release
+/// site (its stacks at the wake-up by which it ended the previous link's
+/// wait) and, for a device's root, the interrupt's kernel stack at the
+/// wake-up that ended its wait.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Extra {
+    pub release: WakeStacks,
+    pub irq: u64,
+}
+
+/// The wake-up stacks seen at one root's idle, with the idle they go with
+/// (at most [`MAX_EXTRAS`] distinct of each kind).
+#[derive(Debug, Default)]
+pub(crate) struct Extras {
+    pub release: Vec<(WakeStacks, u64)>,
+    pub irq: Vec<(u64, u64)>,
+}
+
+/// Distinct release sites (and interrupt stacks) kept per root.
+const MAX_EXTRAS: usize = 32;
+
+impl Extras {
+    fn add(&mut self, e: Extra, ns: u64) {
+        fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K, ns: u64) {
+            if let Some(x) = v.iter_mut().find(|(x, _)| *x == k) {
+                x.1 = x.1.saturating_add(ns);
+            } else if v.len() < MAX_EXTRAS {
+                v.push((k, ns));
+            }
+        }
+        if !e.release.is_empty() {
+            bump(&mut self.release, e.release, ns);
+        }
+        if e.irq != 0 {
+            bump(&mut self.irq, e.irq, ns);
+        }
+    }
+}
 
 impl Line {
     fn new(time: u64, what: What) -> Self {
@@ -260,6 +318,9 @@ enum Leaf {
     OpenRun(u32, u32),
 }
 
+/// A walk's leaf with its idle (before scaling) and wake-up stacks.
+type Out = (Leaf, u64, Extra);
+
 /// What one pass collects for the blame chains.
 #[derive(Debug, Default)]
 pub struct BlameAcc {
@@ -279,8 +340,16 @@ pub struct BlameAcc {
     pub(crate) roots: FxHashMap<RootKey, u64>,
     /// The chains the roots' keys name.
     pub(crate) chains: Chains,
+    /// Per root, the release sites and interrupt stacks its idle came with.
+    pub(crate) extras: FxHashMap<RootKey, Extras>,
+    /// The last wake-up that ended a wait (time, waker, wakee): the
+    /// wake-up stacks that follow it in the recording go to that wait.
+    last_wake: Option<(u64, u32, u32)>,
+    /// Waits woken whose idle is followed once their wake-up's stacks (the
+    /// next record) are known.
+    deferred: Vec<(u32, Piece)>,
     /// A walk's buffers, kept between walks.
-    scratch: (Vec<(Leaf, u64)>, Vec<RowKey>, Vec<u32>),
+    scratch: (Vec<Out>, Vec<RowKey>, Vec<u32>),
     /// Idle charged to a thread's leaving (idleflow's own aside), ns.
     pub charged_ns: u64,
     /// Idle intervals followed.
@@ -314,6 +383,7 @@ impl BlameAcc {
     /// `own` says which of the two threads are idleflow's own: one of them
     /// coming to an idle CPU does not end the idle it may be charged for.
     pub fn dispatch(&mut self, ci: usize, d: &Dispatch, own: OwnThreads, java: &JavaWaits) {
+        self.settle(java);
         self.flush(ci, java);
         self.dispatches += 1;
         if self.dispatches.is_multiple_of(PRUNE_EVERY) {
@@ -372,7 +442,7 @@ impl BlameAcc {
                     } else {
                         Waker::Unknown
                     };
-                    self.woken(d.next_tid, d.time, waker, java);
+                    self.woken(d.next_tid, d.time, waker);
                     let line = self.line(d.next_tid, d.time, What::Runnable);
                     line.switch(d.time, What::Running);
                 }
@@ -387,6 +457,8 @@ impl BlameAcc {
     /// A wake-up: the wakee's wait ends, by its waker (a thread) or by a
     /// device (raised in an interrupt, or by the idle task).
     pub fn wakeup(&mut self, w: &Wakeup, java: &JavaWaits) {
+        self.settle(java);
+        self.last_wake = None;
         // Any wake-up raised while the thread ran — its own, or a softirq's
         // on its time (a loopback send's, which cannot be told from an
         // interrupt that merely hit it) — makes its run more than a tick.
@@ -404,33 +476,50 @@ impl BlameAcc {
         } else {
             Waker::Thread(w.waker_tid)
         };
-        self.woken(w.wakee_tid, w.time, waker, java);
+        self.last_wake = Some((w.time, w.waker_tid, w.wakee_tid));
+        self.woken(w.wakee_tid, w.time, waker);
     }
 
     /// `tid`'s open wait ends at `time` by `waker`: the idle charged to it
     /// is followed now (or, inside a flight-recorder wait that goes on,
     /// when that ends).
-    fn woken(&mut self, tid: u32, time: u64, waker: Waker, java: &JavaWaits) {
+    fn woken(&mut self, tid: u32, time: u64, waker: Waker) {
         let Some(line) = self.lines.get_mut(&tid) else {
             return;
         };
         line.current.what = What::Blocked(Some(waker));
         line.last_waker = Some(waker);
         line.switch(time, What::Runnable);
-        let mut resolve = Vec::new();
-        for mut p in std::mem::take(&mut line.pieces) {
-            p.last = Some((waker, time));
+        for p in std::mem::take(&mut line.pieces) {
+            self.deferred.push((
+                tid,
+                Piece {
+                    last: Some((waker, time)),
+                    ..p
+                },
+            ));
+        }
+    }
+
+    /// Follows the waits woken since the last record (their wake-up's
+    /// stacks, if any, came with it) — or keeps a piece inside a
+    /// flight-recorder wait that goes on waiting for its end.
+    fn settle(&mut self, java: &JavaWaits) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        for (tid, mut p) in std::mem::take(&mut self.deferred) {
             if p.jfr_end == 0 {
                 p.jfr_end = java.wait_at(tid, p.out).map_or(0, |w| w.end());
             }
-            if time < p.jfr_end {
-                line.pieces.push(p);
+            let woken = p.last.map_or(0, |l| l.1);
+            if woken < p.jfr_end {
+                if let Some(line) = self.lines.get_mut(&tid) {
+                    line.pieces.push(p);
+                }
             } else {
-                resolve.push(p);
+                self.resolve(tid, p, java);
             }
-        }
-        for p in resolve {
-            self.resolve(tid, p, java);
         }
     }
 
@@ -456,6 +545,38 @@ impl BlameAcc {
         }
     }
 
+    /// The stacks taken at the wake-up `waker_tid` raised at `time` (the
+    /// records just before: its kernel stack, then its user stack): they
+    /// go to the wait it ended, whose idle is followed at the next record
+    /// of another kind.
+    pub fn wake_stacks(
+        &mut self,
+        waker_tid: u32,
+        time: u64,
+        kernel: Option<u64>,
+        user: Option<u64>,
+    ) {
+        if let Some((t, waker, wakee)) = self.last_wake {
+            if (t, waker) == (time, waker_tid) {
+                let ended = self.lines.get_mut(&wakee).and_then(|l| {
+                    l.segments
+                        .iter_mut()
+                        .rev()
+                        .take(2)
+                        .find(|s| s.end == time && matches!(s.what, What::Blocked(Some(_))))
+                });
+                if let Some(s) = ended {
+                    if let Some(k) = kernel {
+                        s.woke.kernel = k;
+                    }
+                    if let Some(u) = user {
+                        s.woke.user = u;
+                    }
+                }
+            }
+        }
+    }
+
     /// Idle `[start, end)` of CPU slot `ci`, `idle_ns` of it, charged to
     /// `tid` leaving in `state` at `out`: followed down `tid`'s wait chain
     /// — or, when `tid`'s run there was incidental (it woke on the idle CPU
@@ -472,6 +593,7 @@ impl BlameAcc {
         idle_ns: u64,
         java: &JavaWaits,
     ) {
+        self.settle(java);
         if idle_ns == 0 {
             return;
         }
@@ -572,8 +694,15 @@ impl BlameAcc {
     }
 
     fn add_root(&mut self, kind: RootKind, path: RowKey, links: u32, ns: u64) {
-        let e = self.roots.entry(RootKey { kind, path, links }).or_default();
+        self.add_root_key(RootKey { kind, path, links }, ns, Extra::default());
+    }
+
+    fn add_root_key(&mut self, k: RootKey, ns: u64, extra: Extra) {
+        let e = self.roots.entry(k).or_default();
         *e = e.saturating_add(ns);
+        if extra != Extra::default() {
+            self.extras.entry(k).or_default().add(extra, ns);
+        }
     }
 
     /// Follows a piece whose wait has its (last) waker.
@@ -581,9 +710,16 @@ impl BlameAcc {
         let Some((waker, woken)) = p.last else {
             return;
         };
-        let victim = {
+        let (victim, woke) = {
             let line = &self.lines[&tid];
-            Self::key_of(java, tid, line.wait_from(p.out), p.out)
+            // The stacks of the wake-up that ended the last OS wait.
+            let woke = line
+                .segments
+                .iter()
+                .rev()
+                .find(|s| s.end == woken && matches!(s.what, What::Blocked(Some(_))))
+                .map_or_else(WakeStacks::default, |s| s.woke);
+            (Self::key_of(java, tid, line.wait_from(p.out), p.out), woke)
         };
         // The idle instants inside the wait; idle that went on after the
         // wait ended (or a piece that came after it) weighs the whole wait.
@@ -606,6 +742,7 @@ impl BlameAcc {
             visited,
             budget: WALK_BUDGET,
             cut: 0,
+            release: WakeStacks::default(),
         };
         if b <= a {
             let none = walk.chains.id(&[]);
@@ -616,9 +753,10 @@ impl BlameAcc {
                     links: none,
                 }),
                 1,
+                Extra::default(),
             ));
         } else {
-            walk.waker(waker, a, b);
+            walk.waker(waker, a, b, woke);
         }
         let (mut leaves, cut) = (walk.out, walk.cut);
         self.scratch.1 = walk.links;
@@ -633,22 +771,19 @@ impl BlameAcc {
         // Scaled to the idle, the rounding's remainder to the largest leaf.
         let mut given = 0u64;
         let largest = (0..leaves.len()).max_by_key(|&i| leaves[i].1);
-        for (_, ns) in leaves.iter_mut() {
+        for (_, ns, _) in leaves.iter_mut() {
             *ns = scale(*ns, p.idle_ns, total);
             given = given.saturating_add(*ns);
         }
         if let Some(i) = largest {
             leaves[i].1 = leaves[i].1.saturating_add(p.idle_ns.saturating_sub(given));
         }
-        for &(leaf, ns) in &leaves {
+        for &(leaf, ns, extra) in &leaves {
             match leaf {
-                Leaf::Root(k) => {
-                    let e = self.roots.entry(k).or_default();
-                    *e = e.saturating_add(ns);
-                }
+                Leaf::Root(k) => self.add_root_key(k, ns, extra),
                 Leaf::OpenRun(x, links) => {
                     if let Some(l) = self.lines.get_mut(&x) {
-                        l.pending.push((links, ns));
+                        l.pending.push((links, ns, extra));
                     }
                 }
             }
@@ -672,8 +807,13 @@ impl BlameAcc {
                 .and_then(|l| l.segments.iter().rev().find(|s| s.end == time));
             Self::key_of(java, tid, s, time)
         };
-        for (links, ns) in pending {
-            self.add_root(RootKind::Path, key, links, ns);
+        for (links, ns, extra) in pending {
+            let k = RootKey {
+                kind: RootKind::Path,
+                path: key,
+                links,
+            };
+            self.add_root_key(k, ns, extra);
         }
     }
 
@@ -702,26 +842,28 @@ impl BlameAcc {
     /// as an unknown root; roots in running segments get the thread's path
     /// without stacks.
     pub fn finish(&mut self, stop: u64, java: &JavaWaits) {
+        self.settle(java);
         for ci in 0..self.awaiting.len() {
             self.flush(ci, java);
         }
         let mut open = Vec::new();
+        let mut open_runs = Vec::new();
         for (&tid, l) in &mut self.lines {
             for p in std::mem::take(&mut l.pieces) {
                 open.push((tid, p));
             }
-            for (links, ns) in std::mem::take(&mut l.pending) {
+            for (links, ns, extra) in std::mem::take(&mut l.pending) {
                 let key = Self::key_of(java, tid, None, stop);
-                let e = self
-                    .roots
-                    .entry(RootKey {
-                        kind: RootKind::Path,
-                        path: key,
-                        links,
-                    })
-                    .or_default();
-                *e = e.saturating_add(ns);
+                let k = RootKey {
+                    kind: RootKind::Path,
+                    path: key,
+                    links,
+                };
+                open_runs.push((k, ns, extra));
             }
+        }
+        for (k, ns, extra) in open_runs {
+            self.add_root_key(k, ns, extra);
         }
         for (tid, p) in open {
             if p.last.is_some() {
@@ -745,23 +887,31 @@ struct Walk<'a> {
     lines: &'a FxHashMap<u32, Line>,
     chains: &'a mut Chains,
     java: &'a JavaWaits,
-    out: Vec<(Leaf, u64)>,
+    out: Vec<Out>,
     /// The waits followed so far, the victim's first.
     links: Vec<RowKey>,
     visited: Vec<u32>,
     budget: u32,
     /// Time the budget or the depth cut, ns.
     cut: u64,
+    /// The current thread's release site: its stacks at the wake-up that
+    /// ended the last link's wait.
+    release: WakeStacks,
 }
 
 impl Walk<'_> {
-    /// The last link as the root, the others as its chain.
-    fn end_here(&mut self, kind: RootKind, ns: u64) {
+    /// The last link as the root, the others as its chain; `irq` the
+    /// interrupt's stack that ended its wait.
+    fn end_here(&mut self, kind: RootKind, ns: u64, irq: u64) {
         let (path, links) = self
             .links
             .split_last()
             .expect("a walk starts with the victim's wait");
         let links = self.chains.id(links);
+        let extra = Extra {
+            release: self.release,
+            irq,
+        };
         self.out.push((
             Leaf::Root(RootKey {
                 kind,
@@ -769,24 +919,34 @@ impl Walk<'_> {
                 links,
             }),
             ns,
+            extra,
         ));
     }
 
     fn root(&mut self, kind: RootKind, path: RowKey, ns: u64) {
         let links = self.chains.id(&self.links);
+        let extra = Extra {
+            release: self.release,
+            irq: 0,
+        };
         self.out
-            .push((Leaf::Root(RootKey { kind, path, links }), ns));
+            .push((Leaf::Root(RootKey { kind, path, links }), ns, extra));
     }
 
-    /// What the last link waited for over `[a, b)`: its waker.
-    fn waker(&mut self, waker: Waker, a: u64, b: u64) {
+    /// What the last link waited for over `[a, b)`: its waker, whose
+    /// wake-up that ended the wait took stacks `woke`.
+    fn waker(&mut self, waker: Waker, a: u64, b: u64, woke: WakeStacks) {
         if b <= a {
             return;
         }
         match waker {
-            Waker::Interrupt => self.end_here(RootKind::Device, b - a),
-            Waker::Unknown => self.end_here(RootKind::Unknown, b - a),
-            Waker::Thread(x) => self.thread(x, a, b),
+            Waker::Interrupt => self.end_here(RootKind::Device, b - a, woke.kernel),
+            Waker::Unknown => self.end_here(RootKind::Unknown, b - a, 0),
+            Waker::Thread(x) => {
+                let outer = std::mem::replace(&mut self.release, woke);
+                self.thread(x, a, b);
+                self.release = outer;
+            }
         }
     }
 
@@ -796,7 +956,7 @@ impl Walk<'_> {
             if !self.visited.contains(&x) {
                 self.cut = self.cut.saturating_add(b - a);
             }
-            self.end_here(RootKind::Unknown, b - a);
+            self.end_here(RootKind::Unknown, b - a, 0);
             return;
         }
         let java = self.java;
@@ -830,7 +990,11 @@ impl Walk<'_> {
             match s.what {
                 What::Running if open => {
                     let links = self.chains.id(&self.links);
-                    self.out.push((Leaf::OpenRun(x, links), to - from));
+                    let extra = Extra {
+                        release: self.release,
+                        irq: 0,
+                    };
+                    self.out.push((Leaf::OpenRun(x, links), to - from, extra));
                 }
                 What::Running => {
                     let key = BlameAcc::key_of(java, x, Some(s), s.end);
@@ -844,8 +1008,8 @@ impl Walk<'_> {
                     let key = BlameAcc::key_of(java, x, Some(s), s.start);
                     self.links.push(key);
                     match w {
-                        Some(w) => self.waker(w, from, to),
-                        None => self.end_here(RootKind::Unknown, to - from),
+                        Some(w) => self.waker(w, from, to, s.woke),
+                        None => self.end_here(RootKind::Unknown, to - from, 0),
                     }
                     self.links.pop();
                 }
@@ -900,6 +1064,11 @@ pub struct RootCause {
     /// the wait the device ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// Of a `device` root's idle, how much came after wake-ups whose
+    /// interrupt's own kernel stack was taken and named the device (the
+    /// rest: named from the wait's frames), ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_named_ns: Option<u64>,
     /// The root thread's process.
     pub process: String,
     /// The root thread or pool.
@@ -914,12 +1083,42 @@ pub struct RootCause {
     pub frames: Vec<PathFrame>,
     /// The index in `frames` of the program's first frame.
     pub program_frame: Option<usize>,
+    /// `frames` are the root thread's release site (below), not its own:
+    /// its wait or run had no stacks taken.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub frames_from_release: bool,
+    /// Where the root thread released the chain: its stacks at the wake-up
+    /// that ended the last link's wait (the unlock, unpark, notify or
+    /// write), the most frequent of those sampled (`record --waker-sample`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseSite>,
     /// The heaviest branch of the chains into this root, victims first:
     /// from the root out, at each step the link the most idle came
     /// through (empty: the root's own threads were the victims).
     pub chain: Vec<ChainLink>,
     /// Distinct chains into this root.
     pub chains: u64,
+}
+
+/// A root thread's release site (JSON `root_causes.roots[].release`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReleaseSite {
+    /// The waker's stack at the wake-up, innermost first.
+    pub frames: Vec<PathFrame>,
+    /// The index in `frames` of the program's first frame.
+    pub program_frame: Option<usize>,
+    /// The root's idle whose release was sampled at this site, ns, and at
+    /// any site (the rest of the root's idle went through wake-ups that
+    /// took no stacks).
+    pub idle_ns: u64,
+    pub sampled_ns: u64,
+}
+
+impl ReleaseSite {
+    /// The program's first frame, else the first outside the kernel.
+    pub fn frame(&self) -> Option<&PathFrame> {
+        frame_of(&self.frames, self.program_frame)
+    }
 }
 
 impl RootCause {
@@ -1248,6 +1447,56 @@ pub fn device_of(frames: &[PathFrame], reason: &str, thread: &str) -> &'static s
     }
 }
 
+/// The device an interrupt's kernel stack at a wake-up belongs to: the
+/// innermost frame that names one (a timer's expiry, a socket's or the
+/// network stack's receive, a block request's completion); `None` when
+/// none does.
+pub fn device_of_interrupt(frames: &[PathFrame]) -> Option<&'static str> {
+    const DISK: &[&str] = &[
+        "blk_",
+        "bio_",
+        "scsi",
+        "nvme",
+        "ata_",
+        "virtblk",
+        "end_page",
+        "folio_end",
+        "dio_",
+        "iomap_",
+        "end_buffer",
+    ];
+    const NETWORK: &[&str] = &[
+        "sock_", "tcp_", "udp_", "net_rx", "napi", "netif", "skb_", "inet_", "ip_rcv", "ip6_",
+        "unix_", "loopback",
+    ];
+    const TIMER: &[&str] = &[
+        "hrtimer_wakeup",
+        "process_timeout",
+        "it_real_fn",
+        "posix_timer",
+        "timerfd_",
+        "call_timer_fn",
+        "hrtimer_run",
+        "tick_",
+    ];
+    frames
+        .iter()
+        .take_while(|f| f.frame.kind == FrameKind::Kernel)
+        .find_map(|f| {
+            let n = f.frame.name.as_str();
+            let has = |keys: &[&str]| keys.iter().any(|k| n.contains(k));
+            if has(DISK) {
+                Some("disk")
+            } else if has(NETWORK) {
+                Some("network")
+            } else if has(TIMER) {
+                Some("timer")
+            } else {
+                None
+            }
+        })
+}
+
 impl RootCausesSection {
     /// The root causes of `a`, with `total_idle_ns` the CPUs' idle in the
     /// window.
@@ -1279,6 +1528,18 @@ impl RootCausesSection {
             idle_ns: u64,
             /// The frames of the path with the most idle, and that idle.
             frames: (Vec<PathFrame>, u64),
+            /// Whether those frames are a release site's (the roots had no
+            /// stacks of their own).
+            from_release: bool,
+            /// Release sites (by the first thread seen with them) and their
+            /// idle; idle with any release site.
+            releases: FxHashMap<WakeStacks, (u32, u64)>,
+            released_ns: u64,
+            /// Devices (named by the interrupts' stacks where taken, else
+            /// by the waits' frames), and their idle; the idle whose device
+            /// an interrupt's stack named.
+            devices: FxHashMap<&'static str, u64>,
+            irq_named_ns: u64,
             tids: FxHashSet<u32>,
             /// Per chain shape: idle, and per link its threads and most hops.
             chains: FxHashMap<Vec<LinkKey>, (u64, Vec<LinkThreads>)>,
@@ -1292,6 +1553,42 @@ impl RootCausesSection {
         let mut graph_chains: Vec<(Vec<String>, u64)> = Vec::new();
         // Each link key's whole frames (the first seen).
         let mut link_frames: FxHashMap<LinkKey, Vec<PathFrame>> = FxHashMap::default();
+        // A root whose own wait or run took no stacks (`--stacks idle`, a
+        // switch-out that did not leave a CPU idle) takes the frames of the
+        // same pool's roots of the same kind that had them and released the
+        // waiters at the same site: the same code, sampled elsewhere. Its
+        // release site is its own where one was sampled, else its pool's
+        // most frequent for that kind (release sites are sampled,
+        // `record --waker-sample`).
+        let top_release = |k: &RootKey| {
+            a.blame
+                .extras
+                .get(k)
+                .and_then(|e| e.release.iter().max_by_key(|(w, ns)| (*ns, *w)))
+                .map(|&(w, _)| w)
+        };
+        let mut with_frames: FxHashMap<(RootKind, String, WakeStacks), (RowKey, u64)> =
+            FxHashMap::default();
+        let mut pool_releases: FxHashMap<(RootKind, String), FxHashMap<WakeStacks, u64>> =
+            FxHashMap::default();
+        for (k, &ns) in &a.blame.roots {
+            let Some(w) = top_release(k) else { continue };
+            let r = resolve(&k.path);
+            let p = pool_releases.entry((k.kind, r.pool.clone())).or_default();
+            for &(w, ns) in a.blame.extras.get(k).map_or(&[][..], |e| &e.release) {
+                let x = p.entry(w).or_default();
+                *x = x.saturating_add(ns);
+            }
+            if r.frames.is_empty() {
+                continue;
+            }
+            let e = with_frames
+                .entry((k.kind, r.pool, w))
+                .or_insert((k.path, 0));
+            if ns > e.1 {
+                *e = (k.path, ns);
+            }
+        }
         for (k, &ns) in &a.blame.roots {
             // Idle that another process's thread opened is not this
             // report's (its chain may lead into the program all the same).
@@ -1308,7 +1605,37 @@ impl RootCausesSection {
             }
             followed = followed.saturating_add(ns);
             by_kind[k.kind as usize] = by_kind[k.kind as usize].saturating_add(ns);
-            let r = resolve(&k.path);
+            let mut r = resolve(&k.path);
+            let extras = a.blame.extras.get(k);
+            // The root thread's release site, where it took stacks: the
+            // root's frames when its own wait or run had none (and no
+            // sibling root lent its own).
+            let mut from_release = false;
+            let release = top_release(k).or_else(|| {
+                pool_releases
+                    .get(&(k.kind, r.pool.clone()))?
+                    .iter()
+                    .max_by_key(|(w, ns)| (**ns, **w))
+                    .map(|(w, _)| *w)
+            });
+            if let Some(w) = release.filter(|_| r.frames.is_empty()) {
+                if let Some((sibling, _)) = with_frames.get(&(k.kind, r.pool.clone(), w)) {
+                    let s = resolve(sibling);
+                    r.frames = s.frames;
+                    r.reason = s.reason;
+                } else {
+                    r.frames =
+                        resolve(&RowKey::new(k.path.tid(), (w.kernel, w.user), 0, None)).frames;
+                    from_release = !r.frames.is_empty();
+                }
+            }
+            let irq_device = extras
+                .and_then(|e| e.irq.iter().max_by_key(|(k, ns)| (*ns, *k)))
+                .map(|&(irq, _)| {
+                    device_of_interrupt(
+                        &resolve(&RowKey::new(k.path.tid(), (irq, 0), 0, None)).frames,
+                    )
+                });
             let reason = match k.kind {
                 RootKind::Contention => "runnable, waiting for a CPU".to_string(),
                 RootKind::Path => format!("running, then {}", r.reason),
@@ -1326,10 +1653,11 @@ impl RootCausesSection {
                 })
                 .collect();
             nodes.push(node(&r.process, &r.pool));
+            let device = irq_device
+                .flatten()
+                .unwrap_or_else(|| device_of(&r.frames, &r.reason, &r.pool));
             match k.kind {
-                RootKind::Device => {
-                    nodes.push(device_of(&r.frames, &r.reason, &r.pool).to_string());
-                }
+                RootKind::Device => nodes.push(device.to_string()),
                 RootKind::Contention => nodes.push("CPU".to_string()),
                 RootKind::Unknown => nodes.push("unknown".to_string()),
                 RootKind::Path => {}
@@ -1344,8 +1672,27 @@ impl RootCausesSection {
                 .entry((k.kind, r.process, r.pool, reason, r.object, code))
                 .or_default();
             g.idle_ns = g.idle_ns.saturating_add(ns);
-            if ns > g.frames.1 || g.frames.0.is_empty() {
+            // A root's own frames win over a release site's.
+            let better = (g.from_release && !from_release) || ns > g.frames.1;
+            if (better && (from_release <= g.from_release || g.frames.0.is_empty()))
+                || g.frames.0.is_empty()
+            {
                 g.frames = (r.frames, ns.max(g.frames.1));
+                g.from_release = from_release;
+            }
+            if k.kind == RootKind::Device {
+                let d = g.devices.entry(device).or_default();
+                *d = d.saturating_add(ns);
+                if irq_device.flatten().is_some() {
+                    g.irq_named_ns = g.irq_named_ns.saturating_add(ns);
+                }
+            }
+            if let Some(e) = extras {
+                for &(w, wns) in &e.release {
+                    let x = g.releases.entry(w).or_insert((k.path.tid(), 0));
+                    x.1 = x.1.saturating_add(wns);
+                    g.released_ns = g.released_ns.saturating_add(wns);
+                }
             }
             g.tids.insert(k.path.tid());
             // A convoy's hand-offs (one pool thread waking the next) are
@@ -1407,14 +1754,34 @@ impl RootCausesSection {
                         }
                     })
                     .collect();
-                let device = (kind == RootKind::Device)
-                    .then(|| device_of(&frames, reason.as_str(), &pool).to_string());
+                let device = (kind == RootKind::Device).then(|| {
+                    g.devices
+                        .iter()
+                        .max_by_key(|(d, ns)| (**ns, **d))
+                        .map_or_else(|| device_of(&frames, reason.as_str(), &pool), |(d, _)| d)
+                        .to_string()
+                });
                 let program_frame = frames.iter().position(|f| !f.runtime);
+                let release = g
+                    .releases
+                    .iter()
+                    .max_by_key(|(w, (_, ns))| (*ns, **w))
+                    .map(|(w, &(tid, ns))| {
+                        let frames = resolve(&RowKey::new(tid, (w.kernel, w.user), 0, None)).frames;
+                        ReleaseSite {
+                            program_frame: frames.iter().position(|f| !f.runtime),
+                            frames,
+                            idle_ns: ns,
+                            sampled_ns: g.released_ns,
+                        }
+                    })
+                    .filter(|r| !r.frames.is_empty());
                 RootCause {
                     idle_ns: g.idle_ns,
                     share_pct: pct(g.idle_ns, total_idle_ns),
                     kind,
                     device,
+                    device_named_ns: (kind == RootKind::Device).then_some(g.irq_named_ns),
                     process,
                     threads: PathThreads {
                         name: pool,
@@ -1425,6 +1792,8 @@ impl RootCausesSection {
                     object,
                     frames,
                     program_frame,
+                    frames_from_release: g.from_release,
+                    release,
                     chain,
                     chains,
                 }

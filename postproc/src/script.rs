@@ -110,11 +110,28 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
                 st.tid,
                 st.stack
             )?,
+            Record::WakeStack(st) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} wkstack  {:>7} stack {}",
+                rel(st.time),
+                st.cpu,
+                st.tid,
+                st.stack
+            )?,
+            Record::WakeUserStack(st) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} wustack  {:>7} stack {}",
+                rel(st.time),
+                st.cpu,
+                st.tid,
+                st.stack
+            )?,
             Record::StackCopy(c) => writeln!(
                 out,
-                "{:14.9} cpu {:>3} ucopy    {:>7} pid {} ip {:#x} sp {:#x} bp {:#x}: {} of {} bytes",
+                "{:14.9} cpu {:>3} {} {:>7} pid {} ip {:#x} sp {:#x} bp {:#x}: {} of {} bytes",
                 rel(c.time),
                 c.cpu,
+                if c.at_wakeup { "wucopy  " } else { "ucopy   " },
                 c.tid,
                 c.pid,
                 c.ip,

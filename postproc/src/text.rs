@@ -688,7 +688,21 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
         if root.share_pct < ROOT_MIN_SHARE {
             break;
         }
-        let frame = at(root.frame());
+        // Frames that are the release site's are told as such.
+        let frame = if root.frames_from_release {
+            String::new()
+        } else {
+            at(root.frame())
+        };
+        let released = root
+            .release
+            .as_ref()
+            .and_then(|r| r.frame())
+            .filter(|f| {
+                root.frames_from_release || root.frame().map(|g| &g.frame) != Some(&f.frame)
+            })
+            .map(|f| format!("; released the waiters in {}", frame_words(&f.frame)))
+            .unwrap_or_default();
         let object = if root.object.is_empty() {
             String::new()
         } else {
@@ -716,6 +730,7 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
                 root.reason
             ),
         };
+        let words = words + &released;
         let first = format!("# {:>5.1} %", root.share_pct);
         for l in wrap(&words, &first, "#          ", WIDTH) {
             writeln!(o, "{l}")?;

@@ -23,4 +23,6 @@ pub mod sys;
 pub mod tracefs;
 pub mod workarea;
 
-pub use recorder::{RecordOptions, Recorder, RecorderError};
+pub use recorder::{
+    RecordOptions, Recorder, RecorderError, DEFAULT_WAKER_SAMPLE_PERIOD, DEFAULT_WAKER_STACK_BYTES,
+};

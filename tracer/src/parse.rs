@@ -111,6 +111,13 @@ pub enum PerfRecord {
         new_thread: bool,
         /// A thread's or an interrupt's.
         context: WakeContext,
+        /// The kernel's call chain at the wake-up, innermost first: the
+        /// waker's (the release site) or the interrupt's (its device), for
+        /// the events that ask for it.
+        kernel_stack: Option<Box<[u64]>>,
+        /// The waker's user registers and stack copy (the waker-stack
+        /// event's samples of thread-context wake-ups).
+        user_stack: Option<Box<UserStackCopy>>,
     },
     /// `PERF_RECORD_SWITCH_CPU_WIDE`.
     Switch {
@@ -272,12 +279,21 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
                     user_stack,
                 }
             } else if tp == layout.wakeup_id {
+                // Only the waker-stack event asks for user registers: they
+                // follow the raw data, which otherwise ends the sample.
+                let rest = rec.get(at + 4 + size..)?;
                 PerfRecord::Wakeup {
                     id,
                     wakee_tid: layout.wakeup_pid.read(raw)? as u32,
                     target_cpu: layout.wakeup_target_cpu.read(raw)? as u32,
                     new_thread: false,
                     context: WakeContext::from_trace_flags(layout.wakeup_flags.read(raw)? as u8),
+                    kernel_stack: kernel_frames(chain),
+                    user_stack: if rest.is_empty() {
+                        None
+                    } else {
+                        user_stack(rest)?
+                    },
                 }
             } else if tp == layout.wakeup_new_id {
                 PerfRecord::Wakeup {
@@ -286,6 +302,8 @@ pub fn parse(rec: &[u8], layout: &Layout) -> Option<PerfRecord> {
                     target_cpu: layout.new_target_cpu.read(raw)? as u32,
                     new_thread: true,
                     context: WakeContext::from_trace_flags(layout.wakeup_flags.read(raw)? as u8),
+                    kernel_stack: None,
+                    user_stack: None,
                 }
             } else {
                 PerfRecord::Other

@@ -110,7 +110,24 @@ pub struct RecordOptions {
     /// this many (per CPU); the others are counted, not copied. 0 and 1:
     /// every one.
     pub wait_sample_period: u32,
+    /// Stacks at wake-ups, with the stack kinds asked for above: the
+    /// kernel's call chain at every wake-up an interrupt raised (which
+    /// device), and the waker's kernel and user stacks (its release site)
+    /// at one thread-context wake-up in `waker_sample_period` per CPU.
+    pub waker_stacks: bool,
+    /// One thread-context wake-up in this many (per CPU) carries the
+    /// waker's stacks; 0 and 1: every one.
+    pub waker_sample_period: u32,
+    /// Bytes of the waker's user stack to copy (0: kernel stacks only; at
+    /// most `user_stack_bytes`): the release site is the innermost frames.
+    pub waker_stack_bytes: u32,
 }
+
+/// Default [`RecordOptions::waker_stack_bytes`].
+pub const DEFAULT_WAKER_STACK_BYTES: u32 = 2048;
+
+/// Default [`RecordOptions::waker_sample_period`].
+pub const DEFAULT_WAKER_SAMPLE_PERIOD: u32 = 16;
 
 /// Default user stack copy, bytes: held the wait and park stacks of a JVM
 /// (19–22 frames) and the native examples' blocking chains here.
@@ -126,6 +143,9 @@ impl Default for RecordOptions {
             user_stack_bytes: DEFAULT_USER_STACK_BYTES,
             stacks_at_waits: false,
             wait_sample_period: 1,
+            waker_stacks: true,
+            waker_sample_period: DEFAULT_WAKER_SAMPLE_PERIOD,
+            waker_stack_bytes: DEFAULT_WAKER_STACK_BYTES,
         }
     }
 }
@@ -153,6 +173,11 @@ struct CpuRing {
     /// The stacks of the last switch sample that had one, until the
     /// joiner emits that switch's dispatch.
     stack: Option<SampledStacks>,
+    /// The last wake-up written from this ring (time, waker, wakee): the
+    /// waker-stack event's sample of a wake-up and the plain event's
+    /// sample of the same one come one after the other; the second is not
+    /// written again.
+    last_wake: Option<(u64, u32, u32)>,
 }
 
 /// The stacks a `sched_switch` sample carried, waiting for its dispatch.
@@ -183,12 +208,88 @@ enum Merged {
     Dispatch(Dispatch),
     KernelStack(Box<KernelStack>),
     SwitchStack(SwitchStack),
+    WakeStack(SwitchStack),
     StackCopy(Box<StackCopy>),
     Module(Box<ModuleMap>),
     Wakeup(Wakeup),
     Exit(ThreadExit),
     Lost(Lost),
     Task(Box<TaskEvent>),
+}
+
+/// The filter of the `sched_waking` event that takes the interrupt's
+/// kernel stack: wake-ups raised in a hard or soft interrupt or an NMI
+/// (`TRACE_FLAG_HARDIRQ` 0x08, `SOFTIRQ` 0x10, `NMI` 0x40).
+pub const IRQ_WAKE_FILTER: &str = "common_flags & 0x58";
+
+/// The filter of the `sched_waking` events of thread-context wake-ups
+/// (the complement of [`IRQ_WAKE_FILTER`]).
+pub const TASK_WAKE_FILTER: &str = "!(common_flags & 0x58)";
+
+/// One wake-up event to open on each CPU: its spec (`wakeup_bytes` set by
+/// the caller), its filter, and its name for errors.
+type WakeEvent = (EventSpec, Option<&'static str>, &'static str);
+
+/// A `sched_waking` or `sched_wakeup_new` event of one sample per event.
+fn wake_spec(id: u64) -> EventSpec {
+    EventSpec {
+        tracepoint_id: id,
+        switch_records: false,
+        task_records: false,
+        wakeup_bytes: 0,
+        kernel_callchain: false,
+        user_stack_bytes: 0,
+        mmap_records: false,
+        sample_period: 1,
+    }
+}
+
+/// Every wake-up, without stacks.
+fn plain_wake_events(waking: u64, new: u64) -> Vec<WakeEvent> {
+    vec![
+        (wake_spec(waking), None, "sched:sched_waking"),
+        (wake_spec(new), None, "sched:sched_wakeup_new"),
+    ]
+}
+
+/// The wake-up events `options` ask for. With waker stacks: interrupts'
+/// wake-ups with the kernel's stack (which device); threads' wake-ups
+/// plainly, and one in `waker_sample_period` again with the waker's
+/// stacks — or, sampling every one, only that event (the filters are
+/// disjoint, so a wake-up has one sample, or two the recorder joins).
+fn wake_events(options: &RecordOptions, waking: u64, new: u64) -> Vec<WakeEvent> {
+    let user = options.waker_stack_bytes.min(options.user_stack_bytes) & !7;
+    if !options.waker_stacks || (!options.kernel_stacks && user == 0) {
+        return plain_wake_events(waking, new);
+    }
+    let period = u64::from(options.waker_sample_period.max(1));
+    let mut v = vec![(
+        EventSpec {
+            kernel_callchain: options.kernel_stacks,
+            ..wake_spec(waking)
+        },
+        Some(IRQ_WAKE_FILTER),
+        "sched:sched_waking (interrupts)",
+    )];
+    if period > 1 {
+        v.push((
+            wake_spec(waking),
+            Some(TASK_WAKE_FILTER),
+            "sched:sched_waking (threads)",
+        ));
+    }
+    v.push((
+        EventSpec {
+            kernel_callchain: options.kernel_stacks,
+            user_stack_bytes: user,
+            sample_period: period,
+            ..wake_spec(waking)
+        },
+        Some(TASK_WAKE_FILTER),
+        "sched:sched_waking (waker stacks)",
+    ));
+    v.push((wake_spec(new), None, "sched:sched_wakeup_new"));
+    v
 }
 
 /// A recording in progress. See the module documentation.
@@ -341,22 +442,43 @@ impl Recorder {
                 waits.set_output(&main)?;
                 events.push(waits);
             }
-            for tp in [&wakeup, &wakeup_new] {
+            let wake_events = wake_events(options, wakeup.id, wakeup_new.id);
+            // A kernel that refuses the filters records every wake-up
+            // plainly, as before: the filtered events are opened as a set.
+            let mut opened = Vec::new();
+            for (spec, filter, what) in &wake_events {
                 let ev = PerfEvent::open_cpu_wide(
                     &EventSpec {
-                        tracepoint_id: tp.id,
-                        switch_records: false,
-                        task_records: false,
                         wakeup_bytes,
-                        kernel_callchain: false,
-                        user_stack_bytes: 0,
-                        mmap_records: false,
-                        sample_period: 1,
+                        ..*spec
                     },
                     cpu,
-                    &tp.name,
+                    what,
                 )
                 .map_err(priv_err)?;
+                if let Some(f) = filter {
+                    if ev.set_filter(f).is_err() {
+                        opened.clear();
+                        break;
+                    }
+                }
+                opened.push(ev);
+            }
+            if opened.len() != wake_events.len() {
+                for (spec, _, what) in plain_wake_events(wakeup.id, wakeup_new.id) {
+                    let ev = PerfEvent::open_cpu_wide(
+                        &EventSpec {
+                            wakeup_bytes,
+                            ..spec
+                        },
+                        cpu,
+                        what,
+                    )
+                    .map_err(priv_err)?;
+                    opened.push(ev);
+                }
+            }
+            for ev in opened {
                 ev.set_output(&main)?;
                 events.push(ev);
             }
@@ -368,6 +490,7 @@ impl Recorder {
                 joiner: Joiner::new(cpu, samples),
                 lost: 0,
                 stack: None,
+                last_wake: None,
             });
         }
         Ok(Recorder {
@@ -645,6 +768,7 @@ impl Recorder {
                 joiner,
                 lost,
                 stack,
+                last_wake,
             } = r;
             let cpu = *cpu;
             read_records(bytes, 0, bytes.len() as u64, &mut scratch, |bytes| {
@@ -663,18 +787,7 @@ impl Recorder {
                         return;
                     };
                     if let Some(ips) = st.kernel {
-                        let next_id = kernel_stacks.len() as u64 + 1;
-                        let id = *kernel_stacks.entry(ips).or_insert_with_key(|ips| {
-                            merge.push(
-                                slot,
-                                d.time,
-                                Merged::KernelStack(Box::new(KernelStack {
-                                    id: next_id,
-                                    ips: ips.to_vec(),
-                                })),
-                            );
-                            next_id
-                        });
+                        let id = intern_kernel_stack(kernel_stacks, merge, slot, d.time, ips);
                         merge.push(
                             slot,
                             d.time,
@@ -689,27 +802,12 @@ impl Recorder {
                     // idleflow's own threads are never a cause: their
                     // copies are not kept.
                     if let Some(u) = st.user.filter(|_| st.pid != own_pid) {
-                        let UserStackCopy {
-                            ip,
-                            sp,
-                            bp,
-                            requested,
-                            bytes,
-                        } = *u;
                         merge.push(
                             slot,
                             d.time,
-                            Merged::StackCopy(Box::new(StackCopy {
-                                time: d.time,
-                                cpu: d.cpu,
-                                tid: d.prev_tid,
-                                pid: st.pid,
-                                ip,
-                                sp,
-                                bp,
-                                requested,
-                                bytes,
-                            })),
+                            Merged::StackCopy(Box::new(stack_copy(
+                                d.time, d.cpu, d.prev_tid, st.pid, *u, false,
+                            ))),
                         );
                     }
                 });
@@ -748,19 +846,51 @@ impl Recorder {
                         target_cpu,
                         new_thread,
                         context,
-                    } => merge.push(
-                        slot,
-                        id.time,
-                        Merged::Wakeup(Wakeup {
-                            time: id.time,
-                            cpu,
-                            waker_tid: id.tid,
-                            wakee_tid,
-                            target_cpu,
-                            new_thread,
-                            context,
-                        }),
-                    ),
+                        kernel_stack,
+                        user_stack,
+                    } => {
+                        let key = (id.time, id.tid, wakee_tid);
+                        if *last_wake != Some(key) {
+                            *last_wake = Some(key);
+                            merge.push(
+                                slot,
+                                id.time,
+                                Merged::Wakeup(Wakeup {
+                                    time: id.time,
+                                    cpu,
+                                    waker_tid: id.tid,
+                                    wakee_tid,
+                                    target_cpu,
+                                    new_thread,
+                                    context,
+                                }),
+                            );
+                        }
+                        if let Some(ips) = kernel_stack {
+                            let stack =
+                                intern_kernel_stack(kernel_stacks, merge, slot, id.time, ips);
+                            merge.push(
+                                slot,
+                                id.time,
+                                Merged::WakeStack(SwitchStack {
+                                    time: id.time,
+                                    cpu,
+                                    tid: id.tid,
+                                    stack,
+                                }),
+                            );
+                        }
+                        // idleflow's own threads are never a cause.
+                        if let Some(u) = user_stack.filter(|_| id.pid != own_pid) {
+                            merge.push(
+                                slot,
+                                id.time,
+                                Merged::StackCopy(Box::new(stack_copy(
+                                    id.time, cpu, id.tid, id.pid, *u, true,
+                                ))),
+                            );
+                        }
+                    }
                     PerfRecord::Comm { id, pid, tid, comm } => {
                         // Bounded for a caller that never asks.
                         if pid == tid && renamed.len() < 1 << 16 {
@@ -843,6 +973,7 @@ impl Recorder {
                 Merged::Dispatch(d) => Record::Dispatch(d),
                 Merged::KernelStack(k) => Record::KernelStack(k),
                 Merged::SwitchStack(st) => Record::SwitchStack(st),
+                Merged::WakeStack(st) => Record::WakeStack(st),
                 Merged::StackCopy(c) => {
                     // Its bytes become the thread's reference for the
                     // next copy's delta, without being copied again.
@@ -1045,6 +1176,60 @@ impl Recorder {
         // its last complete record.
         result?;
         Ok((out.path, summary))
+    }
+}
+
+/// The id of kernel stack `ips`, interned: a new stack's `KERNEL_STACK`
+/// goes into the merge first, at `time`.
+fn intern_kernel_stack(
+    stacks: &mut FxHashMap<Box<[u64]>, u64>,
+    merge: &mut Merge<Merged>,
+    slot: usize,
+    time: u64,
+    ips: Box<[u64]>,
+) -> u64 {
+    let next_id = stacks.len() as u64 + 1;
+    *stacks.entry(ips).or_insert_with_key(|ips| {
+        merge.push(
+            slot,
+            time,
+            Merged::KernelStack(Box::new(KernelStack {
+                id: next_id,
+                ips: ips.to_vec(),
+            })),
+        );
+        next_id
+    })
+}
+
+/// A user stack copy of thread `tid` as the recording stores it: at its
+/// switch-out, or at a wake-up it raised (`at_wakeup`).
+fn stack_copy(
+    time: u64,
+    cpu: u32,
+    tid: u32,
+    pid: u32,
+    u: UserStackCopy,
+    at_wakeup: bool,
+) -> StackCopy {
+    let UserStackCopy {
+        ip,
+        sp,
+        bp,
+        requested,
+        bytes,
+    } = u;
+    StackCopy {
+        time,
+        cpu,
+        tid,
+        pid,
+        ip,
+        sp,
+        bp,
+        requested,
+        bytes,
+        at_wakeup,
     }
 }
 

@@ -241,7 +241,8 @@ impl State {
         self.write_switch(c, id, unwound.end, writer)
     }
 
-    /// Counts a copy unwound to stack `id` and writes its `SWITCH_USER_STACK`.
+    /// Counts a copy unwound to stack `id` and writes its `SWITCH_USER_STACK`
+    /// (`WAKE_USER_STACK` for a copy taken at a wake-up).
     fn write_switch<W: std::io::Write>(
         &mut self,
         c: &idleflow_format::StackCopy,
@@ -255,12 +256,17 @@ impl State {
             idleflow_format::UnwindEnd::Stopped => self.counts.stopped += 1,
             idleflow_format::UnwindEnd::Complete => {}
         }
-        writer.write(&Record::SwitchUserStack(SwitchStack {
+        let st = SwitchStack {
             time: c.time,
             cpu: c.cpu,
             tid: c.tid,
             stack: id,
-        }))
+        };
+        writer.write(&if c.at_wakeup {
+            Record::WakeUserStack(st)
+        } else {
+            Record::SwitchUserStack(st)
+        })
     }
 }
 

@@ -89,10 +89,10 @@ pub mod kind {
     /// [`crate::TreeDump`], JSON payload: one JVM's call trees, whole (the
     /// first form of the trees; still read, no longer written).
     pub const TREE: u8 = 9;
-    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (15–127) are reserved for
+    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (19–127) are reserved for
     /// timed records of later versions: their payload starts with the time
     /// delta, which a reader that does not know the kind still applies.
-    pub const FIRST_FUTURE_TIMED: u8 = 15;
+    pub const FIRST_FUTURE_TIMED: u8 = 19;
     /// [`crate::SwitchStack`]: the kernel stack of the thread that left at
     /// the dispatch just before (timed: delta, cpu, tid, stack id).
     pub const SWITCH_STACK: u8 = 10;
@@ -107,6 +107,18 @@ pub mod kind {
     /// A [`crate::StackCopy`] written as its difference from the same
     /// thread's previous copy ([`crate::ustacks`]); read as a `STACK_COPY`.
     pub const STACK_COPY_DELTA: u8 = 14;
+    /// [`crate::SwitchStack`] at a wake-up: the kernel stack taken at the
+    /// wake-up just before (same time and CPU; `tid` its `waker_tid`): the
+    /// waker's release site, or the interrupt's path (timed).
+    pub const WAKE_STACK: u8 = 15;
+    /// [`crate::SwitchStack`] naming a [`crate::UserStack`]: the waker's
+    /// user stack at the wake-up just before (timed).
+    pub const WAKE_USER_STACK: u8 = 16;
+    /// A [`crate::StackCopy`] taken at the wake-up just before (the
+    /// waker's; `at_wakeup`), as `STACK_COPY` (timed).
+    pub const WAKE_STACK_COPY: u8 = 17;
+    /// The same written as a delta, as `STACK_COPY_DELTA` (timed).
+    pub const WAKE_STACK_COPY_DELTA: u8 = 18;
     /// Kinds 128–255 are reserved for untimed records of later versions: a
     /// reader that does not know them skips them whole.
     pub const FIRST_UNTIMED: u8 = 128;

@@ -145,6 +145,17 @@ fn end_summary(data: &[u8], offset: u64) -> Result<RunSummary, FormatError> {
 }
 
 /// Kinds below [`kind::FIRST_UNTIMED`] whose payload has no time.
+/// Decodes the payload of a record naming a stack (`SWITCH_STACK`,
+/// `SWITCH_USER_STACK`, `WAKE_STACK`, `WAKE_USER_STACK`).
+fn stack_ref(p: &mut Payload<'_>, last_time: &mut u64) -> Result<crate::SwitchStack, FormatError> {
+    Ok(crate::SwitchStack {
+        time: p.time(last_time)?,
+        cpu: p.cpu()?,
+        tid: p.u32()?,
+        stack: p.uint()?,
+    })
+}
+
 fn is_timed(k: u8) -> bool {
     k < kind::FIRST_UNTIMED && !matches!(k, kind::META | kind::END | kind::TREE)
 }
@@ -323,7 +334,14 @@ impl<R: Read> Reader<R> {
                         | kind::JAVA_WAIT
                 )
             {
-                if matches!(k, kind::STACK_COPY | kind::STACK_COPY_DELTA | kind::EXIT) {
+                if matches!(
+                    k,
+                    kind::STACK_COPY
+                        | kind::STACK_COPY_DELTA
+                        | kind::WAKE_STACK_COPY
+                        | kind::WAKE_STACK_COPY_DELTA
+                        | kind::EXIT
+                ) {
                     self.refs.clear();
                     self.refs_broken = true;
                 }
@@ -423,19 +441,18 @@ impl<R: Read> Reader<R> {
                     Record::JavaStack(Box::new(crate::waits::decode_stack(&mut p)?))
                 }
                 kind::JAVA_WAIT => Record::JavaWait(crate::waits::decode_wait(&mut p)?),
-                kind::SWITCH_STACK => Record::SwitchStack(crate::SwitchStack {
-                    time: p.time(&mut self.last_time)?,
-                    cpu: p.cpu()?,
-                    tid: p.u32()?,
-                    stack: p.uint()?,
-                }),
+                kind::SWITCH_STACK => Record::SwitchStack(stack_ref(&mut p, &mut self.last_time)?),
                 kind::KERNEL_STACK => {
                     Record::KernelStack(Box::new(crate::stacks::decode_kernel_stack(&mut p)?))
                 }
-                kind::STACK_COPY | kind::STACK_COPY_DELTA => {
+                kind::STACK_COPY
+                | kind::STACK_COPY_DELTA
+                | kind::WAKE_STACK_COPY
+                | kind::WAKE_STACK_COPY_DELTA => {
                     let time = p.time(&mut self.last_time)?;
                     let (mut c, n) = decode_copy_head(time, &mut p)?;
-                    if k == kind::STACK_COPY {
+                    c.at_wakeup = matches!(k, kind::WAKE_STACK_COPY | kind::WAKE_STACK_COPY_DELTA);
+                    if matches!(k, kind::STACK_COPY | kind::WAKE_STACK_COPY) {
                         c.bytes = p.bytes(n)?.to_vec();
                         self.refs.keep(c.tid, c.sp, &c.bytes);
                     } else if let Some(b) =
@@ -453,12 +470,13 @@ impl<R: Read> Reader<R> {
                     let time = p.time(&mut self.last_time)?;
                     Record::ModuleMap(Box::new(crate::ustacks::decode_module_map(time, &mut p)?))
                 }
-                kind::SWITCH_USER_STACK => Record::SwitchUserStack(crate::SwitchStack {
-                    time: p.time(&mut self.last_time)?,
-                    cpu: p.cpu()?,
-                    tid: p.u32()?,
-                    stack: p.uint()?,
-                }),
+                kind::SWITCH_USER_STACK => {
+                    Record::SwitchUserStack(stack_ref(&mut p, &mut self.last_time)?)
+                }
+                kind::WAKE_STACK => Record::WakeStack(stack_ref(&mut p, &mut self.last_time)?),
+                kind::WAKE_USER_STACK => {
+                    Record::WakeUserStack(stack_ref(&mut p, &mut self.last_time)?)
+                }
                 kind::USER_STACK => {
                     Record::UserStack(Box::new(crate::ustacks::decode_user_stack(&mut p)?))
                 }
@@ -550,14 +568,16 @@ impl<R: Read> Reader<R> {
             None
         };
         match k {
-            kind::STACK_COPY => {
-                let (c, n) = decode_copy_head(time.unwrap_or_default(), &mut p)?;
+            kind::STACK_COPY | kind::WAKE_STACK_COPY => {
+                let (mut c, n) = decode_copy_head(time.unwrap_or_default(), &mut p)?;
+                c.at_wakeup = k == kind::WAKE_STACK_COPY;
                 let bytes = p.bytes(n)?;
                 let kept = self.refs.keep(c.tid, c.sp, bytes);
                 Ok(Some(RawRecord::StackCopy(c, kept.unwrap_or(bytes))))
             }
-            kind::STACK_COPY_DELTA => {
-                let (c, n) = decode_copy_head(time.unwrap_or_default(), &mut p)?;
+            kind::STACK_COPY_DELTA | kind::WAKE_STACK_COPY_DELTA => {
+                let (mut c, n) = decode_copy_head(time.unwrap_or_default(), &mut p)?;
+                c.at_wakeup = k == kind::WAKE_STACK_COPY_DELTA;
                 match rebuild_copy(&mut p, n, c.sp, c.tid, &mut self.refs, &mut self.scratch)? {
                     Some(b) => Ok(Some(RawRecord::StackCopy(c, b))),
                     None if self.refs_broken => Ok(Some(RawRecord::StackCopy(c, &[]))),

@@ -526,6 +526,13 @@ pub enum Record {
     UserStack(Box<crate::UserStack>),
     /// See [`crate::UserSymbols`].
     UserSymbols(Box<crate::UserSymbols>),
+    /// The kernel stack at the wake-up just before: the waker's, or the
+    /// interrupt's (`stack` is a [`crate::KernelStack`] id, `tid` the
+    /// wake-up's `waker_tid`).
+    WakeStack(crate::SwitchStack),
+    /// The waker's user stack at the wake-up just before (`stack` is a
+    /// [`crate::UserStack`] id).
+    WakeUserStack(crate::SwitchStack),
 }
 
 impl TreeDump {
@@ -566,7 +573,10 @@ impl Record {
             Record::Lost(l) => l.time,
             Record::TreeHead(t) => t.time_ns,
             Record::JavaWait(w) => w.start,
-            Record::SwitchStack(s) | Record::SwitchUserStack(s) => s.time,
+            Record::SwitchStack(s)
+            | Record::SwitchUserStack(s)
+            | Record::WakeStack(s)
+            | Record::WakeUserStack(s) => s.time,
             Record::StackCopy(c) => c.time,
             Record::ModuleMap(m) => m.time,
             Record::KernelStack(_)

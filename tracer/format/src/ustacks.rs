@@ -19,6 +19,10 @@
 //!   before the window), so every address can be placed in a module.
 //! - `SWITCH_USER_STACK` (13, timed): the interned user stack of the thread
 //!   that left at the dispatch just before, as the resolver unwound it.
+//! - `WAKE_STACK_COPY` (17), `WAKE_STACK_COPY_DELTA` (18) and
+//!   `WAKE_USER_STACK` (16): the same, for the waker's stack at the wake-up
+//!   just before (same time and CPU), sampled by the waker-stack event. A
+//!   thread's copies at wake-ups and at switch-outs share its reference.
 //! - `USER_STACK` (136, untimed): an interned user stack: frame ids,
 //!   innermost first, and how the unwinding ended.
 //! - `USER_SYMBOLS` (137, untimed, JSON): the modules and the named frames
@@ -63,6 +67,10 @@ pub struct StackCopy {
     /// The copy (as many bytes as the kernel could read).
     #[serde(skip)]
     pub bytes: Vec<u8>,
+    /// Taken at a wake-up (the waker's stack at the wake-up just before,
+    /// kinds `WAKE_STACK_COPY*`), not at a switch-out.
+    #[serde(default)]
+    pub at_wakeup: bool,
 }
 
 /// An executable mapping of a process (kind `MODULE_MAP`).
@@ -267,6 +275,7 @@ pub(crate) fn decode_copy_head(
         bp,
         requested,
         bytes: Vec::new(),
+        at_wakeup: false,
     };
     Ok((head, n))
 }

@@ -133,11 +133,16 @@ impl<W: Write> Writer<W> {
                 kind::JAVA_WAIT
             }
             Record::SwitchStack(st) => {
-                self.put_time(st.time);
-                put(&mut self.buf, st.cpu.into());
-                put(&mut self.buf, st.tid.into());
-                put(&mut self.buf, st.stack);
+                self.put_stack_ref(st);
                 kind::SWITCH_STACK
+            }
+            Record::WakeStack(st) => {
+                self.put_stack_ref(st);
+                kind::WAKE_STACK
+            }
+            Record::WakeUserStack(st) => {
+                self.put_stack_ref(st);
+                kind::WAKE_USER_STACK
             }
             Record::KernelStack(st) => {
                 crate::stacks::encode_kernel_stack(st, &mut self.buf);
@@ -158,10 +163,7 @@ impl<W: Write> Writer<W> {
                 kind::MODULE_MAP
             }
             Record::SwitchUserStack(st) => {
-                self.put_time(st.time);
-                put(&mut self.buf, st.cpu.into());
-                put(&mut self.buf, st.tid.into());
-                put(&mut self.buf, st.stack);
+                self.put_stack_ref(st);
                 kind::SWITCH_USER_STACK
             }
             Record::UserStack(st) => {
@@ -218,18 +220,31 @@ impl<W: Write> Writer<W> {
         self.end(start, k)
     }
 
+    /// Appends the time and fields of a record naming a stack
+    /// (`SWITCH_STACK`, `SWITCH_USER_STACK`, `WAKE_STACK`, `WAKE_USER_STACK`).
+    fn put_stack_ref(&mut self, st: &crate::SwitchStack) {
+        self.put_time(st.time);
+        put(&mut self.buf, st.cpu.into());
+        put(&mut self.buf, st.tid.into());
+        put(&mut self.buf, st.stack);
+    }
+
     /// Appends a stack copy's time and payload: as a delta from the
     /// thread's reference when that is shorter. Returns the kind.
     fn put_copy(&mut self, c: &crate::StackCopy) -> u8 {
         self.put_time(c.time);
-        match self.refs.get(c.tid) {
-            Some(r) if crate::ustacks::encode_copy_delta(c, r, &mut self.buf) => {
-                kind::STACK_COPY_DELTA
-            }
-            _ => {
-                crate::ustacks::encode_copy(c, &mut self.buf);
-                kind::STACK_COPY
-            }
+        let delta = match self.refs.get(c.tid) {
+            Some(r) => crate::ustacks::encode_copy_delta(c, r, &mut self.buf),
+            None => false,
+        };
+        if !delta {
+            crate::ustacks::encode_copy(c, &mut self.buf);
+        }
+        match (delta, c.at_wakeup) {
+            (true, false) => kind::STACK_COPY_DELTA,
+            (false, false) => kind::STACK_COPY,
+            (true, true) => kind::WAKE_STACK_COPY_DELTA,
+            (false, true) => kind::WAKE_STACK_COPY,
         }
     }
 

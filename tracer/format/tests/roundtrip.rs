@@ -112,6 +112,7 @@ fn records() -> Vec<Record> {
         bp: 0,
         requested: 8192,
         bytes: (0..=255u8).cycle().take(1000).collect(),
+        at_wakeup: false,
     })));
     // The same thread again: a delta against the copy above (the same
     // SP, a few bytes changed; then an SP 24 bytes lower, a frame deeper).
@@ -127,7 +128,33 @@ fn records() -> Vec<Record> {
     let mut deeper = vec![1u8; 24];
     deeper.extend_from_slice(&again);
     deeper.truncate(1000);
-    v.push(stack_copy(1_000_006_200, 78, 0x7ffd_0000_0000 - 24, deeper));
+    v.push(stack_copy(
+        1_000_006_200,
+        78,
+        0x7ffd_0000_0000 - 24,
+        deeper.clone(),
+    ));
+    // The waker's stacks at a wake-up: its kernel stack, a copy (a delta
+    // against the same thread's switch-out copy above) and what resolving
+    // makes of it.
+    v.push(Record::WakeStack(idleflow_format::SwitchStack {
+        time: 1_000_006_250,
+        cpu: 0,
+        tid: 78,
+        stack: 5,
+    }));
+    let mut woke = stack_copy(1_000_006_250, 78, 0x7ffd_0000_0000 - 24, deeper);
+    if let Record::StackCopy(c) = &mut woke {
+        c.at_wakeup = true;
+        c.bytes[3] ^= 0x55;
+    }
+    v.push(woke);
+    v.push(Record::WakeUserStack(idleflow_format::SwitchStack {
+        time: 1_000_006_250,
+        cpu: 0,
+        tid: 78,
+        stack: 4,
+    }));
     // After the thread's exit its tid's next copy is whole again.
     v.push(Record::Exit(idleflow_format::ThreadExit {
         time: 1_000_006_300,
@@ -201,6 +228,7 @@ fn stack_copy(time: u64, tid: u32, sp: u64, bytes: Vec<u8>) -> Record {
         bp: 0,
         requested: 8192,
         bytes,
+        at_wakeup: false,
     }))
 }
 
@@ -677,6 +705,21 @@ fn a_copy_like_the_threads_last_is_written_as_a_short_delta() {
     assert_eq!(back, recs);
 }
 
+/// What the resolver writes in place of copy `c` unwound to stack `id`.
+fn resolved(c: &idleflow_format::StackCopy, id: u64) -> Record {
+    let st = idleflow_format::SwitchStack {
+        time: c.time,
+        cpu: c.cpu,
+        tid: c.tid,
+        stack: id,
+    };
+    if c.at_wakeup {
+        Record::WakeUserStack(st)
+    } else {
+        Record::SwitchUserStack(st)
+    }
+}
+
 /// The resolver's pass: raw records copied through, copies replaced by
 /// records at the same times, reads back as the input with the copies
 /// replaced, the time chain whole.
@@ -692,13 +735,7 @@ fn a_raw_pass_keeps_every_other_record_and_the_times() {
             idleflow_format::RawRecord::StackCopy(c, b) => {
                 let mut c = c.clone();
                 c.bytes = b.to_vec();
-                w.write(&Record::SwitchUserStack(idleflow_format::SwitchStack {
-                    time: c.time,
-                    cpu: c.cpu,
-                    tid: c.tid,
-                    stack: copies.len() as u64 + 1,
-                }))
-                .unwrap();
+                w.write(&resolved(&c, copies.len() as u64 + 1)).unwrap();
                 copies.push(c);
             }
             idleflow_format::RawRecord::Other(_) => w.write_raw(&raw).unwrap(),
@@ -712,17 +749,13 @@ fn a_raw_pass_keeps_every_other_record_and_the_times() {
             Record::StackCopy(c) => {
                 n += 1;
                 assert_eq!(**c, copies[n - 1]);
-                expected.push(Record::SwitchUserStack(idleflow_format::SwitchStack {
-                    time: c.time,
-                    cpu: c.cpu,
-                    tid: c.tid,
-                    stack: n as u64,
-                }));
+                expected.push(resolved(c, n as u64));
             }
             r => expected.push(r.clone()),
         }
     }
-    assert_eq!(n, 4);
+    assert_eq!(n, 5);
+    assert_eq!(copies.iter().filter(|c| c.at_wakeup).count(), 1);
     let mut r = Reader::new(&out[..]).unwrap();
     let mut back = Vec::new();
     while let Some(rec) = r.next_record().unwrap() {
