@@ -14,14 +14,27 @@ use serde_json::Value;
 /// `holders MODE 2` recorded with stacks at every wait, and its report's
 /// JSON (the default view) and text.
 fn record_holders(dir: &Path, mode: &str, extra: &[&str]) -> (Value, String) {
+    record_holders_with(dir, &[mode, "2"], &["--stacks", "waits"], extra)
+}
+
+/// `holders ARGS…` recorded with `flags`.
+fn record_holders_with(
+    dir: &Path,
+    args: &[&str],
+    flags: &[&str],
+    extra: &[&str],
+) -> (Value, String) {
+    let mode = args[0];
     let bin = holders(dir);
     let rec = dir.join(format!("{mode}.idleflow"));
     let out = run(idleflow()
-        .args(["record", "-q", "--stacks", "waits", "-o"])
+        .args(["record", "-q"])
+        .args(flags)
+        .arg("-o")
         .arg(&rec)
         .arg("--")
         .arg(&bin)
-        .args([mode, "2"])
+        .args(args)
         .args(extra));
     assert!(out.status.success(), "record: {}", stderr(&out));
     let json = run(idleflow()
@@ -222,6 +235,88 @@ fn a_three_deep_mutex_chain_is_rooted_in_the_last_holders_sleep() {
     assert!(f(knot, "share_pct") >= 80.0, "{knot}");
 }
 
+/// At the default stacks (only at switch-outs that leave a CPU idle) the
+/// writer's sleep rarely leaves a CPU idle itself: its frames come from
+/// the same sleep sampled where it did, matched by the writer's release
+/// site (its stack at the unlock that woke the indexer, sampled by the
+/// waker-stack event), and the timer is named by the interrupt's stack.
+#[test]
+fn a_three_deep_chain_at_the_default_stacks_is_rooted_in_the_sleep_and_its_release_site() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Four seconds: the share of the steady state (the threads' start and
+    // end weigh less).
+    let (r, text) = record_holders_with(dir.path(), &["chain3", "4"], &[], &[]);
+    assert_eq!(r["root_causes"]["stacks_at_waits"], false);
+    let top = assert_top_root(&r, 80.0, "device", Some("timer"), "writer", "commit_batch");
+    assert_eq!(top["reason"], "sleep", "{top}");
+    assert!(top.get("frames_from_release").is_none(), "{top}");
+    // The writer unlocks the journal in its thread function, after
+    // commit_batch returned.
+    let release = &top["release"];
+    assert_eq!(program_frame(release), "writer", "{release}");
+    assert!(
+        u(release, "idle_ns") * 2 >= u(release, "sampled_ns") && u(release, "sampled_ns") > 0,
+        "{release}"
+    );
+    assert!(u(top, "device_named_ns") * 2 >= u(top, "idle_ns"), "{top}");
+    assert!(text.contains("released the waiters in writer"), "{text}");
+    assert_eq!(
+        chain(top).first().map(|l| l.0.as_str()),
+        Some("handler-*"),
+        "{top}"
+    );
+}
+
+/// Wake-ups keep the stacks asked for: the interrupts' kernel stacks and
+/// one thread-context wake-up's waker stacks in 16 by default, none with
+/// `--no-waker-stacks`.
+#[test]
+fn wake_ups_keep_the_interrupts_stacks_and_sampled_waker_stacks() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = holders(dir.path());
+    let count = |flags: &[&str]| {
+        let rec = dir.path().join("w.idleflow");
+        let out = run(idleflow()
+            .args(["record", "-q"])
+            .args(flags)
+            .arg("-o")
+            .arg(&rec)
+            .arg("--")
+            .arg(&bin)
+            .args(["hop1", "1"]));
+        assert!(out.status.success(), "record: {}", stderr(&out));
+        let script = run(idleflow().arg("script").arg(&rec));
+        assert!(script.status.success(), "script: {}", stderr(&script));
+        let text = stdout(&script);
+        let n = |what: &str| {
+            text.lines()
+                .filter(|l| l.split_whitespace().nth(3) == Some(what))
+                .count()
+        };
+        let task_wakeups = text
+            .lines()
+            .filter(|l| l.split_whitespace().nth(3) == Some("wakeup") && !l.contains("(in "))
+            .count();
+        (task_wakeups, n("wkstack"), n("wustack"))
+    };
+    let (wakeups, kernel, user) = count(&[]);
+    assert!(wakeups > 200, "{wakeups} thread wake-ups");
+    assert!(
+        user > 0 && kernel > user,
+        "{kernel} kernel, {user} user stacks"
+    );
+    // Sampled: about one in 16 (per CPU) of the threads' wake-ups.
+    assert!(
+        user * 4 <= wakeups,
+        "{user} waker user stacks of {wakeups} thread wake-ups"
+    );
+    let (wakeups, kernel, user) = count(&["--no-waker-stacks"]);
+    assert!(wakeups > 200, "{wakeups} thread wake-ups");
+    assert_eq!((kernel, user), (0, 0));
+}
+
 #[test]
 fn consumers_idle_for_a_producer_reading_a_loopback_socket_are_rooted_in_the_network() {
     let Some(_m) = machine() else { return };
@@ -240,6 +335,9 @@ fn consumers_idle_for_a_producer_reading_a_loopback_socket_are_rooted_in_the_net
         vec![("consumer-*".to_string(), "consumer".to_string())],
         "{top}"
     );
+    // The interrupt's own stack at the producer's wake-ups (the network's
+    // receive path) named the device for most of the idle.
+    assert!(u(top, "device_named_ns") * 2 >= u(top, "idle_ns"), "{top}");
     // The loopback wake-up runs in a softirq on the client's time: the
     // client is the thread the interrupt hit, never what the producer or
     // the consumers waited for.

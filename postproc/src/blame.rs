@@ -1711,9 +1711,22 @@ impl RootCausesSection {
                     r.object,
                     frame_of(&r.frames, program).map(|f| f.frame.clone()),
                 );
+                let frameless = r.frames.is_empty();
                 link_frames.entry(key.clone()).or_insert(r.frames);
+                // A wait that took no stacks (`--stacks idle`) between
+                // waits of the same pool is one more hand-off of that
+                // convoy, not a link of its own.
+                let same_pool = |last: &LinkKey| (&last.0, &last.1) == (&key.0, &key.1);
                 match shape.last_mut() {
-                    Some((last, tids)) if *last == key => tids.push(l.tid()),
+                    Some((last, tids)) if *last == key || (frameless && same_pool(last)) => {
+                        tids.push(l.tid())
+                    }
+                    Some((last, tids))
+                        if same_pool(last) && last.4.is_none() && link_frames[last].is_empty() =>
+                    {
+                        *last = key;
+                        tids.push(l.tid());
+                    }
                     _ => shape.push((key, vec![l.tid()])),
                 }
             }
