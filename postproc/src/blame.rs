@@ -79,14 +79,20 @@ enum What {
 /// for an interrupt's, the interrupt's kernel path (which device).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct WakeStacks {
-    pub kernel: u64,
-    pub user: u64,
+    pub kernel: u32,
+    pub user: u32,
 }
 
 impl WakeStacks {
     fn is_empty(self) -> bool {
         self.kernel == 0 && self.user == 0
     }
+}
+
+/// A stack id as a timeline keeps it (ids beyond `u32` — never seen: they
+/// count distinct stacks — read as none).
+fn id32(id: u64) -> u32 {
+    u32::try_from(id).unwrap_or(0)
 }
 
 /// One piece of a thread's timeline. A running segment's stacks are the
@@ -98,8 +104,8 @@ struct Segment {
     /// `u64::MAX` while open.
     end: u64,
     what: What,
-    kernel: u64,
-    user: u64,
+    kernel: u32,
+    user: u32,
     node: u64,
     woke: WakeStacks,
 }
@@ -531,10 +537,10 @@ impl BlameAcc {
         };
         let set = |s: &mut Segment| {
             if let Some(k) = kernel {
-                s.kernel = k;
+                s.kernel = id32(k);
             }
             if let Some(u) = user {
-                s.user = u;
+                s.user = id32(u);
             }
         };
         if line.current.start == time {
@@ -567,10 +573,10 @@ impl BlameAcc {
                 });
                 if let Some(s) = ended {
                     if let Some(k) = kernel {
-                        s.woke.kernel = k;
+                        s.woke.kernel = id32(k);
                     }
                     if let Some(u) = user {
-                        s.woke.user = u;
+                        s.woke.user = id32(u);
                     }
                 }
             }
@@ -688,7 +694,7 @@ impl BlameAcc {
     }
 
     fn key_of(java: &JavaWaits, tid: u32, s: Option<&Segment>, at: u64) -> RowKey {
-        let (stacks, node) = s.map_or(((0, 0), 0), |s| ((s.kernel, s.user), s.node));
+        let (stacks, node) = s.map_or(((0, 0), 0), |s| ((s.kernel.into(), s.user.into()), s.node));
         let wait = java.wait_at(tid, at);
         RowKey::new(tid, stacks, node, wait.map(|w| (w, java.wait_group(w))))
     }
@@ -940,7 +946,7 @@ impl Walk<'_> {
             return;
         }
         match waker {
-            Waker::Interrupt => self.end_here(RootKind::Device, b - a, woke.kernel),
+            Waker::Interrupt => self.end_here(RootKind::Device, b - a, woke.kernel.into()),
             Waker::Unknown => self.end_here(RootKind::Unknown, b - a, 0),
             Waker::Thread(x) => {
                 let outer = std::mem::replace(&mut self.release, woke);
@@ -1624,8 +1630,13 @@ impl RootCausesSection {
                     r.frames = s.frames;
                     r.reason = s.reason;
                 } else {
-                    r.frames =
-                        resolve(&RowKey::new(k.path.tid(), (w.kernel, w.user), 0, None)).frames;
+                    r.frames = resolve(&RowKey::new(
+                        k.path.tid(),
+                        (w.kernel.into(), w.user.into()),
+                        0,
+                        None,
+                    ))
+                    .frames;
                     from_release = !r.frames.is_empty();
                 }
             }
@@ -1780,7 +1791,9 @@ impl RootCausesSection {
                     .iter()
                     .max_by_key(|(w, (_, ns))| (*ns, **w))
                     .map(|(w, &(tid, ns))| {
-                        let frames = resolve(&RowKey::new(tid, (w.kernel, w.user), 0, None)).frames;
+                        let frames =
+                            resolve(&RowKey::new(tid, (w.kernel.into(), w.user.into()), 0, None))
+                                .frames;
                         ReleaseSite {
                             program_frame: frames.iter().position(|f| !f.runtime),
                             frames,
