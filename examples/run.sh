@@ -40,11 +40,12 @@ cc -O2 -fomit-frame-pointer -g -pthread -o target/chain examples/c/chain.c
 echo "flame graph of the idle-causing call paths (user frames, kernel frames on top): chain.svg"
 # Who held things up: handlers convoy on a mutex held by an indexer that
 # waits, still holding it, for a mutex held by a writer sleeping in
-# commit_batch() (examples/c/holders.c). With stacks at every wait, the
+# commit_batch() (examples/c/holders.c). At the default stacks, the
 # report's "Root causes of idle" follows each idle interval down that chain
-# to the writer's sleep; the blame flame graph draws it.
+# to the writer's sleep (its frames and release site from the sampled
+# wake-ups); the blame flame graph draws it.
 cc -O2 -fomit-frame-pointer -g -pthread -o target/holders examples/c/holders.c
-./target/release/idleflow record --stacks waits -o holders.idleflow -- target/holders chain3 2
+./target/release/idleflow record -o holders.idleflow -- target/holders chain3 4
 ./target/release/idleflow report holders.idleflow --threads 5 --paths 3
 ./target/release/idleflow flamegraph holders.idleflow --blame -o blame.svg
 echo "flame graph of the wait chains, the threads that left CPUs idle at the bottom, the root causes on top: blame.svg"
