@@ -268,9 +268,9 @@ fn a_three_deep_chain_at_the_default_stacks_is_rooted_in_the_sleep_and_its_relea
     );
 }
 
-/// Wake-ups keep the stacks asked for: the interrupts' kernel stacks and
-/// one thread-context wake-up's waker stacks in 16 by default, none with
-/// `--no-waker-stacks`.
+/// Wake-ups keep the stacks asked for: one in 16 (per CPU) of the
+/// interrupts' (kernel stacks) and of the threads' (the waker's kernel and
+/// user stacks) by default, none with `--no-waker-stacks`.
 #[test]
 fn wake_ups_keep_the_interrupts_stacks_and_sampled_waker_stacks() {
     let Some(_m) = machine() else { return };

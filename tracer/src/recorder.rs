@@ -110,10 +110,10 @@ pub struct RecordOptions {
     /// this many (per CPU); the others are counted, not copied. 0 and 1:
     /// every one.
     pub wait_sample_period: u32,
-    /// Stacks at wake-ups, with the stack kinds asked for above: the
-    /// kernel's call chain at every wake-up an interrupt raised (which
-    /// device), and the waker's kernel and user stacks (its release site)
-    /// at one thread-context wake-up in `waker_sample_period` per CPU.
+    /// Stacks at wake-ups, with the stack kinds asked for above, at one
+    /// wake-up in `waker_sample_period` per CPU of each context: an
+    /// interrupt's kernel call chain (which device), a thread's kernel and
+    /// user stacks (its release site).
     pub waker_stacks: bool,
     /// One thread-context wake-up in this many (per CPU) carries the
     /// waker's stacks; 0 and 1: every one.
@@ -252,32 +252,31 @@ fn plain_wake_events(waking: u64, new: u64) -> Vec<WakeEvent> {
     ]
 }
 
-/// The wake-up events `options` ask for. With waker stacks: interrupts'
-/// wake-ups with the kernel's stack (which device); threads' wake-ups
-/// plainly, and one in `waker_sample_period` again with the waker's
-/// stacks — or, sampling every one, only that event (the filters are
-/// disjoint, so a wake-up has one sample, or two the recorder joins).
+/// The wake-up events `options` ask for. With waker stacks: every
+/// wake-up plainly, and one in `waker_sample_period` (per CPU) again with
+/// stacks — an interrupt's with the kernel's (which device), a thread's
+/// with the waker's kernel and user stacks; the recorder joins the two
+/// samples of one wake-up. Sampling every one, the two stack events alone
+/// (their filters are disjoint).
 fn wake_events(options: &RecordOptions, waking: u64, new: u64) -> Vec<WakeEvent> {
     let user = options.waker_stack_bytes.min(options.user_stack_bytes) & !7;
     if !options.waker_stacks || (!options.kernel_stacks && user == 0) {
         return plain_wake_events(waking, new);
     }
     let period = u64::from(options.waker_sample_period.max(1));
-    let mut v = vec![(
+    let mut v = Vec::new();
+    if period > 1 {
+        v.push((wake_spec(waking), None, "sched:sched_waking"));
+    }
+    v.push((
         EventSpec {
             kernel_callchain: options.kernel_stacks,
+            sample_period: period,
             ..wake_spec(waking)
         },
         Some(IRQ_WAKE_FILTER),
-        "sched:sched_waking (interrupts)",
-    )];
-    if period > 1 {
-        v.push((
-            wake_spec(waking),
-            Some(TASK_WAKE_FILTER),
-            "sched:sched_waking (threads)",
-        ));
-    }
+        "sched:sched_waking (interrupt stacks)",
+    ));
     v.push((
         EventSpec {
             kernel_callchain: options.kernel_stacks,
