@@ -189,7 +189,9 @@ fn a_pool_waiting_on_a_lock_held_by_a_sleeper_is_rooted_in_the_sleep() {
     let rooted: u64 = lines
         .lines()
         .filter(|l| {
-            l.starts_with("holders;handler-*;[futex wait] in serve;[root: timer] writer;")
+            // The handlers' wait names its lock: the mutex's futex.
+            l.starts_with("holders;handler-*;[futex wait] futex 0x")
+                && l.contains(" in serve;[root: timer] writer;")
                 && l.contains(";commit_batch;")
         })
         .map(weigh)
@@ -262,10 +264,26 @@ fn a_three_deep_chain_at_the_default_stacks_is_rooted_in_the_sleep_and_its_relea
     assert!(u(top, "device_named_ns") * 2 >= u(top, "idle_ns"), "{top}");
     assert!(text.contains("released the waiters in writer"), "{text}");
     assert_eq!(
-        chain(top).first().map(|l| l.0.as_str()),
-        Some("handler-*"),
+        chain(top),
+        vec![
+            ("handler-*".to_string(), "serve".to_string()),
+            ("indexer".to_string(), "index_one".to_string()),
+        ],
         "{top}"
     );
+    // Each link names its lock: the futex's address (the handlers wait on
+    // the catalog's mutex, the indexer on the journal's).
+    let locks: Vec<&str> = top["chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["object"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        locks.iter().all(|o| o.starts_with("futex 0x")) && locks[0] != locks[1],
+        "{locks:?}"
+    );
+    assert!(text.contains(&format!("waiting on {}", locks[1])), "{text}");
 }
 
 /// Wake-ups keep the stacks asked for: one in 16 (per CPU) of the

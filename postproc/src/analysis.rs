@@ -415,6 +415,8 @@ impl Analysis {
             Record::StackCopy(_) => self.kernel.unresolved_copies += 1,
             Record::WakeStack(s) | Record::WakeUserStack(s)
                 if s.time < skip_before || s.time >= to => {}
+            Record::SwitchArg(s) if s.time < skip_before || s.time >= to => {}
+            Record::SwitchArg(s) => self.blame.switch_arg(s.tid, s.time, s.arg),
             Record::WakeStack(s) => self.blame.wake_stacks(s.tid, s.time, Some(s.stack), None),
             Record::WakeUserStack(s) => self.blame.wake_stacks(s.tid, s.time, None, Some(s.stack)),
             Record::ModuleMap(_) => {}

@@ -108,6 +108,8 @@ struct Segment {
     user: u32,
     node: u64,
     woke: WakeStacks,
+    /// A wait's system call's first argument (a futex's address), 0: none.
+    arg: u64,
 }
 
 impl Segment {
@@ -120,6 +122,7 @@ impl Segment {
             user: 0,
             node: 0,
             woke: WakeStacks::default(),
+            arg: 0,
         }
     }
 }
@@ -551,6 +554,17 @@ impl BlameAcc {
         }
     }
 
+    /// The first argument of the system call `tid` left in at `time` (its
+    /// wait's: a futex's address).
+    pub fn switch_arg(&mut self, tid: u32, time: u64, arg: u64) {
+        let Some(line) = self.lines.get_mut(&tid) else {
+            return;
+        };
+        if line.current.start == time && matches!(line.current.what, What::Blocked(_)) {
+            line.current.arg = arg;
+        }
+    }
+
     /// The stacks taken at the wake-up `waker_tid` raised at `time` (the
     /// records just before: its kernel stack, then its user stack): they
     /// go to the wait it ended, whose idle is followed at the next record
@@ -696,7 +710,10 @@ impl BlameAcc {
     fn key_of(java: &JavaWaits, tid: u32, s: Option<&Segment>, at: u64) -> RowKey {
         let (stacks, node) = s.map_or(((0, 0), 0), |s| ((s.kernel.into(), s.user.into()), s.node));
         let wait = java.wait_at(tid, at);
-        RowKey::new(tid, stacks, node, wait.map(|w| (w, java.wait_group(w))))
+        RowKey::new(tid, stacks, node, wait.map(|w| (w, java.wait_group(w)))).with_addr(
+            s.filter(|s| matches!(s.what, What::Blocked(_)))
+                .map_or(0, |s| s.arg),
+        )
     }
 
     fn add_root(&mut self, kind: RootKind, path: RowKey, links: u32, ns: u64) {

@@ -78,6 +78,9 @@ pub(crate) struct RowKey {
     group: u64,
     reason: Option<WaitReason>,
     object: u64,
+    /// The first argument of the system call it waited in (0: not known):
+    /// a futex wait's address names the lock.
+    addr: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -116,7 +119,14 @@ impl RowKey {
             group: wait.map_or(0, |w| w.1),
             reason: wait.map(|w| w.0.reason),
             object: wait.map_or(0, |w| w.0.object),
+            addr: 0,
         }
+    }
+
+    /// The same key, waiting in a system call whose first argument was
+    /// `addr` ([`idleflow_format::SwitchArg`]).
+    pub(crate) fn with_addr(self, addr: u64) -> Self {
+        RowKey { addr, ..self }
     }
 
     /// The thread.
@@ -773,10 +783,18 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
             .filter(|f| f.frame.kind == FrameKind::Kernel)
             .map_or_else(|| "no stack".to_string(), |f| kernel_reason(&f.frame.name)),
     };
-    let object = if k.object == 0 {
-        String::new()
-    } else {
+    let object = if k.object != 0 {
         a.java.symbol(k.jvm, k.object).to_string()
+    } else if k.addr != 0
+        && frames
+            .iter()
+            .take_while(|f| f.frame.kind == FrameKind::Kernel)
+            .any(|f| f.frame.name.contains("futex_wait"))
+    {
+        // A native lock or condition: its futex's address.
+        format!("futex {:#x}", k.addr)
+    } else {
+        String::new()
     };
     let mut others: Vec<(String, u64)> = r
         .others

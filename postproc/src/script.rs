@@ -110,6 +110,14 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
                 st.tid,
                 st.stack
             )?,
+            Record::SwitchArg(a) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} arg      {:>7} {:#x}",
+                rel(a.time),
+                a.cpu,
+                a.tid,
+                a.arg
+            )?,
             Record::WakeStack(st) => writeln!(
                 out,
                 "{:14.9} cpu {:>3} wkstack  {:>7} stack {}",

@@ -753,10 +753,15 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
             } else {
                 String::new()
             };
+            // A futex's address says the wait was a futex wait.
+            let reason = if link.object.starts_with("futex ") && link.reason == "futex wait" {
+                String::new()
+            } else {
+                format!(" ({})", link.reason)
+            };
             let line = format!(
-                "← {} waiting ({}){object}{}{convoy} [{:.1} %]",
+                "← {} waiting{reason}{object}{}{convoy} [{:.1} %]",
                 who(&link.threads),
-                link.reason,
                 at(link.frame()),
                 part(link.idle_ns)
             );

@@ -184,33 +184,37 @@ pub struct UserStackCopy {
     pub sp: u64,
     /// Frame pointer.
     pub bp: u64,
+    /// DI: inside a system call, its first argument (a futex's address).
+    pub di: u64,
     /// Bytes asked for.
     pub requested: u32,
     /// The bytes the kernel could copy.
     pub bytes: Vec<u8>,
 }
 
-/// Decodes `abi | regs[3] | size | data[size] | dyn_size` at the start of
+/// Decodes `abi | regs[4] | size | data[size] | dyn_size` at the start of
 /// `b`: `Some(None)` for a task without a user space (abi 0, size 0).
 fn user_stack(b: &[u8]) -> Option<Option<Box<UserStackCopy>>> {
     let abi = u64_at(b, 0)?;
     if abi == 0 {
         return Some(None);
     }
-    // Registers in mask order: BP, SP, IP.
-    let bp = u64_at(b, 8)?;
-    let sp = u64_at(b, 16)?;
-    let ip = u64_at(b, 24)?;
-    let size = usize::try_from(u64_at(b, 32)?).ok()?;
+    // Registers in mask order: DI, BP, SP, IP.
+    let di = u64_at(b, 8)?;
+    let bp = u64_at(b, 16)?;
+    let sp = u64_at(b, 24)?;
+    let ip = u64_at(b, 32)?;
+    let size = usize::try_from(u64_at(b, 40)?).ok()?;
     if size == 0 {
         return Some(None);
     }
-    let data = b.get(40..40usize.checked_add(size)?)?;
-    let dyn_size = usize::try_from(u64_at(b, 40 + size)?).ok()?.min(size);
+    let data = b.get(48..48usize.checked_add(size)?)?;
+    let dyn_size = usize::try_from(u64_at(b, 48 + size)?).ok()?.min(size);
     Some(Some(Box::new(UserStackCopy {
         ip,
         sp,
         bp,
+        di,
         requested: size as u32,
         bytes: data[..dyn_size].to_vec(),
     })))
@@ -377,20 +381,21 @@ mod tests {
 
     #[test]
     fn a_user_stack_is_read_as_the_kernel_lays_it_out() {
-        // abi 64, BP SP IP, size 16, 16 bytes, dyn_size 12.
-        let mut b = words(&[2, 0xb0, 0x5000, 0x401000, 16]);
+        // abi 64, DI BP SP IP, size 16, 16 bytes, dyn_size 12.
+        let mut b = words(&[2, 0x7f00_dead_0010, 0xb0, 0x5000, 0x401000, 16]);
         b.extend_from_slice(&[7u8; 16]);
         b.extend(words(&[12]));
         let u = user_stack(&b).unwrap().unwrap();
         assert_eq!((u.ip, u.sp, u.bp), (0x401000, 0x5000, 0xb0));
+        assert_eq!(u.di, 0x7f00_dead_0010, "the system call's first argument");
         assert_eq!(u.requested, 16);
         assert_eq!(u.bytes, vec![7u8; 12], "only the bytes the kernel copied");
         // A kernel thread: abi 0, then only the stack size 0.
         assert_eq!(user_stack(&words(&[0, 0])), Some(None));
         // A record cut short is refused, not read past.
-        assert_eq!(user_stack(&b[..50]), None);
+        assert_eq!(user_stack(&b[..58]), None);
         // A dyn_size beyond the size is held to the size.
-        let mut big = words(&[2, 1, 2, 3, 8]);
+        let mut big = words(&[2, 9, 1, 2, 3, 8]);
         big.extend_from_slice(&[1u8; 8]);
         big.extend(words(&[999]));
         assert_eq!(user_stack(&big).unwrap().unwrap().bytes.len(), 8);

@@ -34,7 +34,7 @@ use idleflow_format::twa::WorkArea;
 use idleflow_format::{kind, tree};
 use idleflow_format::{
     Dispatch, FormatError, KernelStack, Lost, ModuleMap, ProcStatCpu, Record, RunInfo, RunSummary,
-    StackCopy, SwitchStack, ThreadExit, ThreadInfo, Wakeup, Writer,
+    StackCopy, SwitchArg, SwitchStack, ThreadExit, ThreadInfo, Wakeup, Writer,
 };
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -209,6 +209,7 @@ enum Merged {
     KernelStack(Box<KernelStack>),
     SwitchStack(SwitchStack),
     WakeStack(SwitchStack),
+    SwitchArg(SwitchArg),
     StackCopy(Box<StackCopy>),
     Module(Box<ModuleMap>),
     Wakeup(Wakeup),
@@ -804,6 +805,16 @@ impl Recorder {
                         merge.push(
                             slot,
                             d.time,
+                            Merged::SwitchArg(SwitchArg {
+                                time: d.time,
+                                cpu: d.cpu,
+                                tid: d.prev_tid,
+                                arg: u.di,
+                            }),
+                        );
+                        merge.push(
+                            slot,
+                            d.time,
                             Merged::StackCopy(Box::new(stack_copy(
                                 d.time, d.cpu, d.prev_tid, st.pid, *u, false,
                             ))),
@@ -973,6 +984,7 @@ impl Recorder {
                 Merged::KernelStack(k) => Record::KernelStack(k),
                 Merged::SwitchStack(st) => Record::SwitchStack(st),
                 Merged::WakeStack(st) => Record::WakeStack(st),
+                Merged::SwitchArg(a) => Record::SwitchArg(a),
                 Merged::StackCopy(c) => {
                     // Its bytes become the thread's reference for the
                     // next copy's delta, without being copied again.
@@ -1217,6 +1229,7 @@ fn stack_copy(
         bp,
         requested,
         bytes,
+        ..
     } = u;
     StackCopy {
         time,

@@ -45,9 +45,11 @@ pub const SAMPLE_TYPE: u64 = (PERF_SAMPLE_TID
 pub const MAX_KERNEL_FRAMES: u16 = 48;
 
 /// The user registers a sample with a user stack carries, as bits of
-/// x86-64's `perf_regs` numbering: BP (6), SP (7), IP (8), written in that
-/// order. They are all an unwinder needs (CFI gives the rest).
-pub const USER_REGS_MASK: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+/// x86-64's `perf_regs` numbering: DI (5), BP (6), SP (7), IP (8), written
+/// in that order. BP, SP and IP are all an unwinder needs (CFI gives the
+/// rest); DI is, for a thread inside a system call, its first argument as
+/// the call was entered (a futex wait's or wake's address).
+pub const USER_REGS_MASK: u64 = (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8);
 
 /// The largest user stack copy the kernel takes (`sample_stack_user` must
 /// be below 64 KiB and a multiple of 8).

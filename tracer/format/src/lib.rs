@@ -42,7 +42,7 @@ pub use record::{
     Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
     ThreadInfo, ThreadTree, TreeDump, TreeNode, WakeContext, Wakeup, IDLE_TID,
 };
-pub use stacks::{KernelStack, KernelSymbol, KernelSymbols, SwitchStack};
+pub use stacks::{KernelStack, KernelSymbol, KernelSymbols, SwitchArg, SwitchStack};
 pub use tree::{EncodedThread, TreeHead};
 pub use ustacks::{
     CodeKind, ModuleMap, StackCopy, UnwindEnd, UserFrame, UserModule, UserStack, UserStackCounts,
@@ -89,10 +89,10 @@ pub mod kind {
     /// [`crate::TreeDump`], JSON payload: one JVM's call trees, whole (the
     /// first form of the trees; still read, no longer written).
     pub const TREE: u8 = 9;
-    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (19–127) are reserved for
+    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (20–127) are reserved for
     /// timed records of later versions: their payload starts with the time
     /// delta, which a reader that does not know the kind still applies.
-    pub const FIRST_FUTURE_TIMED: u8 = 19;
+    pub const FIRST_FUTURE_TIMED: u8 = 20;
     /// [`crate::SwitchStack`]: the kernel stack of the thread that left at
     /// the dispatch just before (timed: delta, cpu, tid, stack id).
     pub const SWITCH_STACK: u8 = 10;
@@ -119,6 +119,9 @@ pub mod kind {
     pub const WAKE_STACK_COPY: u8 = 17;
     /// The same written as a delta, as `STACK_COPY_DELTA` (timed).
     pub const WAKE_STACK_COPY_DELTA: u8 = 18;
+    /// [`crate::SwitchArg`]: the first system-call argument of the thread
+    /// that left at the dispatch just before (timed: delta, cpu, tid, arg).
+    pub const SWITCH_ARG: u8 = 19;
     /// Kinds 128–255 are reserved for untimed records of later versions: a
     /// reader that does not know them skips them whole.
     pub const FIRST_UNTIMED: u8 = 128;

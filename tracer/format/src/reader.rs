@@ -477,6 +477,12 @@ impl<R: Read> Reader<R> {
                 kind::WAKE_USER_STACK => {
                     Record::WakeUserStack(stack_ref(&mut p, &mut self.last_time)?)
                 }
+                kind::SWITCH_ARG => Record::SwitchArg(crate::SwitchArg {
+                    time: p.time(&mut self.last_time)?,
+                    cpu: p.cpu()?,
+                    tid: p.u32()?,
+                    arg: p.uint()?,
+                }),
                 kind::USER_STACK => {
                     Record::UserStack(Box::new(crate::ustacks::decode_user_stack(&mut p)?))
                 }

@@ -533,6 +533,8 @@ pub enum Record {
     /// The waker's user stack at the wake-up just before (`stack` is a
     /// [`crate::UserStack`] id).
     WakeUserStack(crate::SwitchStack),
+    /// See [`crate::SwitchArg`].
+    SwitchArg(crate::SwitchArg),
 }
 
 impl TreeDump {
@@ -577,6 +579,7 @@ impl Record {
             | Record::SwitchUserStack(s)
             | Record::WakeStack(s)
             | Record::WakeUserStack(s) => s.time,
+            Record::SwitchArg(s) => s.time,
             Record::StackCopy(c) => c.time,
             Record::ModuleMap(m) => m.time,
             Record::KernelStack(_)

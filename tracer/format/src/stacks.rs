@@ -40,6 +40,23 @@ pub struct SwitchStack {
     pub stack: u64,
 }
 
+/// The first argument of the system call the thread that left a CPU at a
+/// dispatch was in, as the call was entered (x86-64's DI; kind
+/// `SWITCH_ARG`, right after that dispatch, where its user stack was
+/// copied): for a futex wait, the futex's address — which lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchArg {
+    /// The dispatch's time, ns on the recording's clock.
+    pub time: u64,
+    /// Its CPU.
+    pub cpu: u32,
+    /// The thread that left.
+    pub tid: u32,
+    /// The argument (meaningful only where the thread's kernel stack says
+    /// which call it was in).
+    pub arg: u64,
+}
+
 /// One kernel function an address lies in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelSymbol {

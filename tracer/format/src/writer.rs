@@ -144,6 +144,13 @@ impl<W: Write> Writer<W> {
                 self.put_stack_ref(st);
                 kind::WAKE_USER_STACK
             }
+            Record::SwitchArg(a) => {
+                self.put_time(a.time);
+                put(&mut self.buf, a.cpu.into());
+                put(&mut self.buf, a.tid.into());
+                put(&mut self.buf, a.arg);
+                kind::SWITCH_ARG
+            }
             Record::KernelStack(st) => {
                 crate::stacks::encode_kernel_stack(st, &mut self.buf);
                 kind::KERNEL_STACK

@@ -149,6 +149,12 @@ fn records() -> Vec<Record> {
         c.bytes[3] ^= 0x55;
     }
     v.push(woke);
+    v.push(Record::SwitchArg(idleflow_format::SwitchArg {
+        time: 1_000_006_250,
+        cpu: 0,
+        tid: 78,
+        arg: 0x5581_dead_beef,
+    }));
     v.push(Record::WakeUserStack(idleflow_format::SwitchStack {
         time: 1_000_006_250,
         cpu: 0,
