@@ -786,12 +786,14 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
     let object = if k.object != 0 {
         a.java.symbol(k.jvm, k.object).to_string()
     } else if k.addr != 0
+        && jvm_reason.is_none()
         && frames
             .iter()
             .take_while(|f| f.frame.kind == FrameKind::Kernel)
             .any(|f| f.frame.name.contains("futex_wait"))
     {
-        // A native lock or condition: its futex's address.
+        // A native lock or condition: its futex's address (not a JVM's
+        // park or monitor: their futex is the waiting thread's own).
         format!("futex {:#x}", k.addr)
     } else {
         String::new()

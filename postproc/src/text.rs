@@ -697,6 +697,8 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
         let released = root
             .release
             .as_ref()
+            // Only where the release is in the program's code.
+            .filter(|r| r.program_frame.is_some())
             .and_then(|r| r.frame())
             .filter(|f| {
                 root.frames_from_release || root.frame().map(|g| &g.frame) != Some(&f.frame)
