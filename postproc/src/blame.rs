@@ -1376,10 +1376,11 @@ fn heaviest_branch(
         let mut through: FxHashMap<&LinkKey, u64> = FxHashMap::default();
         for (shape, ns, _) in &live {
             if let Some(k) = shape.len().checked_sub(depth).map(|i| &shape[i]) {
-                *through.entry(k).or_default() += ns;
+                let e = through.entry(k).or_default();
+                *e = e.saturating_add(*ns);
             }
         }
-        let continuing: u64 = through.values().sum();
+        let continuing = crate::report::saturating_sum(through.values().copied());
         let Some((best, ns)) = through
             .into_iter()
             .max_by(|x, y| x.1.cmp(&y.1).then_with(|| y.0.cmp(x.0)))

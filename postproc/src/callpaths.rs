@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::kwaits::{is_scheduler_frame, KernelWaits, StacksKey};
 use crate::path::{self, Folded, Frame, FrameKind};
+use crate::report::saturating_sum;
 
 /// One idle-causing call path of the report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -187,8 +188,8 @@ impl BlockedPathsSection {
             &shown,
             &name,
         );
-        let blocked_ns: u64 = grouped.iter().map(|g| g.ns).sum();
-        let waits: u64 = grouped.iter().map(|g| g.count).sum();
+        let blocked_ns = saturating_sum(grouped.iter().map(|g| g.ns));
+        let waits = saturating_sum(grouped.iter().map(|g| g.count));
         let paths = grouped
             .into_iter()
             .map(|g| BlockedPath {
@@ -257,8 +258,8 @@ impl CallPathsSection {
             &shown,
             &name,
         );
-        let total_idle: u64 = grouped.iter().map(|g| g.ns).sum();
-        let total_dispatches: u64 = grouped.iter().map(|g| g.count).sum();
+        let total_idle = saturating_sum(grouped.iter().map(|g| g.ns));
+        let total_dispatches = saturating_sum(grouped.iter().map(|g| g.count));
         let paths: Vec<CallPath> = grouped
             .into_iter()
             .map(|g| CallPath {

@@ -970,7 +970,7 @@ impl IdlePathsSection {
         let (paths, tids): (Vec<IdlePath>, Vec<_>) = paths.into_iter().unzip();
         let causes = causes(&paths, &tids);
         let explained_ns = paths.iter().fold(0u64, |s, p| s.saturating_add(p.idle_ns));
-        let dispatches = paths.iter().map(|p| p.dispatches).sum();
+        let dispatches = crate::report::saturating_sum(paths.iter().map(|p| p.dispatches));
         // What no path shows: every cause's idle is in a.causes.
         let (mut tool, mut other, mut caused) = (0u64, 0u64, 0u64);
         for ((_, tid), c) in &a.causes {

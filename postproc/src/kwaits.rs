@@ -470,8 +470,9 @@ impl KernelWaitsSection {
             *e.1.entry(crate::arcflow::thread_pattern(&name(tid)))
                 .or_default() += c.dispatches;
         }
-        let total_idle: u64 = by_stack.values().map(|(c, _)| c.idle_ns).sum();
-        let total_dispatches: u64 = by_stack.values().map(|(c, _)| c.dispatches).sum();
+        let total_idle = crate::report::saturating_sum(by_stack.values().map(|(c, _)| c.idle_ns));
+        let total_dispatches =
+            crate::report::saturating_sum(by_stack.values().map(|(c, _)| c.dispatches));
         let mut paths: Vec<KernelPath> = by_stack
             .into_iter()
             .map(|(stack, (c, threads))| {

@@ -326,6 +326,12 @@ fn kernel_check(
     (explained, differs)
 }
 
+/// The sum of `ns`, held at `u64::MAX` (a damaged recording's times can
+/// add up past it).
+pub(crate) fn saturating_sum(ns: impl IntoIterator<Item = u64>) -> u64 {
+    ns.into_iter().fold(0u64, u64::saturating_add)
+}
+
 /// `part` as % of `whole`, rounded to 2 decimals (0 for an empty whole).
 pub(crate) fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {

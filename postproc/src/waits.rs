@@ -635,14 +635,12 @@ impl JavaWaitsSection {
                     monitor_enter_threshold_ns: j
                         .monitor_enter_threshold_ns
                         .unwrap_or(j.threshold_ns),
-                    all_waits_ns: j
-                        .all_waits
-                        .iter()
-                        .map(|&(a, b)| {
+                    all_waits_ns: crate::report::saturating_sum(j.all_waits.iter().map(
+                        |&(a, b)| {
                             b.min(j.recorded_to_ns)
                                 .saturating_sub(a.max(j.recorded_from_ns))
-                        })
-                        .sum(),
+                        },
+                    )),
                     recorded_from_ns: j.recorded_from_ns,
                     recorded_to_ns: j.recorded_to_ns,
                 })
