@@ -213,9 +213,8 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
             writeln!(o, "{l}")?;
         }
     }
-    writeln!(
-        o,
-        "# {} dispatches, {} wakeups ({} from interrupts, {} unseen), {} lost events, {} stream breaks{}",
+    let line = format!(
+        "{} dispatches, {} wakeups ({} from interrupts, {} unseen), {} lost events, {} stream breaks{}",
         count(r.dispatches),
         count(r.wakeups),
         count(r.interrupt_wakeups),
@@ -230,7 +229,10 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
         } else {
             String::new()
         }
-    )?;
+    );
+    for l in wrap(&line, "#", "#  ", WIDTH) {
+        writeln!(o, "{l}")?;
+    }
     if let Some(cut) = &r.cut_short {
         writeln!(
             o,
