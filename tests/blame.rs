@@ -17,16 +17,10 @@ fn record_holders(dir: &Path, mode: &str, extra: &[&str]) -> (Value, String) {
     record_holders_with(dir, &[mode, "2"], &["--stacks", "waits"], extra)
 }
 
-/// `holders ARGS…` recorded with `flags`.
-fn record_holders_with(
-    dir: &Path,
-    args: &[&str],
-    flags: &[&str],
-    extra: &[&str],
-) -> (Value, String) {
-    let mode = args[0];
+/// `holders ARGS…` recorded with `flags` into `ARGS[0].idleflow`.
+fn record_holders_file(dir: &Path, args: &[&str], flags: &[&str]) -> PathBuf {
     let bin = holders(dir);
-    let rec = dir.join(format!("{mode}.idleflow"));
+    let rec = dir.join(format!("{}.idleflow", args[0]));
     let out = run(idleflow()
         .args(["record", "-q"])
         .args(flags)
@@ -34,9 +28,20 @@ fn record_holders_with(
         .arg(&rec)
         .arg("--")
         .arg(&bin)
-        .args(args)
-        .args(extra));
+        .args(args));
     assert!(out.status.success(), "record: {}", stderr(&out));
+    rec
+}
+
+/// `holders ARGS…` recorded with `flags`.
+fn record_holders_with(
+    dir: &Path,
+    args: &[&str],
+    flags: &[&str],
+    extra: &[&str],
+) -> (Value, String) {
+    let args: Vec<&str> = args.iter().chain(extra).copied().collect();
+    let rec = record_holders_file(dir, &args, flags);
     let json = run(idleflow()
         .arg("report")
         .arg(&rec)
@@ -291,18 +296,8 @@ fn a_three_deep_chain_at_the_default_stacks_is_rooted_in_the_sleep_and_its_relea
 fn wake_ups_keep_the_interrupts_stacks_and_sampled_waker_stacks() {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let bin = holders(dir.path());
     let count = |flags: &[&str]| {
-        let rec = dir.path().join("w.idleflow");
-        let out = run(idleflow()
-            .args(["record", "-q"])
-            .args(flags)
-            .arg("-o")
-            .arg(&rec)
-            .arg("--")
-            .arg(&bin)
-            .args(["hop1", "1"]));
-        assert!(out.status.success(), "record: {}", stderr(&out));
+        let rec = record_holders_file(dir.path(), &["hop1", "1"], flags);
         let script = run(idleflow().arg("script").arg(&rec));
         assert!(script.status.success(), "script: {}", stderr(&script));
         let text = stdout(&script);
