@@ -533,6 +533,67 @@ fn dispatches_from_idle_agree_with_perf_switch_records_on_every_cpu() {
     }
 }
 
+/// A window whose edge falls inside a stream break (here: the thread that
+/// ran from idle was never seen getting the CPU, like pid 1's agent on this
+/// machine) counts the time from its edge as unknown, as the whole
+/// recording does — not as the first dispatch's leaving thread running
+/// since the edge. A constructed recording, read through the CLI.
+#[test]
+fn a_window_starting_inside_a_stream_break_leaves_that_time_unknown() {
+    use idleflow_format::{Dispatch, PrevState, Record, RunInfo, RunSummary, Writer, IDLE_TID};
+    const MS: u64 = 1_000_000;
+    let start = 1_000 * MS;
+    let mut w = Writer::new(Vec::new(), &RunInfo::minimal(vec![0], start)).unwrap();
+    // 1 ms: A runs; 2 ms: A sleeps, the CPU is idle; unseen: idle -> 75;
+    // 5 ms: 75 -> B; 6 ms: B sleeps; the recording stops at 10 ms.
+    for (t, prev, next) in [
+        (1, IDLE_TID, 4001),
+        (2, 4001, IDLE_TID),
+        (5, 75, 4002),
+        (6, 4002, IDLE_TID),
+    ] {
+        w.write(&Record::Dispatch(Dispatch {
+            time: start + t * MS,
+            cpu: 0,
+            prev_tid: prev,
+            prev_state: PrevState::Sleeping,
+            next_tid: next,
+            prev_node: Default::default(),
+        }))
+        .unwrap();
+    }
+    let bytes = w
+        .finish(&RunSummary {
+            stop_ns: start + 10 * MS,
+            ..Default::default()
+        })
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("break.idleflow");
+    std::fs::write(&rec, bytes).unwrap();
+    let cpu0 = |args: &[&str]| {
+        let out = run(idleflow()
+            .arg("report")
+            .arg(&rec)
+            .args(["--format", "json"])
+            .args(args));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let c = &r["per_cpu"][0];
+        (
+            u(c, "idle_ns") / MS,
+            u(c, "unknown_ns") / MS,
+            u(c, "breaks"),
+        )
+    };
+    // Whole: idle 0-1 (the edge's), 2-5 broken at 5 (3 ms unknown), 6-10.
+    assert_eq!(cpu0(&[]), (5, 3, 1));
+    // From 3 ms: the 2 ms up to the break are unknown too, not busy.
+    assert_eq!(cpu0(&["--from", "0.003"]), (4, 2, 1));
+    // From 5.5 ms: after the break, B ran since the edge.
+    assert_eq!(cpu0(&["--from", "0.0055"]), (4, 0, 0));
+}
+
 /// `--from` / `--to` cut a recording into parts that add up: every
 /// dispatch is in exactly one part, and the idle time of the parts sums to
 /// the whole's (an idle interval across the cut counts in both, split there).

@@ -154,7 +154,9 @@ impl Analysis {
     ///
     /// A window is accounted like a recording that started and stopped at
     /// its edges: dispatches, wake-ups and losses outside it are skipped, a
-    /// CPU's first dispatch inside it says who had the CPU since the edge.
+    /// CPU's first dispatch inside it says who had the CPU since the edge —
+    /// unless the dispatches before the edge say otherwise (a stream break:
+    /// the time from the edge is unknown, as in the whole recording).
     /// Thread names and call trees come from the whole recording; the
     /// trees' own counts (CALLS, BASE, …) are the agent's, for the whole run.
     ///
@@ -320,9 +322,12 @@ impl Analysis {
         jfr_named: &mut Vec<(u32, u32, u64)>,
     ) {
         match rec {
-            Record::Dispatch(d) if d.time < skip_before || d.time >= to => {}
+            // Before the window: only who had each CPU at its edge is kept.
+            Record::Dispatch(d) if d.time < skip_before => self.accounting.before_window(&d),
+            Record::Lost(l) if l.time < skip_before => self.accounting.lost_before_window(l.cpu),
+            Record::Dispatch(d) if d.time >= to => {}
             Record::Wakeup(w) if w.time < skip_before || w.time >= to => {}
-            Record::Lost(l) if l.time < skip_before || l.time >= to => {}
+            Record::Lost(l) if l.time >= to => {}
             Record::Dispatch(d) => {
                 self.dispatches += 1;
                 if java_waits {

@@ -310,6 +310,30 @@ impl Accounting {
         }
     }
 
+    /// A dispatch before the window start (`start_ns`): nothing is
+    /// accounted, but who got the CPU is kept, so that the CPU's first
+    /// dispatch inside the window is checked for continuity against it. A
+    /// window that starts inside a stream break then counts the time from
+    /// its edge as unknown, as the whole recording does, instead of as the
+    /// first dispatch's `prev` running since the edge.
+    pub fn before_window(&mut self, d: &Dispatch) {
+        let c = self.cpu_mut(d.cpu);
+        if c.dispatches == 0 {
+            c.current = Some(d.next_tid);
+            c.lost_since = false;
+        }
+    }
+
+    /// Records of `cpu` lost before the window start: its first dispatch
+    /// inside the window is a break (see [`Accounting::before_window`]).
+    pub fn lost_before_window(&mut self, cpu: u32) {
+        let c = self.cpu_mut(cpu);
+        if c.dispatches == 0 {
+            c.current = None;
+            c.lost_since = true;
+        }
+    }
+
     /// A thread was made runnable.
     pub fn wakeup(&mut self, w: &Wakeup) {
         if let Some(t) = self

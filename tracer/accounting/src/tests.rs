@@ -298,3 +298,52 @@ fn a_loss_makes_its_span_unknown_even_when_the_stream_looks_continuous() {
     assert_eq!(c1.unknown_ns, 95, "5..100 after the loss");
     assert_eq!(c1.busy_ns, 0);
 }
+
+/// A window that starts inside a stream break: before the edge the CPU went
+/// idle, and its first dispatch inside names another thread leaving (its
+/// switch from idle was never seen). The time from the edge is unknown, not
+/// that thread's running; a window that starts after a continuous stream
+/// keeps what the edge knew.
+#[test]
+fn a_window_edge_inside_a_break_leaves_the_time_from_the_edge_unknown() {
+    use PrevState::*;
+    let window = |before: &[Dispatch], lost_before: bool| {
+        let mut a = Accounting::new(&[0], 100);
+        for b in before {
+            a.before_window(b);
+        }
+        if lost_before {
+            a.lost_before_window(0);
+        }
+        let out = a.dispatch(&d(130, 0, B, Unknown, A));
+        a.dispatch(&d(150, 0, A, Sleeping, IDLE_TID));
+        a.finish(170);
+        (a.cpus()[0].clone(), out)
+    };
+    // A went idle at 50; at 130 B leaves: the span 100..130 is unknown.
+    let (c, out) = window(
+        &[
+            d(40, 0, IDLE_TID, Unknown, A),
+            d(50, 0, A, Sleeping, IDLE_TID),
+        ],
+        false,
+    );
+    assert_eq!(
+        (c.breaks, c.unknown_ns, c.busy_ns, c.idle_ns),
+        (1, 30, 20, 20)
+    );
+    assert_eq!(out.broke, Some((0, 30)));
+    // B got the CPU at 60: it ran from the edge, as before.
+    let (c, out) = window(&[d(60, 0, IDLE_TID, Unknown, B)], false);
+    assert_eq!(
+        (c.breaks, c.unknown_ns, c.busy_ns, c.idle_ns),
+        (0, 0, 50, 20)
+    );
+    assert_eq!(out.broke, None);
+    // Records lost after B got it: unknown again.
+    let (c, _) = window(&[d(60, 0, IDLE_TID, Unknown, B)], true);
+    assert_eq!((c.breaks, c.unknown_ns, c.busy_ns), (1, 30, 20));
+    // Nothing before the edge: the first dispatch tells, as before.
+    let (c, _) = window(&[], false);
+    assert_eq!((c.breaks, c.unknown_ns, c.busy_ns), (0, 0, 50));
+}
