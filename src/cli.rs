@@ -92,6 +92,30 @@ pub enum Command {
     /// Java paths, from the kernel stacks taken at the switch-outs: root →
     /// process → thread → kernel frames, the wait on top (`_[k]`, orange).
     Flamegraph(FlamegraphArgs),
+    /// Write a recording's idle-causing paths in the format of a tool you already use.
+    ///
+    /// `--format pprof` (gzip-compressed profile.proto, default `idle.pb.gz`):
+    /// one sample per merged path, as `report` shows them, with two sample
+    /// types: `idle` (nanoseconds of idle that followed, the default) and
+    /// `dispatches_to_idle`; frames innermost first with their files and
+    /// lines where known, native frames in their modules' mappings, and the
+    /// labels `process`, `thread` (thread or pool), `reason` and `object`.
+    /// Read it with `go tool pprof -top idle.pb.gz` (add `-tagroot=thread`
+    /// to see the threads as root frames, `-sample_index=dispatches_to_idle`
+    /// for counts), or load it in Pyroscope, Parca, Grafana or speedscope.
+    Export(ExportArgs),
+    /// Compare two recordings: the idle-causing paths whose share of the idle grew or shrank beyond noise.
+    ///
+    /// Paths are matched by process, reason and frames (names, not lines or
+    /// addresses), so the same code matches across builds and runs. Each
+    /// recording's idle is split into time windows (up to 64, at least
+    /// 50 ms wide), and the windows of both are resampled 1000 times: a
+    /// change is reported only when 99 % of the resampled changes lie on
+    /// its side of zero and it is at least --min-change points. Most
+    /// changed first, each with its share of the idle in both runs, the
+    /// idle per second, the interval, and the frames. `--svg` draws a
+    /// differential flame graph instead (inferno: red grew, blue shrank).
+    Diff(DiffArgs),
     /// (internal) Convert one JVM's flight recording into wait records, in
     /// a process of its own so that a damaged file cannot take `record` down.
     #[command(name = "__jfr-convert", hide = true)]
@@ -485,6 +509,69 @@ pub enum WeightArg {
     IdleNs,
     /// Dispatches to idle caused by a thread leaving each path.
     Dispatches,
+}
+
+/// `export --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// pprof's profile.proto, gzip-compressed (`go tool pprof`, Pyroscope, Parca, Grafana, speedscope).
+    Pprof,
+}
+
+impl ExportFormat {
+    /// The file written when `--output` is not given.
+    pub fn default_output(self) -> &'static str {
+        match self {
+            ExportFormat::Pprof => "idle.pb.gz",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The recording to read.
+    #[arg(default_value = "run.idleflow")]
+    pub input: PathBuf,
+
+    /// The format to write.
+    #[arg(short, long, value_enum)]
+    pub format: ExportFormat,
+
+    /// Where to write it [default: idle.pb.gz for pprof].
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub window: WindowArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The recording compared against (before the change).
+    pub base: PathBuf,
+
+    /// The recording compared (after the change).
+    pub new: PathBuf,
+
+    /// Output format; JSON lists every path (`changes`, `within_noise`).
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub format: Format,
+
+    /// The smallest change reported, in points of the share of idle.
+    #[arg(long, default_value_t = 1.0, value_name = "POINTS")]
+    pub min_change: f64,
+
+    /// Changed paths shown in the text.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub paths: usize,
+
+    /// Write a differential flame graph (SVG) instead of the text.
+    #[arg(long)]
+    pub svg: bool,
+
+    /// Where --svg writes.
+    #[arg(short, long, default_value = "diff.svg", requires = "svg")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -23,6 +23,8 @@ fn main() -> ExitCode {
         cli::Command::Report(args) => report::run(args).map(|()| 0),
         cli::Command::Script(args) => report::script(args).map(|()| 0),
         cli::Command::Flamegraph(args) => report::flamegraph(args).map(|()| 0),
+        cli::Command::Export(args) => report::export(args).map(|()| 0),
+        cli::Command::Diff(args) => report::diff(args).map(|()| 0),
         cli::Command::JfrConvert(args) => jfr::convert_child(args).map(|()| 0),
         cli::Command::Resolve(args) => record::resolve_stacks(&args.input, false).map(|()| 0),
     };

@@ -9,7 +9,8 @@ use idleflow_postproc::views::{FoldOptions, ViewOptions};
 use idleflow_postproc::{text, Analysis, AnalysisOptions, Report, Window};
 
 use crate::cli::{
-    FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg, ViewArg, WeightArg, WindowArgs,
+    DiffArgs, ExportArgs, ExportFormat, FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg,
+    ViewArg, WeightArg, WindowArgs,
 };
 use idleflow_postproc::arcflow::{ArcflowOptions, SortBy};
 use idleflow_postproc::flame::{self, Weight};
@@ -98,6 +99,16 @@ fn after_startup(path: &std::path::Path, w: &WindowArgs) -> anyhow::Result<Windo
 /// Reads and analyses the recording at `path`, building the call-tree
 /// `views`, with a progress bar on a terminal.
 fn analyse(path: &std::path::Path, w: &WindowArgs, views: ViewOptions) -> anyhow::Result<Analysis> {
+    analyse_with(path, w, views, false)
+}
+
+/// [`analyse`], also splitting the idle into time windows when `windows`.
+fn analyse_with(
+    path: &std::path::Path,
+    w: &WindowArgs,
+    views: ViewOptions,
+    windows: bool,
+) -> anyhow::Result<Analysis> {
     let opts = AnalysisOptions {
         window: if w.skip_startup {
             after_startup(path, w)?
@@ -105,6 +116,7 @@ fn analyse(path: &std::path::Path, w: &WindowArgs, views: ViewOptions) -> anyhow
             window(w)?
         },
         views,
+        windows,
     };
     let file = open(path)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -247,5 +259,76 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot write {}", out_path.display()))?;
     }
     out.flush()?;
+    Ok(())
+}
+
+pub fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let analysis = analyse(&args.input, &args.window, ViewOptions::default())?;
+    let report = Report::new(&analysis, 0);
+    let out_path = args
+        .output
+        .unwrap_or_else(|| args.format.default_output().into());
+    let file = std::fs::File::create(&out_path)
+        .with_context(|| format!("cannot create {}", out_path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    match args.format {
+        ExportFormat::Pprof => {
+            let profile = idleflow_postproc::pprof::profile(&report);
+            idleflow_postproc::pprof::write_gz(&profile, &mut out)
+        }
+    }
+    .and_then(|()| out.flush())
+    .with_context(|| format!("cannot write {}", out_path.display()))?;
+    Ok(())
+}
+
+pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
+    if !(args.min_change.is_finite() && (0.0..=100.0).contains(&args.min_change)) {
+        anyhow::bail!("--min-change must be points of share between 0 and 100");
+    }
+    let whole = WindowArgs {
+        from: None,
+        to: None,
+        skip_startup: false,
+    };
+    let read = |path: &std::path::Path| -> anyhow::Result<(Analysis, Report)> {
+        let a = analyse_with(path, &whole, ViewOptions::default(), true)?;
+        let r = Report::new(&a, 0);
+        Ok((a, r))
+    };
+    let (base_a, base) = read(&args.base)?;
+    let (new_a, new) = read(&args.new)?;
+    if args.svg {
+        let fold = FoldOptions {
+            dispatches: false,
+            merge_threads: true,
+        };
+        let folded = |a: &Analysis| idleflow_postproc::idlepaths::folded(a, fold, false, false);
+        let lines =
+            idleflow_postproc::diff::differential_folded(&folded(&base_a), &folded(&new_a))?;
+        if lines.is_empty() {
+            anyhow::bail!("neither recording has idle-causing paths to draw");
+        }
+        let file = std::fs::File::create(&args.output)
+            .with_context(|| format!("cannot create {}", args.output.display()))?;
+        let mut out = std::io::BufWriter::new(file);
+        flame::differential_svg(&lines, &mut out)
+            .with_context(|| format!("cannot write {}", args.output.display()))?;
+        out.flush()?;
+        return Ok(());
+    }
+    let base_run = idleflow_postproc::diff::Run::new(args.base.display().to_string(), &base);
+    let new_run = idleflow_postproc::diff::Run::new(args.new.display().to_string(), &new);
+    let (Some(base_run), Some(new_run)) = (base_run, new_run) else {
+        anyhow::bail!("internal: the analyses kept no time windows");
+    };
+    let d = idleflow_postproc::diff::diff(&base_run, &new_run, args.min_change);
+    let out = match args.format {
+        Format::Json => serde_json::to_string_pretty(&d)? + "\n",
+        Format::Text => text::render_diff(&d, args.paths),
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
     Ok(())
 }

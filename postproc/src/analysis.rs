@@ -20,6 +20,7 @@ use crate::kwaits::KernelWaits;
 use crate::nodes::{NodeAttribution, OwnThreads};
 use crate::views::{BuiltViews, ViewOptions, Views};
 use crate::waits::JavaWaits;
+use crate::windows::{Series, Windows};
 
 /// Why a thread made a CPU idle, counted per (CPU, thread).
 #[derive(Debug, Clone, Default)]
@@ -101,6 +102,10 @@ pub struct Analysis {
     pub continued_idle: (u64, u64),
     /// Each idle interval followed down its wait chain to its root.
     pub blame: BlameAcc,
+    /// The time windows idle is split into ([`AnalysisOptions::windows`]).
+    pub windows: Option<Windows>,
+    /// Per CPU slot, its idle per window (with `windows`).
+    pub cpu_windows: Vec<Series>,
 }
 
 /// An idle-causing dispatch as charged: the thread, how and when it left,
@@ -140,7 +145,17 @@ pub struct AnalysisOptions {
     pub window: Window,
     /// The call-tree views.
     pub views: ViewOptions,
+    /// Also split each path's and each CPU's idle into time windows
+    /// ([`crate::windows`]; at most [`MAX_WINDOWS`], at least
+    /// [`MIN_WINDOW_NS`] wide): what compares runs by their own noise and
+    /// draws idle over time.
+    pub windows: bool,
 }
+
+/// The most time windows a series keeps.
+pub const MAX_WINDOWS: usize = 64;
+/// The narrowest time window, ns.
+pub const MIN_WINDOW_NS: u64 = 50_000_000;
 
 impl Analysis {
     /// Reads the whole recording from `input`, with the default views.
@@ -206,6 +221,10 @@ impl Analysis {
             carried: Vec::new(),
             continued_idle: (0, 0),
             blame: BlameAcc::default(),
+            windows: opts
+                .windows
+                .then(|| Windows::new(from, MIN_WINDOW_NS, MAX_WINDOWS)),
+            cpu_windows: Vec::new(),
             info,
         };
         if a.info.stacks == "waits" {
@@ -305,6 +324,15 @@ impl Analysis {
             a.node_idle.idle_ended(ci, iv.end.saturating_sub(iv.start));
         }
         a.blame.finish(stop, &a.java);
+        if let Some(w) = &a.windows {
+            let count = w.count(stop);
+            a.idle_paths.settle(w, count);
+            a.cpu_windows
+                .resize_with(a.accounting.cpus().len(), Series::default);
+            for s in &mut a.cpu_windows {
+                w.settle(s, count);
+            }
+        }
         if let Some(at) = trees_at {
             a.views = a.build_views(&mut reader, at)?;
         }
@@ -489,6 +517,12 @@ impl Analysis {
             self.intervals.resize_with(ci + 1, histogram);
         }
         let len = iv.end.saturating_sub(iv.start);
+        if let Some(w) = &mut self.windows {
+            if self.cpu_windows.len() <= ci {
+                self.cpu_windows.resize_with(ci + 1, Series::default);
+            }
+            w.add(&mut self.cpu_windows[ci], (iv.start, iv.end), len);
+        }
         if iv.complete {
             // Out-of-range values are clamped by the histogram's bounds.
             self.intervals[ci].saturating_record(len.max(1));
@@ -556,8 +590,9 @@ impl Analysis {
             c.stacks.unwrap_or((0, 0)),
             c.node,
             wait,
-            idle_ns,
+            (idle_ns, span),
             dispatches,
+            self.windows.as_mut(),
         );
         let e = self.causes.entry((ci, c.tid)).or_default();
         e.dispatches += dispatches;

@@ -163,3 +163,16 @@ pub fn svg(
     inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)?;
     Ok(())
 }
+
+/// Writes the differential flame graph of `lines` (`stack base new`, as
+/// [`crate::diff::differential_folded`] makes them) to `out`: widths the
+/// new run's idle, red where a path's idle grew, blue where it shrank.
+pub fn differential_svg(lines: &[String], out: impl Write) -> Result<(), FlameError> {
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = "Idle time after a thread left a CPU, by call path: new run against base".into();
+    opts.subtitle =
+        Some("width: ns idle in the new run; red: grew, blue: shrank (idleflow diff)".into());
+    opts.count_name = "ns idle".into();
+    inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)?;
+    Ok(())
+}

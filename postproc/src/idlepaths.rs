@@ -31,6 +31,7 @@ use serde::Serialize;
 use crate::analysis::Analysis;
 use crate::path::{Folded, Frame, FrameKind};
 use crate::report::pct;
+use crate::windows::{Series, Windows};
 
 /// Which source named a frame of a merged path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -61,6 +62,10 @@ pub struct PathFrame {
     /// the JDK, Rust's std), not the program's own code.
     #[serde(skip)]
     pub runtime: bool,
+    /// The module (executable or library file) a native frame is in, else
+    /// empty.
+    #[serde(skip)]
+    pub module: String,
 }
 
 /// What covers one idle-causing dispatch: the key of its merged path.
@@ -87,6 +92,8 @@ pub(crate) struct RowKey {
 struct RowAcc {
     dispatches: u64,
     idle_ns: u64,
+    /// The idle per time window, where the analysis splits it.
+    windows: Series,
     /// The other thread the waits named (previous owner, notifier):
     /// symbol id → dispatches.
     others: FxHashMap<u64, u64>,
@@ -155,25 +162,38 @@ impl IdlePathsAcc {
 
     /// One idle-causing dispatch: `tid` left with `stacks` (kernel, user
     /// ids), in `node`, inside `wait` (whose stack is in group `group`),
-    /// followed by `idle_ns` of idle; `dispatches` is 1, or 0 for idle that
-    /// continued an earlier one after one of idleflow's own threads ran.
+    /// followed by `idle_ns` of idle over `span`; `dispatches` is 1, or 0
+    /// for idle that continued an earlier one after one of idleflow's own
+    /// threads ran. With `windows`, the idle is split into them too.
+    #[allow(clippy::too_many_arguments)]
     pub fn add(
         &mut self,
         tid: u32,
         stacks: (u64, u64),
         node: u64,
         wait: Option<(&JavaWait, u64)>,
-        idle_ns: u64,
+        (idle_ns, span): (u64, (u64, u64)),
         dispatches: u64,
+        windows: Option<&mut Windows>,
     ) {
         let key = RowKey::new(tid, stacks, node, wait);
         let r = self.rows.entry(key).or_default();
         r.dispatches += dispatches;
         r.idle_ns = r.idle_ns.saturating_add(idle_ns);
+        if let Some(w) = windows {
+            w.add(&mut r.windows, span, idle_ns);
+        }
         if let Some((w, _)) = wait {
             if w.other != 0 && dispatches > 0 {
                 *r.others.entry(w.other).or_default() += dispatches;
             }
+        }
+    }
+
+    /// Folds every path's windows to `windows`' final width, `count` of them.
+    pub fn settle(&mut self, windows: &Windows, count: usize) {
+        for r in self.rows.values_mut() {
+            windows.settle(&mut r.windows, count);
         }
     }
 }
@@ -238,6 +258,10 @@ pub struct IdlePath {
     /// none of its frames names Java code.
     #[serde(skip)]
     pub java_unnamed: bool,
+    /// Its idle per time window, where the analysis split it
+    /// ([`crate::AnalysisOptions::windows`]).
+    #[serde(skip)]
+    pub windows: Series,
 }
 
 impl IdlePath {
@@ -520,6 +544,8 @@ pub struct ResolvedRow {
     pub dispatches: u64,
     /// Idle that followed, ns.
     pub idle_ns: u64,
+    /// That idle per time window, where the analysis split it.
+    pub windows: Series,
 }
 
 /// Names of HotSpot's own threads (as the kernel names them, 15
@@ -602,6 +628,7 @@ fn user_frames(a: &Analysis, id: u64) -> Vec<PathFrame> {
             PathFrame {
                 frame: Frame {
                     line: f.line,
+                    file: f.file,
                     ..Frame::new(kind, f.name)
                 },
                 source: if perf_map {
@@ -610,6 +637,7 @@ fn user_frames(a: &Analysis, id: u64) -> Vec<PathFrame> {
                     FrameSource::Stack
                 },
                 runtime,
+                module: f.module.to_string(),
             }
         })
         .collect()
@@ -747,6 +775,7 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
                 frame: Frame::new(FrameKind::Kernel, name),
                 source: FrameSource::Kernel,
                 runtime: true,
+                module: String::new(),
             })
             .collect()
     };
@@ -759,6 +788,7 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
                 frame: Frame::new(FrameKind::Java, m.clone()),
                 source: FrameSource::Tree,
                 runtime: java_runtime(m),
+                module: String::new(),
             })
             .collect(),
         _ if k.group != 0 => a
@@ -769,6 +799,7 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
                 runtime: java_runtime(&frame.name),
                 frame,
                 source: FrameSource::Jfr,
+                module: String::new(),
             })
             .collect(),
         _ => Vec::new(),
@@ -815,6 +846,7 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
         frames,
         dispatches: r.dispatches,
         idle_ns: r.idle_ns,
+        windows: r.windows.clone(),
     }
 }
 
@@ -849,6 +881,7 @@ type GroupKey = (String, String, String, Vec<PathFrame>);
 struct Group {
     dispatches: u64,
     idle_ns: u64,
+    windows: Series,
     threads: FxHashMap<String, (FxHashSet<u32>, u64)>,
     others: FxHashMap<String, u64>,
     monitor_wait: bool,
@@ -888,6 +921,7 @@ impl IdlePathsSection {
                 .or_default();
             g.dispatches += row.dispatches;
             g.idle_ns = g.idle_ns.saturating_add(row.idle_ns);
+            g.windows.merge(&row.windows);
             let t = g
                 .threads
                 .entry(crate::arcflow::thread_pattern(&thread))
@@ -957,6 +991,7 @@ impl IdlePathsSection {
                     program_frame,
                     jvm_internal: !g.not_internal,
                     java_unnamed: g.java_unnamed,
+                    windows: g.windows,
                 };
                 (path, tids)
             })
@@ -1052,6 +1087,7 @@ mod tests {
             frame: Frame::new(kind, name),
             source,
             runtime: false,
+            module: String::new(),
         }
     }
 

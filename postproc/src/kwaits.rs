@@ -62,6 +62,8 @@ pub struct UserPathFrame<'a> {
     pub name: String,
     /// Its source line, 0 if unknown.
     pub line: u32,
+    /// Its source file, empty if unknown.
+    pub file: String,
     /// Its module's path (a JIT's perf map: `/tmp/perf-PID.map`), empty
     /// outside any module.
     pub module: &'a str,
@@ -258,6 +260,7 @@ impl KernelWaits {
                     kind: CodeKind::Unknown,
                     name: "[unknown]".to_string(),
                     line: 0,
+                    file: String::new(),
                     module: "",
                     inlined: false,
                 });
@@ -277,6 +280,7 @@ impl KernelWaits {
                         inl.clone()
                     },
                     line: 0,
+                    file: String::new(),
                     module,
                     inlined: true,
                 });
@@ -299,6 +303,11 @@ impl KernelWaits {
                 kind: fr.kind,
                 name,
                 line: if fr.inlined.is_empty() { fr.line } else { 0 },
+                file: if fr.inlined.is_empty() {
+                    fr.file.clone()
+                } else {
+                    String::new()
+                },
                 module,
                 inlined: false,
             });

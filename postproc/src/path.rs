@@ -104,6 +104,10 @@ pub struct Frame {
     /// frames), else 0 (left out of JSON).
     #[serde(skip_serializing_if = "is_zero")]
     pub line: u32,
+    /// Its source file where the source said (DWARF of a native frame),
+    /// else empty (left out of JSON).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub file: String,
 }
 
 impl Frame {
@@ -113,6 +117,7 @@ impl Frame {
             kind,
             name: name.into(),
             line: 0,
+            file: String::new(),
         }
     }
 }

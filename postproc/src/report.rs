@@ -252,6 +252,10 @@ pub struct Report {
     /// Each idle interval followed down its wait chain to what held the
     /// threads up: code paths, devices, CPU contention (most idle first).
     pub root_causes: crate::blame::RootCausesSection,
+    /// Each CPU's idle over time, where the analysis split it into windows
+    /// (`report --format html`, `diff`, `history`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_over_time: Option<IdleOverTime>,
     /// The arcflow call-tree section (recordings of JVMs run with the
     /// agent; `--view tree`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -271,6 +275,26 @@ pub struct Report {
     /// stacks at every wait, `record --stacks waits`; `--view blocking`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocking_paths: Option<crate::callpaths::BlockedPathsSection>,
+}
+
+/// Each CPU's idle over time: the window is split into windows of equal
+/// width (the last one may reach past the window's end).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct IdleOverTime {
+    /// Width of each window, ns.
+    pub window_ns: u64,
+    /// Per CPU (in `per_cpu`'s order), its idle in each window, ns.
+    pub per_cpu: Vec<Vec<u64>>,
+}
+
+impl IdleOverTime {
+    /// All CPUs' idle in each window, ns.
+    pub fn all_cpus(&self) -> Vec<u64> {
+        let n = self.per_cpu.iter().map(Vec::len).max().unwrap_or(0);
+        (0..n)
+            .map(|i| saturating_sum(self.per_cpu.iter().map(|c| c.get(i).copied().unwrap_or(0))))
+            .collect()
+    }
 }
 
 /// The per-source views a report keeps (`report --view`): each is one
@@ -625,6 +649,10 @@ impl Report {
             undecodable_records: a.summary.undecodable,
             idle_paths,
             root_causes,
+            idle_over_time: a.windows.as_ref().map(|w| IdleOverTime {
+                window_ns: w.width(),
+                per_cpu: a.cpu_windows.iter().map(|s| s.ns().to_vec()).collect(),
+            }),
             arcflow,
             java_waits,
             kernel_waits: KernelWaitsSection::new(&a.kernel, &a.tool_tids, idle_caused(a), |tid| {

@@ -995,8 +995,12 @@ fn render_idle_paths(
 /// [`MERGED_FRAMES`] from two before the program's first frame, `…` where
 /// frames are left out.
 fn shown_frames(p: &crate::idlepaths::IdlePath) -> Vec<String> {
+    shown_frames_of(&p.frames, p.program_frame)
+}
+
+/// [`shown_frames`] of `f` with the program's first frame at `program_frame`.
+fn shown_frames_of(f: &[crate::idlepaths::PathFrame], program_frame: Option<usize>) -> Vec<String> {
     use crate::path::FrameKind as K;
-    let f = &p.frames;
     let mut out = Vec::new();
     let user = f
         .iter()
@@ -1005,9 +1009,7 @@ fn shown_frames(p: &crate::idlepaths::IdlePath) -> Vec<String> {
     if user > 0 {
         out.push(frame_words(&f[0].frame));
     }
-    let start = p
-        .program_frame
-        .map_or(user, |i| i.saturating_sub(2).max(user));
+    let start = program_frame.map_or(user, |i| i.saturating_sub(2).max(user));
     if start > user || (user > 1 && start == user && start < f.len()) {
         out.push("…".into());
     }
@@ -1743,6 +1745,112 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
     Ok(())
 }
 
+/// `idleflow diff` for people: the changes beyond noise, most changed
+/// first (at most `max`), each with its share in both runs, its interval
+/// and its frames; then how many moved within noise.
+pub fn render_diff(d: &crate::diff::Diff, max: usize) -> String {
+    let mut o = String::new();
+    let _ = render_diff_into(&mut o, d, max);
+    o
+}
+
+fn render_diff_into(o: &mut String, d: &crate::diff::Diff, max: usize) -> std::fmt::Result {
+    use crate::diff::{PathChange, Side};
+    let side = |s: &Side| {
+        format!(
+            "{} ({:.1} s on {} CPUs, {:.1} % idle)",
+            s.file,
+            s.duration_ns as f64 / 1e9,
+            s.cpus,
+            s.idle_pct
+        )
+    };
+    let line = format!("idleflow diff: {} → {}", side(&d.base), side(&d.new));
+    for l in wrap(&line, "#", "#  ", WIDTH) {
+        writeln!(o, "{l}")?;
+    }
+    let noun = |n: usize| if n == 1 { "path" } else { "paths" };
+    let how = format!(
+        "beyond the runs' noise: outside the central {:.0} % of {} resamplings of {} and {} windows of {} and {} ms, \
+         and at least {:.1} points of the idle",
+        d.interval_pct,
+        crate::diff::REPLICATES,
+        d.base.windows,
+        d.new.windows,
+        d.base.window_ns / 1_000_000,
+        d.new.window_ns / 1_000_000,
+        d.min_change_pts
+    );
+    let head = format!(
+        "{} {} changed {how}",
+        d.changes.len(),
+        noun(d.changes.len())
+    );
+    for l in wrap(&head, "#", "#  ", WIDTH) {
+        writeln!(o, "{l}")?;
+    }
+    let words = |c: &PathChange| {
+        let mut s = format!("{}: {} — {}", c.process, c.reason, c.threads.join(", "));
+        if let Some(f) = c.program_frame.and_then(|i| c.frames.get(i)) {
+            s.push_str(&format!(" in {}", frame_words(&f.frame)));
+        }
+        s
+    };
+    let figures = |c: &PathChange| {
+        format!(
+            "{:+.1} pts: {:.1} % → {:.1} % of the idle ({:.0} → {:.0} ms idle per s) [{:+.1}, {:+.1}]",
+            c.change_pts,
+            c.base.share_pct,
+            c.new.share_pct,
+            c.base.idle_per_s_ns as f64 / 1e6,
+            c.new.idle_per_s_ns as f64 / 1e6,
+            c.interval_pts.0,
+            c.interval_pts.1
+        )
+    };
+    for c in d.changes.iter().take(max) {
+        writeln!(o)?;
+        for l in wrap(&figures(c), "", "   ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+        for l in wrap(&words(c), "  ", "    ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+        let names = shown_frames_of(&c.frames, c.program_frame);
+        for l in wrap(&names.join(" ← "), "  at", "     ", WIDTH)
+            .into_iter()
+            .take(3)
+        {
+            writeln!(o, "{l}")?;
+        }
+    }
+    if d.changes.len() > max {
+        writeln!(
+            o,
+            "\n# {} more changed paths: --paths N",
+            d.changes.len() - max
+        )?;
+    }
+    if let Some(c) = d.within_noise.first() {
+        writeln!(o)?;
+        let most = if c.change_pts.abs() >= 0.05 {
+            format!("; the most: {} {}", words(c), figures(c))
+        } else {
+            String::new()
+        };
+        let line = format!(
+            "{} {} moved within noise or less than {:.1} points{most}",
+            d.within_noise.len(),
+            noun(d.within_noise.len()),
+            d.min_change_pts,
+        );
+        for l in wrap(&line, "#", "#  ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::{cause_lines, count, threads_line, wrap};
@@ -1767,9 +1875,11 @@ mod tests {
                     kind: FrameKind::Jit,
                     name: "org.h2.mvstore.tx.Transaction.waitForThisToEnd".into(),
                     line: 745,
+                    file: String::new(),
                 },
                 source: FrameSource::Jfr,
                 runtime: false,
+                module: String::new(),
             }),
             program: true,
             held_by: vec![],

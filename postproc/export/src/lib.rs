@@ -1,0 +1,17 @@
+//! The wire formats of the tools idleflow exports to, as message types
+//! generated from vendored `.proto` files (`protos/`, see their headers for
+//! origin and license): nothing else. What goes into them is the
+//! post-processor's job (`idleflow_postproc::pprof`), from the one path
+//! model.
+//!
+//! Invariant: the vendored files keep upstream's field numbers, so a file
+//! written with these types reads in upstream's tools.
+
+/// pprof's `profile.proto` (google/pprof): read by `go tool pprof`,
+/// Pyroscope, Parca, Grafana, speedscope. Written gzip-compressed.
+#[allow(missing_docs, clippy::all, missing_debug_implementations)]
+pub mod pprof {
+    include!(concat!(env!("OUT_DIR"), "/perftools.profiles.rs"));
+}
+
+pub use prost::Message;
