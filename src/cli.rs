@@ -103,6 +103,15 @@ pub enum Command {
     /// Read it with `go tool pprof -top idle.pb.gz` (add `-tagroot=thread`
     /// to see the threads as root frames, `-sample_index=dispatches_to_idle`
     /// for counts), or load it in Pyroscope, Parca, Grafana or speedscope.
+    ///
+    /// `--format perfetto` (a native Perfetto trace, default `idle.pftrace`):
+    /// every dispatch as a `sched_switch` on its CPU (idle shows as the gaps
+    /// of the CPU tracks), every wake-up as `sched_waking` (thread states:
+    /// running, runnable, sleeping, disk), the process tree, and each
+    /// idle-causing dispatch as a sample of its thread at the switch-out
+    /// whose call stack is its merged path. Open it in ui.perfetto.dev
+    /// (nothing leaves the browser), select a time range, and the samples'
+    /// flame graph says what made the CPUs idle then.
     Export(ExportArgs),
     /// Compare two recordings: the idle-causing paths whose share of the idle grew or shrank beyond noise.
     ///
@@ -396,6 +405,9 @@ pub enum Format {
     Text,
     /// The same numbers for scripts (field names in docs/format.md).
     Json,
+    /// One self-contained page to share (`report` only): the answer, idle per CPU over
+    /// time, the flame graph, the tables.
+    Html,
 }
 
 /// One source's own view of a recording (`report --view`, `flamegraph --view`).
@@ -420,6 +432,10 @@ pub enum ViewArg {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
+    /// Where to write the report [default: standard output].
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+
     /// The recording to read.
     #[arg(default_value = "run.idleflow")]
     pub input: PathBuf,
@@ -516,6 +532,8 @@ pub enum WeightArg {
 pub enum ExportFormat {
     /// pprof's profile.proto, gzip-compressed (`go tool pprof`, Pyroscope, Parca, Grafana, speedscope).
     Pprof,
+    /// A native Perfetto trace (ui.perfetto.dev, trace_processor): CPU tracks with the idle gaps, thread states, the idle-causing paths as call stacks.
+    Perfetto,
 }
 
 impl ExportFormat {
@@ -523,6 +541,7 @@ impl ExportFormat {
     pub fn default_output(self) -> &'static str {
         match self {
             ExportFormat::Pprof => "idle.pb.gz",
+            ExportFormat::Perfetto => "idle.pftrace",
         }
     }
 }
@@ -537,7 +556,7 @@ pub struct ExportArgs {
     #[arg(short, long, value_enum)]
     pub format: ExportFormat,
 
-    /// Where to write it [default: idle.pb.gz for pprof].
+    /// Where to write it [default: idle.pb.gz for pprof, idle.pftrace for perfetto].
     #[arg(short, long)]
     pub output: Option<PathBuf>,
 

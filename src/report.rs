@@ -109,6 +109,17 @@ fn analyse_with(
     views: ViewOptions,
     windows: bool,
 ) -> anyhow::Result<Analysis> {
+    analyse_observed(path, w, views, windows, None)
+}
+
+/// [`analyse_with`], telling `observer` what the pass sees as it goes.
+fn analyse_observed(
+    path: &std::path::Path,
+    w: &WindowArgs,
+    views: ViewOptions,
+    windows: bool,
+    observer: Option<&mut dyn idleflow_postproc::analysis::PassObserver>,
+) -> anyhow::Result<Analysis> {
     let opts = AnalysisOptions {
         window: if w.skip_startup {
             after_startup(path, w)?
@@ -123,7 +134,7 @@ fn analyse_with(
     let bar = crate::progress::bytes_bar(size, "reading");
     // Buffered: the call trees are read in passes of small records.
     let input = std::io::BufReader::with_capacity(1 << 16, file);
-    let analysis = Analysis::run_with_progress(input, &opts, |bytes| bar.set_position(bytes))
+    let analysis = Analysis::run_observed(input, &opts, |bytes| bar.set_position(bytes), observer)
         .with_context(|| format!("cannot read {}", path.display()))?;
     bar.finish_and_clear();
     Ok(analysis)
@@ -144,31 +155,57 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         },
         min_share_pct: args.min_share,
     };
-    let analysis = analyse(
+    let html = matches!(args.format, Format::Html);
+    let analysis = analyse_with(
         path,
         &args.window,
         ViewOptions {
             arcflow,
             fold: None,
         },
+        html,
     )?;
     let mut report = Report::new(&analysis, args.causes);
     report.keep_views(report_views(&args.view));
+    let text_opts = text::TextOptions {
+        max_threads: args.threads,
+        per_cpu: args.per_cpu,
+        max_paths: args.paths,
+    };
+    let source = path.display().to_string();
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
-        Format::Text => text::render(
-            &report,
-            &path.display().to_string(),
-            &text::TextOptions {
-                max_threads: args.threads,
-                per_cpu: args.per_cpu,
-                max_paths: args.paths,
-            },
-        ),
+        Format::Text => text::render(&report, &source, &text_opts),
+        Format::Html => {
+            let text = text::render(&report, &source, &text_opts);
+            let answer = text.split("\n# idleflow report of").next().unwrap_or(&text);
+            let fold = FoldOptions {
+                dispatches: false,
+                merge_threads: true,
+            };
+            let lines = idleflow_postproc::idlepaths::folded(&analysis, fold, false, false);
+            let mut svg = Vec::new();
+            if !lines.is_empty() {
+                flame::svg(&lines, Weight::IdleNs, flame::View::Paths, &mut svg)
+                    .context("cannot draw the flame graph")?;
+            }
+            idleflow_postproc::html::render(
+                &report,
+                &source,
+                answer,
+                (!svg.is_empty()).then_some(&svg[..]),
+            )
+        }
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(out.as_bytes())?;
-    stdout.flush()?;
+    match &args.output {
+        Some(file) => std::fs::write(file, out.as_bytes())
+            .with_context(|| format!("cannot write {}", file.display()))?,
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(out.as_bytes())?;
+            stdout.flush()?;
+        }
+    }
     Ok(())
 }
 
@@ -263,15 +300,32 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
 }
 
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
-    let analysis = analyse(&args.input, &args.window, ViewOptions::default())?;
-    let report = Report::new(&analysis, 0);
     let out_path = args
         .output
+        .clone()
         .unwrap_or_else(|| args.format.default_output().into());
     let file = std::fs::File::create(&out_path)
         .with_context(|| format!("cannot create {}", out_path.display()))?;
+    if args.format == ExportFormat::Perfetto {
+        let mut writer = idleflow_postproc::perfetto::PerfettoWriter::new(file)
+            .context("cannot create a temporary file for the samples")?;
+        let analysis = analyse_observed(
+            &args.input,
+            &args.window,
+            ViewOptions::default(),
+            false,
+            Some(&mut writer),
+        )?;
+        writer
+            .finish(&analysis)
+            .with_context(|| format!("cannot write {}", out_path.display()))?;
+        return Ok(());
+    }
+    let analysis = analyse(&args.input, &args.window, ViewOptions::default())?;
+    let report = Report::new(&analysis, 0);
     let mut out = std::io::BufWriter::new(file);
     match args.format {
+        ExportFormat::Perfetto => unreachable!("written above"),
         ExportFormat::Pprof => {
             let profile = idleflow_postproc::pprof::profile(&report);
             idleflow_postproc::pprof::write_gz(&profile, &mut out)
@@ -326,6 +380,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&d)? + "\n",
         Format::Text => text::render_diff(&d, args.paths),
+        Format::Html => anyhow::bail!("diff writes text or JSON (--svg for a flame graph)"),
     };
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(out.as_bytes())?;

@@ -169,3 +169,204 @@ fn pprof_export_reads_in_go_tool_pprof_with_the_reports_top_paths_and_shares() {
     let list = pprof(&["-list", "^fill_buffer$"], &pb);
     assert!(list.contains("chain.c"), "{list}");
 }
+
+#[test]
+fn perfetto_export_decodes_with_the_switches_per_cpu_and_the_top_paths_stack() {
+    use idleflow_export::perfetto::{ftrace_event, trace_packet, Trace};
+    use idleflow_export::Message;
+    let (rec, report) = chain_recording();
+    let dir = tempfile::tempdir().unwrap();
+    let trace_file = dir.path().join("idle.pftrace");
+    let out = run(idleflow()
+        .args(["export", "--format", "perfetto", "-o"])
+        .arg(&trace_file)
+        .arg(rec));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bytes = std::fs::read(&trace_file).unwrap();
+    let trace = Trace::decode(&bytes[..]).expect("a Trace, decoded with the same protos");
+    // Every dispatch of the window is a sched_switch on its CPU.
+    let mut switches: std::collections::BTreeMap<u32, u64> = Default::default();
+    let (mut wakings, mut samples) = (0u64, Vec::new());
+    let mut interned = None;
+    let mut threads = 0;
+    for p in &trace.packet {
+        match &p.data {
+            Some(trace_packet::Data::FtraceEvents(b)) => {
+                for e in &b.event {
+                    match e.event {
+                        Some(ftrace_event::Event::SchedSwitch(_)) => {
+                            *switches.entry(b.cpu.unwrap()).or_default() += 1
+                        }
+                        Some(ftrace_event::Event::SchedWaking(_)) => wakings += 1,
+                        _ => {}
+                    }
+                }
+            }
+            Some(trace_packet::Data::PerfSample(s)) => {
+                assert_eq!(p.sequence_flags, Some(2), "samples need the interned state");
+                samples.push(s.callstack_iid.unwrap());
+            }
+            Some(trace_packet::Data::ProcessTree(t)) => threads += t.threads.len(),
+            _ => {}
+        }
+        if let Some(i) = &p.interned_data {
+            assert!(samples.is_empty(), "interned data comes before the samples");
+            assert_eq!(p.sequence_flags, Some(1), "the sequence starts cleared");
+            interned = Some(i.clone());
+        }
+    }
+    for c in report["per_cpu"].as_array().unwrap() {
+        assert_eq!(
+            switches.get(&(u(c, "cpu") as u32)).copied().unwrap_or(0),
+            u(c, "dispatches"),
+            "CPU {}: {switches:?}",
+            c["cpu"]
+        );
+    }
+    assert_eq!(wakings, u(report, "wakeups"));
+    assert!(threads >= 3, "the process tree names the threads");
+    // The top path's stack: the call stack most samples have, root first,
+    // is the report's top path (innermost first there), frame for frame.
+    let interned = interned.expect("interned paths");
+    let name = |iid: u64| {
+        let f = interned.frames.iter().find(|f| f.iid == Some(iid)).unwrap();
+        let n = interned
+            .function_names
+            .iter()
+            .find(|s| s.iid == f.function_name_id)
+            .unwrap();
+        String::from_utf8(n.str.clone().unwrap()).unwrap()
+    };
+    let mut by_stack: std::collections::HashMap<Vec<String>, u64> = Default::default();
+    for iid in &samples {
+        let cs = interned
+            .callstacks
+            .iter()
+            .find(|c| c.iid == Some(*iid))
+            .unwrap();
+        let names: Vec<String> = cs.frame_ids.iter().rev().map(|&f| name(f)).collect();
+        *by_stack.entry(names).or_default() += 1;
+    }
+    let (top_stack, n) = by_stack.iter().max_by_key(|(_, n)| **n).unwrap();
+    let top = &report["idle_paths"]["paths"][0];
+    let expected: Vec<String> = top["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| match f["line"].as_u64() {
+            Some(l) => format!("{}:{l}", f["name"].as_str().unwrap()),
+            None => f["name"].as_str().unwrap().to_string(),
+        })
+        .collect();
+    assert_eq!(*top_stack, expected);
+    assert_eq!(*n, u(top, "dispatches"), "one sample per dispatch to idle");
+    // protoc reads it without the protos too.
+    let raw = Command::new("protoc")
+        .arg("--decode_raw")
+        .stdin(std::fs::File::open(&trace_file).unwrap())
+        .output()
+        .expect("protoc (Debian's protobuf-compiler; .ci/run installs it)");
+    assert!(
+        raw.status.success(),
+        "protoc --decode_raw: {}",
+        stderr(&raw)
+    );
+    let text = stdout(&raw);
+    assert!(
+        text.contains("66 {"),
+        "perf samples (field 66) in the raw decode"
+    );
+}
+
+/// Headless Chromium (Debian's `chromium`) on `page` with `args`: its
+/// standard output and error. No network, a fresh profile.
+fn chromium(page: &Path, args: &[&str]) -> (String, String) {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium (Debian's chromium; .ci/run installs it)");
+    assert!(out.status.success(), "chromium {args:?}: {}", stderr(&out));
+    (stdout(&out), stderr(&out))
+}
+
+#[test]
+fn the_html_report_renders_in_chromium_with_the_answer_and_no_console_error() {
+    let (rec, report) = chain_recording();
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let out = run(idleflow()
+        .args(["report", "--format", "html", "-o"])
+        .arg(&page)
+        .arg(rec));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    // One file: nothing to load from anywhere.
+    for external in ["src=\"http", "href=", "<link", "<script src", "url("] {
+        assert!(!html.contains(external), "{external} in the page");
+    }
+    let (dom, log) = chromium(&page, &["--dump-dom"]);
+    let top = &report["idle_paths"]["paths"][0];
+    // The answer leads: the headline names the top path's program frame.
+    let answer_at = dom.find("class=\"answer\"").expect("the answer");
+    let pipe = dom[answer_at..]
+        .find("pipe read — worker in fill_buffer")
+        .expect(&dom);
+    assert!(pipe < 2000, "the answer's first lines name the top path");
+    // The paths table has the top path with its share.
+    let share = format!("{:.1} %", top["share_pct"].as_f64().unwrap());
+    let table = &dom[dom.find("id=\"paths\"").expect("paths table")..];
+    assert!(
+        table.contains(&share) && table.contains("fill_buffer"),
+        "{share}"
+    );
+    // The plot has a line per CPU; the flame graph is embedded.
+    let cpus = report["per_cpu"].as_array().unwrap().len();
+    assert_eq!(dom.matches("<polyline").count(), cpus);
+    assert!(dom.contains("iframe class=\"flame\""));
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("CONSOLE") && (l.contains("rror") || l.contains("Uncaught")))
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    // A screenshot that is not blank: many colours, a good part not white.
+    let shot = dir.path().join("shot.png");
+    chromium(
+        &page,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1200,1400",
+        ],
+    );
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
+    let colours: std::collections::HashSet<&[u8]> = pixels.iter().copied().collect();
+    let inked = pixels
+        .iter()
+        .filter(|p| p[..3].iter().any(|&c| c < 200))
+        .count();
+    assert!(colours.len() > 20, "{} colours", colours.len());
+    assert!(
+        inked * 100 > pixels.len(),
+        "{inked} of {} pixels not white",
+        pixels.len()
+    );
+}

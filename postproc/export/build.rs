@@ -3,7 +3,10 @@
 //! building needs no `protoc`.
 
 fn main() {
-    let protos = [("protos/pprof", "profile.proto")];
+    let protos = [
+        ("protos/pprof", "profile.proto"),
+        ("protos/perfetto", "trace_subset.proto"),
+    ];
     for (dir, _) in protos {
         println!("cargo:rerun-if-changed={dir}");
     }

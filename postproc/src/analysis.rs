@@ -10,7 +10,8 @@ use std::io::{Read, Seek};
 use hdrhistogram::Histogram;
 use idleflow_accounting::{Accounting, IdleInterval};
 use idleflow_format::{
-    CutShort, FormatError, PrevState, Reader, Record, RunInfo, RunSummary, IDLE_TID,
+    CutShort, Dispatch, FormatError, PrevState, Reader, Record, RunInfo, RunSummary, Wakeup,
+    IDLE_TID,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -106,6 +107,41 @@ pub struct Analysis {
     pub windows: Option<Windows>,
     /// Per CPU slot, its idle per window (with `windows`).
     pub cpu_windows: Vec<Series>,
+    /// The dispatches charged since the observer last looked (with one).
+    charged: Option<Vec<Charged>>,
+}
+
+/// A merged path's key, as the pass knows it (opaque): resolve it with
+/// [`Analysis::resolve_path`] once the pass is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PathKey(crate::idlepaths::RowKey);
+
+/// One idle-causing dispatch as the pass charged it (see [`PassObserver`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Charged {
+    /// The CPU it left idle.
+    pub cpu: u32,
+    /// The thread that left.
+    pub tid: u32,
+    /// When it left, ns on the recording's clock.
+    pub time: u64,
+    /// Its merged path.
+    pub key: PathKey,
+    /// The idle that followed, ns.
+    pub idle_ns: u64,
+}
+
+/// What a caller sees of the pass as it goes, for outputs that follow
+/// time (`export --format perfetto`): the window's dispatches and wake-ups
+/// in time order, each idle-causing dispatch once its idle interval ended,
+/// with its path's key. `names`: tid → (pid, name) as known so far.
+pub trait PassObserver {
+    /// A dispatch inside the window.
+    fn dispatch(&mut self, d: &Dispatch, names: &FxHashMap<u32, (u32, String)>);
+    /// A wake-up inside the window.
+    fn wakeup(&mut self, w: &Wakeup, names: &FxHashMap<u32, (u32, String)>);
+    /// An idle-causing dispatch, charged when its idle interval ended.
+    fn charged(&mut self, c: &Charged);
 }
 
 /// An idle-causing dispatch as charged: the thread, how and when it left,
@@ -181,7 +217,18 @@ impl Analysis {
     pub fn run_with_progress(
         input: impl Read + Seek + Send,
         opts: &AnalysisOptions,
+        progress: impl FnMut(u64),
+    ) -> Result<Self, FormatError> {
+        Self::run_observed(input, opts, progress, None)
+    }
+
+    /// [`Analysis::run_with_progress`], telling `observer` what the pass
+    /// sees as it goes ([`PassObserver`]).
+    pub fn run_observed(
+        input: impl Read + Seek + Send,
+        opts: &AnalysisOptions,
         mut progress: impl FnMut(u64),
+        mut observer: Option<&mut dyn PassObserver>,
     ) -> Result<Self, FormatError> {
         let window = opts.window;
         let mut reader = Reader::new(input)?;
@@ -225,6 +272,7 @@ impl Analysis {
                 .windows
                 .then(|| Windows::new(from, MIN_WINDOW_NS, MAX_WINDOWS)),
             cpu_windows: Vec::new(),
+            charged: observer.is_some().then(Vec::new),
             info,
         };
         if a.info.stacks == "waits" {
@@ -256,6 +304,17 @@ impl Analysis {
                     progress(batch.offset);
                 }
                 for rec in batch.records {
+                    if let Some(o) = observer.as_deref_mut() {
+                        match &rec {
+                            Record::Dispatch(d) if d.time >= skip_before && d.time < to => {
+                                o.dispatch(d, &a.names)
+                            }
+                            Record::Wakeup(w) if w.time >= skip_before && w.time < to => {
+                                o.wakeup(w, &a.names)
+                            }
+                            _ => {}
+                        }
+                    }
                     a.record(
                         rec,
                         java_waits,
@@ -263,6 +322,11 @@ impl Analysis {
                         &mut named,
                         &mut jfr_named,
                     );
+                    if let (Some(o), Some(c)) = (observer.as_deref_mut(), a.charged.as_mut()) {
+                        for x in c.drain(..) {
+                            o.charged(&x);
+                        }
+                    }
                 }
             })
         })?;
@@ -322,6 +386,11 @@ impl Analysis {
             let _ = a.interval(&iv);
             let ci = a.accounting.cpu_slot(iv.cpu);
             a.node_idle.idle_ended(ci, iv.end.saturating_sub(iv.start));
+        }
+        if let (Some(o), Some(c)) = (observer, a.charged.take()) {
+            for x in c {
+                o.charged(&x);
+            }
         }
         a.blame.finish(stop, &a.java);
         if let Some(w) = &a.windows {
@@ -585,7 +654,7 @@ impl Analysis {
             self.kernel.credit_idle(stacks, c.tid, idle_ns, dispatches);
         }
         let wait = c.wait.as_ref().map(|w| (w, self.java.wait_group(w)));
-        self.idle_paths.add(
+        let key = self.idle_paths.add(
             c.tid,
             c.stacks.unwrap_or((0, 0)),
             c.node,
@@ -594,6 +663,17 @@ impl Analysis {
             dispatches,
             self.windows.as_mut(),
         );
+        if let Some(v) = &mut self.charged {
+            if dispatches > 0 && !self.tool_tids.contains(&c.tid) {
+                v.push(Charged {
+                    cpu: self.accounting.cpus().get(ci).map_or(0, |x| x.cpu),
+                    tid: c.tid,
+                    time: c.time,
+                    key: PathKey(key),
+                    idle_ns,
+                });
+            }
+        }
         let e = self.causes.entry((ci, c.tid)).or_default();
         e.dispatches += dispatches;
         e.by_state[c.state.code() as usize] += dispatches;
@@ -615,6 +695,11 @@ impl Analysis {
         if own {
             self.tool_tids.insert(tid);
         }
+    }
+
+    /// The merged path of `key` (a thread's frames, reason and object).
+    pub fn resolve_path(&self, key: &PathKey) -> crate::idlepaths::ResolvedRow {
+        crate::idlepaths::resolve_key(self, &key.0)
     }
 
     /// The name of process `pid` (`pid N` where unknown).

@@ -166,7 +166,7 @@ impl IdlePathsAcc {
     /// for idle that continued an earlier one after one of idleflow's own
     /// threads ran. With `windows`, the idle is split into them too.
     #[allow(clippy::too_many_arguments)]
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         tid: u32,
         stacks: (u64, u64),
@@ -175,7 +175,7 @@ impl IdlePathsAcc {
         (idle_ns, span): (u64, (u64, u64)),
         dispatches: u64,
         windows: Option<&mut Windows>,
-    ) {
+    ) -> RowKey {
         let key = RowKey::new(tid, stacks, node, wait);
         let r = self.rows.entry(key).or_default();
         r.dispatches += dispatches;
@@ -188,6 +188,7 @@ impl IdlePathsAcc {
                 *r.others.entry(w.other).or_default() += dispatches;
             }
         }
+        key
     }
 
     /// Folds every path's windows to `windows`' final width, `count` of them.
