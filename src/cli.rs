@@ -125,6 +125,28 @@ pub enum Command {
     /// idle per second, the interval, and the frames. `--svg` draws a
     /// differential flame graph instead (inferno: red grew, blue shrank).
     Diff(DiffArgs),
+    /// Keep runs under a job's name and check new runs against them: did a path's idle rise beyond the job's noise?
+    ///
+    /// The history is SQLite by default (one file in your data directory,
+    /// ~/.local/share/idleflow/history.sqlite), or a PostgreSQL server a
+    /// team shares (--history postgres://user@host/db, or IDLEFLOW_HISTORY).
+    /// Each run keeps its facts (host, kernel, CPUs, command, start, window)
+    /// and per merged idle-causing path its idle and share per time window.
+    ///
+    ///   idleflow history add run.idleflow --job checkout
+    ///   idleflow history list --job checkout
+    ///   idleflow history show 7
+    ///   idleflow history check new.idleflow --job checkout   # exit 1: a path rose
+    ///
+    /// `check` compares the run with the job's runs at a similar time of
+    /// day and week (within 2 h, weekday or weekend) where there are at
+    /// least 3, else with all of them (the newest 20), pooled: a path rose
+    /// when its share grew by at least --min-change points beyond the
+    /// resampled windows' noise and, with 3 runs or more, beyond 3 standard
+    /// deviations of the runs' own shares. Exit status: 0 none rose, 1 one
+    /// or more rose, 2 an error.
+    #[command(subcommand)]
+    History(HistoryCommand),
     /// (internal) Convert one JVM's flight recording into wait records, in
     /// a process of its own so that a damaged file cannot take `record` down.
     #[command(name = "__jfr-convert", hide = true)]
@@ -591,6 +613,100 @@ pub struct DiffArgs {
     /// Where --svg writes.
     #[arg(short, long, default_value = "diff.svg", requires = "svg")]
     pub output: PathBuf,
+}
+
+/// `idleflow history …`.
+#[derive(Debug, Subcommand)]
+pub enum HistoryCommand {
+    /// Keep a recording's summary under a job's name.
+    Add(HistoryAddArgs),
+    /// List the kept runs, oldest first (of one job with --job).
+    List(HistoryListArgs),
+    /// One kept run: its facts and its paths.
+    Show(HistoryShowArgs),
+    /// Compare a recording with its job's history; exit 1 when a path's idle rose beyond noise.
+    Check(HistoryCheckArgs),
+}
+
+/// Where the history is (every `history` subcommand).
+#[derive(Debug, Args)]
+pub struct HistoryStore {
+    /// The history: an SQLite file, or a postgres:// URL [default: ~/.local/share/idleflow/history.sqlite].
+    #[arg(long, value_name = "FILE|URL", env = "IDLEFLOW_HISTORY")]
+    pub history: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryAddArgs {
+    /// The recording to keep.
+    pub input: PathBuf,
+
+    /// The job it belongs to (a service, a benchmark, a CI job).
+    #[arg(long)]
+    pub job: String,
+
+    #[command(flatten)]
+    pub store: HistoryStore,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryListArgs {
+    /// Only this job's runs.
+    #[arg(long)]
+    pub job: Option<String>,
+
+    /// The newest N runs.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub last: usize,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub format: Format,
+
+    #[command(flatten)]
+    pub store: HistoryStore,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryShowArgs {
+    /// The run's id (`history list` shows them).
+    pub id: i64,
+
+    /// Paths shown in the text.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub paths: usize,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub format: Format,
+
+    #[command(flatten)]
+    pub store: HistoryStore,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryCheckArgs {
+    /// The recording to check.
+    pub input: PathBuf,
+
+    /// The job whose history it is compared with.
+    #[arg(long)]
+    pub job: String,
+
+    /// The smallest rise that fails the check, in points of the share of idle.
+    #[arg(long, default_value_t = 1.0, value_name = "POINTS")]
+    pub min_change: f64,
+
+    /// Output format; JSON: `baseline`, `rose`, and the whole `diff`.
+    #[arg(short, long, value_enum, default_value = "text")]
+    pub format: Format,
+
+    /// Changed paths shown in the text.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub paths: usize,
+
+    #[command(flatten)]
+    pub store: HistoryStore,
 }
 
 #[derive(Debug, Args)]

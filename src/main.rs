@@ -7,6 +7,7 @@
 mod agent;
 mod attach;
 mod cli;
+mod history;
 mod jfr;
 mod progress;
 mod record;
@@ -25,6 +26,7 @@ fn main() -> ExitCode {
         cli::Command::Flamegraph(args) => report::flamegraph(args).map(|()| 0),
         cli::Command::Export(args) => report::export(args).map(|()| 0),
         cli::Command::Diff(args) => report::diff(args).map(|()| 0),
+        cli::Command::History(cmd) => history::run(cmd),
         cli::Command::JfrConvert(args) => jfr::convert_child(args).map(|()| 0),
         cli::Command::Resolve(args) => record::resolve_stacks(&args.input, false).map(|()| 0),
     };

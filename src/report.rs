@@ -5,6 +5,7 @@ use std::io::Write;
 
 use anyhow::Context;
 use idleflow_postproc::startup::{startup_end, StartupEnd};
+use idleflow_postproc::summary::RunSummary;
 use idleflow_postproc::views::{FoldOptions, ViewOptions};
 use idleflow_postproc::{text, Analysis, AnalysisOptions, Report, Window};
 
@@ -336,6 +337,20 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The summary of a whole recording (its paths' idle per time window), as
+/// `diff` and `history` compare it.
+pub fn summarize(path: &std::path::Path) -> anyhow::Result<RunSummary> {
+    let whole = WindowArgs {
+        from: None,
+        to: None,
+        skip_startup: false,
+    };
+    let a = analyse_with(path, &whole, ViewOptions::default(), true)?;
+    let r = Report::new(&a, 0);
+    RunSummary::new(path.display().to_string(), &r)
+        .context("internal: the analysis kept no time windows")
+}
+
 pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
     if !(args.min_change.is_finite() && (0.0..=100.0).contains(&args.min_change)) {
         anyhow::bail!("--min-change must be points of share between 0 and 100");
@@ -371,8 +386,8 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
         out.flush()?;
         return Ok(());
     }
-    let base_run = idleflow_postproc::diff::Run::new(args.base.display().to_string(), &base);
-    let new_run = idleflow_postproc::diff::Run::new(args.new.display().to_string(), &new);
+    let base_run = RunSummary::new(args.base.display().to_string(), &base);
+    let new_run = RunSummary::new(args.new.display().to_string(), &new);
     let (Some(base_run), Some(new_run)) = (base_run, new_run) else {
         anyhow::bail!("internal: the analyses kept no time windows");
     };

@@ -2,10 +2,11 @@
 //! idle-causing paths took a larger or smaller share of the idle, and
 //! whether that is more than the runs' own noise.
 //!
-//! Paths are matched by what stays the same from run to run: the process's
-//! name, the reason and the frames' kinds and names (not their lines, not
-//! the thread ids, not the object's address). Each run's idle is split into
-//! time windows ([`crate::windows`]); a path's share in a run is its idle
+//! Paths are matched by what stays the same from run to run
+//! ([`PathSummary::key`]: the process's name, the reason and the frames'
+//! kinds and names, not their lines, the thread ids or the object's
+//! address). Each run ([`RunSummary`]: one recording, or the history's runs
+//! pooled) has its idle split into time windows ([`crate::windows`]); a path's share in a run is its idle
 //! over all CPUs' idle, summed over the windows. The noise is the windows'
 //! own: both runs' windows are resampled with replacement ([`REPLICATES`]
 //! times, a fixed seed, so the same inputs give the same answer) and the
@@ -21,9 +22,9 @@
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::idlepaths::{IdlePath, PathFrame};
-use crate::path::FrameKind;
-use crate::report::{pct, Report};
+use crate::idlepaths::PathFrame;
+use crate::report::pct;
+use crate::summary::{PathSummary, RunSummary};
 
 /// Bootstrap replicates.
 pub const REPLICATES: usize = 1000;
@@ -110,51 +111,10 @@ pub struct Diff {
     pub within_noise: Vec<PathChange>,
 }
 
-/// What a comparison needs of one run: its report, from an analysis with
-/// windows (the merged paths' and the CPUs' idle per window).
-#[derive(Debug)]
-pub struct Run<'a> {
-    /// The recording's name.
-    pub file: String,
-    /// Its report.
-    pub report: &'a Report,
-    /// All CPUs' idle per window, ns.
-    idle_windows: Vec<u64>,
-    /// Window width, ns.
-    window_ns: u64,
-}
-
-impl<'a> Run<'a> {
-    /// The run of `report` (of the recording `file`); `None` when its
-    /// analysis kept no windows.
-    pub fn new(file: impl Into<String>, report: &'a Report) -> Option<Self> {
-        let t = report.idle_over_time.as_ref()?;
-        Some(Run {
-            file: file.into(),
-            report,
-            idle_windows: t.all_cpus(),
-            window_ns: t.window_ns,
-        })
-    }
-}
-
-/// The key paths are matched by (see the module documentation).
-type MatchKey = (String, String, Vec<(FrameKind, String)>);
-
-fn match_key(p: &IdlePath) -> MatchKey {
-    (
-        p.process.clone(),
-        p.reason.clone(),
-        p.frames
-            .iter()
-            .map(|f| (f.frame.kind, f.frame.name.clone()))
-            .collect(),
-    )
-}
-
-/// The windows of `path` in a run (zeros where it is absent).
-fn windows_of(path: Option<&IdlePath>, n: usize) -> Vec<u64> {
-    let mut v = path.map(|p| p.windows.ns().to_vec()).unwrap_or_default();
+/// The windows of `path` in a run of `n` windows (zeros where it is
+/// absent).
+fn windows_of(path: Option<&PathSummary>, n: usize) -> Vec<u64> {
+    let mut v = path.map(|p| p.windows.clone()).unwrap_or_default();
     v.resize(n, 0);
     v
 }
@@ -173,29 +133,22 @@ fn share(part: &[u64], whole: &[u64], pick: impl Iterator<Item = usize>) -> f64 
     }
 }
 
-fn figures(p: Option<&IdlePath>, duration_ns: u64) -> PathFigures {
+fn figures(p: Option<&PathSummary>, duration_ns: u64) -> PathFigures {
     p.map_or_else(PathFigures::default, |p| PathFigures {
         idle_ns: p.idle_ns,
-        idle_per_s_ns: (u128::from(p.idle_ns) * 1_000_000_000 / u128::from(duration_ns.max(1)))
-            as u64,
+        idle_per_s_ns: p.idle_per_s_ns(duration_ns),
         share_pct: p.share_pct,
         dispatches: p.dispatches,
     })
 }
 
-fn side(r: &Run) -> Side {
-    let t = &r.report.total;
+fn side(r: &RunSummary) -> Side {
     Side {
         file: r.file.clone(),
-        duration_ns: r.report.duration_ns,
-        cpus: r.report.cpus,
-        idle_ns: t.idle_ns,
-        idle_pct: pct(
-            t.idle_ns,
-            r.report
-                .duration_ns
-                .saturating_mul(r.report.cpus.max(1) as u64),
-        ),
+        duration_ns: r.duration_ns,
+        cpus: r.cpus,
+        idle_ns: r.idle_ns,
+        idle_pct: r.idle_pct(),
         windows: r.idle_windows.len(),
         window_ns: r.window_ns,
     }
@@ -204,15 +157,15 @@ fn side(r: &Run) -> Side {
 /// Compares `new` with `base`: every path of either, matched, with its
 /// change of share and whether it is beyond the runs' noise and at least
 /// `min_change_pts` points.
-pub fn diff(base: &Run, new: &Run, min_change_pts: f64) -> Diff {
+pub fn diff(base: &RunSummary, new: &RunSummary, min_change_pts: f64) -> Diff {
     let (nb, nn) = (base.idle_windows.len(), new.idle_windows.len());
-    let mut pairs: FxHashMap<MatchKey, (Option<&IdlePath>, Option<&IdlePath>)> =
+    let mut pairs: FxHashMap<String, (Option<&PathSummary>, Option<&PathSummary>)> =
         FxHashMap::default();
-    for p in &base.report.idle_paths.paths {
-        pairs.entry(match_key(p)).or_default().0 = Some(p);
+    for p in &base.paths {
+        pairs.entry(p.key()).or_default().0 = Some(p);
     }
-    for p in &new.report.idle_paths.paths {
-        pairs.entry(match_key(p)).or_default().1 = Some(p);
+    for p in &new.paths {
+        pairs.entry(p.key()).or_default().1 = Some(p);
     }
     let mut rng = fastrand::Rng::with_seed(SEED);
     // The resampled windows, shared by every path so that paths of one
@@ -246,10 +199,7 @@ pub fn diff(base: &Run, new: &Run, min_change_pts: f64) -> Diff {
                 .iter()
                 .filter(|c| c.signum() == observed.signum() && **c != 0.0)
                 .count();
-            let (fb, fn_) = (
-                figures(b, base.report.duration_ns),
-                figures(n, new.report.duration_ns),
-            );
+            let (fb, fn_) = (figures(b, base.duration_ns), figures(n, new.duration_ns));
             let change_pts = fn_.share_pct - fb.share_pct;
             let shown = match (b, n) {
                 (Some(b), Some(n)) if b.idle_ns > n.idle_ns => (n, b),
@@ -261,12 +211,7 @@ pub fn diff(base: &Run, new: &Run, min_change_pts: f64) -> Diff {
             PathChange {
                 process: shown.0.process.clone(),
                 reason: shown.0.reason.clone(),
-                threads: shown
-                    .1
-                    .threads
-                    .iter()
-                    .map(|t| shown.1.process_threads(t))
-                    .collect(),
+                threads: shown.1.threads.clone(),
                 frames: shown.0.frames.clone(),
                 program_frame: shown.0.program_frame,
                 base: fb,

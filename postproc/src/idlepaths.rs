@@ -26,7 +26,7 @@
 
 use idleflow_format::{JavaWait, WaitReason};
 use rustc_hash::{FxHashMap, FxHashSet};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::analysis::Analysis;
 use crate::path::{Folded, Frame, FrameKind};
@@ -34,7 +34,7 @@ use crate::report::pct;
 use crate::windows::{Series, Windows};
 
 /// Which source named a frame of a merged path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FrameSource {
     /// The entry/exit agent's call-tree node (`--java tree`).
@@ -51,7 +51,7 @@ pub enum FrameSource {
 }
 
 /// One frame of a merged path: `{kind, name, line, source}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct PathFrame {
     /// What ran there, its name and line.
     #[serde(flatten)]

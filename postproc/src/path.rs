@@ -22,10 +22,10 @@ use std::collections::BTreeMap;
 
 use idleflow_format::CodeKind;
 use rustc_hash::FxHashMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What ran at a frame of a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FrameKind {
     /// The root: the process.
@@ -93,7 +93,7 @@ impl From<idleflow_format::FrameKind> for FrameKind {
 
 /// One frame of a path: the same JSON object in every section that has
 /// paths (`{"kind": "jit", "name": "Pool.take", "line": 42}`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Frame {
     /// What ran there.
     pub kind: FrameKind,
@@ -102,11 +102,11 @@ pub struct Frame {
     pub name: String,
     /// Its source line where the source said (the flight recorder's Java
     /// frames), else 0 (left out of JSON).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub line: u32,
     /// Its source file where the source said (DWARF of a native frame),
     /// else empty (left out of JSON).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(skip_serializing_if = "String::is_empty", default)]
     pub file: String,
 }
 

@@ -82,7 +82,7 @@ fn idle_histogram(cpus: &[CpuRow]) -> String {
 /// `text` as lines of at most `width` characters, broken at spaces, the
 /// first starting with `first`, the others with `rest` (a word longer than
 /// a line is cut by [`fit`]).
-fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
+pub(crate) fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = first.to_string();
     let mut words = 0;
@@ -899,7 +899,7 @@ fn cause_words(c: &crate::idlepaths::Cause, holder: usize, names: usize) -> Stri
 
 /// A frame in words: its name, `:line` where known, `[jit]`,
 /// `[interpreted]`, `[inlined]` for how Java code ran.
-fn frame_words(f: &crate::path::Frame) -> String {
+pub(crate) fn frame_words(f: &crate::path::Frame) -> String {
     use crate::path::FrameKind as K;
     let mut s = f.name.clone();
     if f.line > 0 {
@@ -999,7 +999,10 @@ fn shown_frames(p: &crate::idlepaths::IdlePath) -> Vec<String> {
 }
 
 /// [`shown_frames`] of `f` with the program's first frame at `program_frame`.
-fn shown_frames_of(f: &[crate::idlepaths::PathFrame], program_frame: Option<usize>) -> Vec<String> {
+pub(crate) fn shown_frames_of(
+    f: &[crate::idlepaths::PathFrame],
+    program_frame: Option<usize>,
+) -> Vec<String> {
     use crate::path::FrameKind as K;
     let mut out = Vec::new();
     let user = f
@@ -1754,8 +1757,51 @@ pub fn render_diff(d: &crate::diff::Diff, max: usize) -> String {
     o
 }
 
+/// A changed path in words: process, reason, threads, program frame.
+fn change_words(c: &crate::diff::PathChange) -> String {
+    let mut s = format!("{}: {} — {}", c.process, c.reason, c.threads.join(", "));
+    if let Some(f) = c.program_frame.and_then(|i| c.frames.get(i)) {
+        s.push_str(&format!(" in {}", frame_words(&f.frame)));
+    }
+    s
+}
+
+/// A changed path's figures: the change, both shares, idle per second,
+/// the interval.
+fn change_figures(c: &crate::diff::PathChange) -> String {
+    format!(
+        "{:+.1} pts: {:.1} % → {:.1} % of the idle ({:.0} → {:.0} ms idle per s) [{:+.1}, {:+.1}]",
+        c.change_pts,
+        c.base.share_pct,
+        c.new.share_pct,
+        c.base.idle_per_s_ns as f64 / 1e6,
+        c.new.idle_per_s_ns as f64 / 1e6,
+        c.interval_pts.0,
+        c.interval_pts.1
+    )
+}
+
+/// A changed path as `diff` and `history check` show it: its figures, its
+/// words, its frames (at most three lines).
+pub(crate) fn change_block(o: &mut String, c: &crate::diff::PathChange) -> std::fmt::Result {
+    for l in wrap(&change_figures(c), "", "   ", WIDTH) {
+        writeln!(o, "{l}")?;
+    }
+    for l in wrap(&change_words(c), "  ", "    ", WIDTH) {
+        writeln!(o, "{l}")?;
+    }
+    let names = shown_frames_of(&c.frames, c.program_frame);
+    for l in wrap(&names.join(" ← "), "  at", "     ", WIDTH)
+        .into_iter()
+        .take(3)
+    {
+        writeln!(o, "{l}")?;
+    }
+    Ok(())
+}
+
 fn render_diff_into(o: &mut String, d: &crate::diff::Diff, max: usize) -> std::fmt::Result {
-    use crate::diff::{PathChange, Side};
+    use crate::diff::Side;
     let side = |s: &Side| {
         format!(
             "{} ({:.1} s on {} CPUs, {:.1} % idle)",
@@ -1789,40 +1835,9 @@ fn render_diff_into(o: &mut String, d: &crate::diff::Diff, max: usize) -> std::f
     for l in wrap(&head, "#", "#  ", WIDTH) {
         writeln!(o, "{l}")?;
     }
-    let words = |c: &PathChange| {
-        let mut s = format!("{}: {} — {}", c.process, c.reason, c.threads.join(", "));
-        if let Some(f) = c.program_frame.and_then(|i| c.frames.get(i)) {
-            s.push_str(&format!(" in {}", frame_words(&f.frame)));
-        }
-        s
-    };
-    let figures = |c: &PathChange| {
-        format!(
-            "{:+.1} pts: {:.1} % → {:.1} % of the idle ({:.0} → {:.0} ms idle per s) [{:+.1}, {:+.1}]",
-            c.change_pts,
-            c.base.share_pct,
-            c.new.share_pct,
-            c.base.idle_per_s_ns as f64 / 1e6,
-            c.new.idle_per_s_ns as f64 / 1e6,
-            c.interval_pts.0,
-            c.interval_pts.1
-        )
-    };
     for c in d.changes.iter().take(max) {
         writeln!(o)?;
-        for l in wrap(&figures(c), "", "   ", WIDTH) {
-            writeln!(o, "{l}")?;
-        }
-        for l in wrap(&words(c), "  ", "    ", WIDTH) {
-            writeln!(o, "{l}")?;
-        }
-        let names = shown_frames_of(&c.frames, c.program_frame);
-        for l in wrap(&names.join(" ← "), "  at", "     ", WIDTH)
-            .into_iter()
-            .take(3)
-        {
-            writeln!(o, "{l}")?;
-        }
+        change_block(o, c)?;
     }
     if d.changes.len() > max {
         writeln!(
@@ -1834,7 +1849,7 @@ fn render_diff_into(o: &mut String, d: &crate::diff::Diff, max: usize) -> std::f
     if let Some(c) = d.within_noise.first() {
         writeln!(o)?;
         let most = if c.change_pts.abs() >= 0.05 {
-            format!("; the most: {} {}", words(c), figures(c))
+            format!("; the most: {} {}", change_words(c), change_figures(c))
         } else {
             String::new()
         };

@@ -1,0 +1,280 @@
+//! A run as comparisons and the history see it: the recording's facts, its
+//! idle per time window, and each merged idle-causing path with its idle
+//! per window. Made from a [`Report`] (whose analysis kept windows), kept
+//! in a history store as it is, pooled from several stored runs into one
+//! baseline ([`RunSummary::pooled`]); `diff` and `history check` compare
+//! two of them ([`crate::diff`]).
+//!
+//! Paths are matched across runs by [`PathSummary::key`]: the process's
+//! name, the reason and the frames' kinds and names — what stays the same
+//! from run to run (not lines, thread ids or addresses).
+//!
+//! Invariants: a summary's size is its distinct paths × its windows (at
+//! most [`crate::analysis::MAX_WINDOWS`] each), never its dispatches; every
+//! path's windows are as many as the run's (`idle_windows`), zeros where
+//! it had no idle.
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use crate::idlepaths::PathFrame;
+use crate::report::{pct, Report};
+
+/// One run (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The recording it was made from (its path as given).
+    pub file: String,
+    /// The recording machine's name.
+    pub host: String,
+    /// Its kernel release.
+    pub kernel: String,
+    /// CPUs recorded.
+    pub cpus: usize,
+    /// The command launched (empty: system-wide or `--pid`).
+    pub command: Vec<String>,
+    /// Window start, wall clock, ns since the epoch.
+    pub start_unix_ns: u64,
+    /// Window length, ns.
+    pub duration_ns: u64,
+    /// All CPUs' idle, ns.
+    pub idle_ns: u64,
+    /// Width of each time window, ns.
+    pub window_ns: u64,
+    /// All CPUs' idle per window, ns.
+    pub idle_windows: Vec<u64>,
+    /// The merged idle-causing paths, most idle first.
+    pub paths: Vec<PathSummary>,
+}
+
+/// One merged path of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathSummary {
+    /// The process's name.
+    pub process: String,
+    /// Why the threads waited.
+    pub reason: String,
+    /// Its threads or pools (`handler-* ×4`), most dispatches first.
+    pub threads: Vec<String>,
+    /// The frames, innermost first.
+    pub frames: Vec<PathFrame>,
+    /// The index in `frames` of the program's own first frame.
+    pub program_frame: Option<usize>,
+    /// Idle that followed it, ns.
+    pub idle_ns: u64,
+    /// Its share of all CPUs' idle, %.
+    pub share_pct: f64,
+    /// Dispatches to idle through it.
+    pub dispatches: u64,
+    /// Its idle per window, ns (as many as the run's windows).
+    pub windows: Vec<u64>,
+}
+
+/// What matches a path across runs: process, reason, and the frames' kinds
+/// and names, as one text (`process|reason|kind:name;…`).
+pub fn match_key(process: &str, reason: &str, frames: &[PathFrame]) -> String {
+    let mut k = format!("{process}|{reason}|");
+    for f in frames {
+        k.push_str(&format!("{:?}:{};", f.frame.kind, f.frame.name));
+    }
+    k
+}
+
+impl PathSummary {
+    /// What matches this path across runs: process, reason, and the frames'
+    /// kinds and names, as one text (`process|reason|kind:name;…`).
+    pub fn key(&self) -> String {
+        match_key(&self.process, &self.reason, &self.frames)
+    }
+
+    /// Its idle per second of `duration_ns`, ns/s.
+    pub fn idle_per_s_ns(&self, duration_ns: u64) -> u64 {
+        (u128::from(self.idle_ns) * 1_000_000_000 / u128::from(duration_ns.max(1))) as u64
+    }
+}
+
+impl RunSummary {
+    /// The summary of `report` (of the recording `file`); `None` when its
+    /// analysis kept no windows (`AnalysisOptions::windows`).
+    pub fn new(file: impl Into<String>, report: &Report) -> Option<Self> {
+        let t = report.idle_over_time.as_ref()?;
+        let idle_windows = t.all_cpus();
+        let n = idle_windows.len();
+        let paths = report
+            .idle_paths
+            .paths
+            .iter()
+            .map(|p| {
+                let mut windows = p.windows.ns().to_vec();
+                windows.resize(n.max(windows.len()), 0);
+                PathSummary {
+                    process: p.process.clone(),
+                    reason: p.reason.clone(),
+                    threads: p.threads.iter().map(|t| p.process_threads(t)).collect(),
+                    frames: p.frames.clone(),
+                    program_frame: p.program_frame,
+                    idle_ns: p.idle_ns,
+                    share_pct: p.share_pct,
+                    dispatches: p.dispatches,
+                    windows,
+                }
+            })
+            .collect();
+        Some(RunSummary {
+            file: file.into(),
+            host: report.hostname.clone(),
+            kernel: report.kernel_release.clone(),
+            cpus: report.cpus,
+            command: report.command.clone(),
+            start_unix_ns: report.start_unix_ns,
+            duration_ns: report.duration_ns,
+            idle_ns: report.total.idle_ns,
+            window_ns: t.window_ns,
+            idle_windows,
+            paths,
+        })
+    }
+
+    /// All CPUs' idle as % of the CPUs' time.
+    pub fn idle_pct(&self) -> f64 {
+        pct(
+            self.idle_ns,
+            self.duration_ns.saturating_mul(self.cpus.max(1) as u64),
+        )
+    }
+
+    /// Several runs as one baseline: their windows one after the other
+    /// (each run's paths zero in the others' windows), durations and idle
+    /// summed, shares recomputed; the facts (host, command, …) of the
+    /// newest run. `None` for no runs.
+    pub fn pooled(runs: &[RunSummary], file: impl Into<String>) -> Option<RunSummary> {
+        let newest = runs.iter().max_by_key(|r| r.start_unix_ns)?;
+        let total: usize = runs.iter().map(|r| r.idle_windows.len()).sum();
+        let mut idle_windows = Vec::with_capacity(total);
+        let mut paths: Vec<PathSummary> = Vec::new();
+        let mut at: FxHashMap<String, usize> = FxHashMap::default();
+        for r in runs {
+            let offset = idle_windows.len();
+            let n = r.idle_windows.len();
+            idle_windows.extend_from_slice(&r.idle_windows);
+            for p in &r.paths {
+                let i = *at.entry(p.key()).or_insert_with(|| {
+                    paths.push(PathSummary {
+                        idle_ns: 0,
+                        dispatches: 0,
+                        windows: vec![0; total],
+                        ..p.clone()
+                    });
+                    paths.len() - 1
+                });
+                let q = &mut paths[i];
+                q.idle_ns = q.idle_ns.saturating_add(p.idle_ns);
+                q.dispatches += p.dispatches;
+                for (w, ns) in q.windows[offset..offset + n].iter_mut().zip(&p.windows) {
+                    *w = w.saturating_add(*ns);
+                }
+            }
+        }
+        let idle_ns = idle_windows
+            .iter()
+            .fold(0u64, |a, b| a.saturating_add(*b))
+            .max(runs.iter().fold(0u64, |a, r| a.saturating_add(r.idle_ns)));
+        for p in &mut paths {
+            p.share_pct = pct(p.idle_ns, idle_ns);
+        }
+        paths.sort_by(|a, b| {
+            b.idle_ns
+                .cmp(&a.idle_ns)
+                .then_with(|| a.key().cmp(&b.key()))
+        });
+        Some(RunSummary {
+            file: file.into(),
+            host: newest.host.clone(),
+            kernel: newest.kernel.clone(),
+            cpus: newest.cpus,
+            command: newest.command.clone(),
+            start_unix_ns: newest.start_unix_ns,
+            duration_ns: runs.iter().map(|r| r.duration_ns).sum(),
+            idle_ns,
+            window_ns: runs.iter().map(|r| r.window_ns).max().unwrap_or(0),
+            idle_windows,
+            paths,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::idlepaths::FrameSource;
+    use crate::path::{Frame, FrameKind};
+
+    fn path(name: &str, idle: u64, windows: Vec<u64>) -> PathSummary {
+        PathSummary {
+            process: "p".into(),
+            reason: "sleep".into(),
+            threads: vec!["t".into()],
+            frames: vec![PathFrame {
+                frame: Frame::new(FrameKind::Native, name),
+                source: FrameSource::Stack,
+                runtime: false,
+                module: String::new(),
+            }],
+            program_frame: Some(0),
+            idle_ns: idle,
+            share_pct: 0.0,
+            dispatches: 1,
+            windows,
+        }
+    }
+
+    fn run(start: u64, idle_windows: Vec<u64>, paths: Vec<PathSummary>) -> RunSummary {
+        RunSummary {
+            file: "r".into(),
+            host: "h".into(),
+            kernel: "k".into(),
+            cpus: 2,
+            command: vec![],
+            start_unix_ns: start,
+            duration_ns: 1_000,
+            idle_ns: idle_windows.iter().sum(),
+            window_ns: 500,
+            idle_windows,
+            paths,
+        }
+    }
+
+    #[test]
+    fn pooled_runs_keep_each_paths_windows_in_its_own_runs_place() {
+        let a = run(1, vec![10, 20], vec![path("f", 12, vec![4, 8])]);
+        let b = run(
+            2,
+            vec![30, 40, 50],
+            vec![path("g", 60, vec![0, 10, 50]), path("f", 6, vec![6, 0, 0])],
+        );
+        let p = RunSummary::pooled(&[a, b], "base").unwrap();
+        assert_eq!(p.idle_windows, vec![10, 20, 30, 40, 50]);
+        assert_eq!(p.idle_ns, 150);
+        assert_eq!(p.duration_ns, 2_000);
+        let f = p
+            .paths
+            .iter()
+            .find(|x| x.frames[0].frame.name == "f")
+            .unwrap();
+        assert_eq!(f.windows, vec![4, 8, 6, 0, 0]);
+        assert_eq!(f.idle_ns, 18);
+        assert!((f.share_pct - 12.0).abs() < 1e-9);
+        let g = &p.paths[0];
+        assert_eq!(g.frames[0].frame.name, "g");
+        assert_eq!(g.windows, vec![0, 0, 0, 10, 50]);
+        assert!(RunSummary::pooled(&[], "none").is_none());
+    }
+
+    #[test]
+    fn a_summary_reads_back_from_its_json() {
+        let a = run(7, vec![10, 20], vec![path("f", 12, vec![4, 8])]);
+        let text = serde_json::to_string(&a).unwrap();
+        let back: RunSummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, a);
+    }
+}
