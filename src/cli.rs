@@ -141,9 +141,9 @@ pub enum Command {
     /// `check` compares the run with the job's runs at a similar time of
     /// day and week (within 2 h, weekday or weekend) where there are at
     /// least 3, else with all of them (the newest 20), pooled: a path rose
-    /// when its share grew by at least --min-change points beyond the
-    /// resampled windows' noise and, with 3 runs or more, beyond 3 standard
-    /// deviations of the runs' own shares. Exit status: 0 none rose, 1 one
+    /// when its share grew by at least --min-change points (1.0, or 1.5
+    /// with fewer than 3 runs) beyond the resampled windows' noise and, with
+    /// 3 runs or more, beyond 3 standard deviations of the runs' own shares. Exit status: 0 none rose, 1 one
     /// or more rose, 2 an error.
     #[command(subcommand)]
     History(HistoryCommand),
@@ -693,9 +693,14 @@ pub struct HistoryCheckArgs {
     #[arg(long)]
     pub job: String,
 
-    /// The smallest rise that fails the check, in points of the share of idle.
-    #[arg(long, default_value_t = 1.0, value_name = "POINTS")]
-    pub min_change: f64,
+    /// The smallest rise that fails the check, in points of the share of idle [default: 1.0
+    /// with 3 runs or more to compare with, else 1.5].
+    ///
+    /// Identical runs differ by more than their windows' noise says (up to 1.34 points on
+    /// examples/c/stages.c, docs/PERFORMANCE.md): with fewer than 3 runs the history cannot
+    /// measure that spread, so the default asks for more.
+    #[arg(long, value_name = "POINTS")]
+    pub min_change: Option<f64>,
 
     /// Output format; JSON: `baseline`, `rose`, and the whole `diff`.
     #[arg(short, long, value_enum, default_value = "text")]

@@ -111,7 +111,9 @@ pub fn run(cmd: HistoryCommand) -> anyhow::Result<u8> {
             Ok(0)
         }
         HistoryCommand::Check(a) => {
-            if !(a.min_change.is_finite() && (0.0..=100.0).contains(&a.min_change)) {
+            if a.min_change
+                .is_some_and(|m| !(m.is_finite() && (0.0..=100.0).contains(&m)))
+            {
                 anyhow::bail!("--min-change must be points of share between 0 and 100");
             }
             let new = crate::report::summarize(&a.input)?;

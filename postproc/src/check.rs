@@ -9,7 +9,9 @@
 //! [`MAX_BASELINE`] of those. They are pooled into one run
 //! ([`RunSummary::pooled`]) and compared with the new one by [`diff`]
 //! (both runs' windows resampled: the noise within runs). A path *rose*
-//! when that change is beyond noise, at least `min_change` points, and —
+//! when that change is beyond noise, at least `min_change` points
+//! ([`MIN_RISE_PTS`] by default, [`MIN_RISE_FEW_RUNS_PTS`] while the
+//! baseline is too small to measure the spread between runs), and —
 //! where the baseline has [`MIN_SPREAD_RUNS`] runs or more, so that the
 //! noise between runs can be measured — above the baseline runs' mean
 //! share by more than [`SPREAD_SIGMAS`] of their standard deviation.
@@ -32,6 +34,14 @@ pub const MAX_BASELINE: usize = 20;
 pub const MIN_SPREAD_RUNS: usize = 3;
 /// How many standard deviations of the runs' shares a rise must exceed.
 pub const SPREAD_SIGMAS: f64 = 3.0;
+/// The smallest rise that fails a check by default, points of share, when
+/// the baseline's runs measure their own spread ([`MIN_SPREAD_RUNS`]).
+pub const MIN_RISE_PTS: f64 = 1.0;
+/// The same with fewer runs: identical runs' shares differ by more than
+/// their windows' noise says (up to 1.34 points in 45 pairs of
+/// `examples/c/stages.c`, docs/PERFORMANCE.md), which one or two runs
+/// cannot measure.
+pub const MIN_RISE_FEW_RUNS_PTS: f64 = 1.5;
 
 const HOUR_NS: u64 = 3_600_000_000_000;
 const DAY_NS: u64 = 24 * HOUR_NS;
@@ -88,13 +98,16 @@ fn similar(a: u64, b: u64) -> bool {
 }
 
 /// Checks `new` against `history` (the job's stored runs with their ids,
-/// any order): see the module documentation. `None` when the history has
-/// no run of the job but the new one.
+/// any order): see the module documentation. `min_change_pts`: the
+/// smallest rise that fails, `None` for the default ([`MIN_RISE_PTS`], or
+/// [`MIN_RISE_FEW_RUNS_PTS`] when the baseline has fewer than
+/// [`MIN_SPREAD_RUNS`] runs). `None` when the history has no run of the
+/// job but the new one.
 pub fn check(
     job: &str,
     history: &[(i64, RunSummary)],
     new: &RunSummary,
-    min_change_pts: f64,
+    min_change_pts: Option<f64>,
 ) -> Option<Check> {
     let mut runs: Vec<&(i64, RunSummary)> = history
         .iter()
@@ -115,6 +128,11 @@ pub fn check(
     }
     let base_runs: Vec<RunSummary> = chosen.iter().map(|(_, r)| r.clone()).collect();
     let pooled = RunSummary::pooled(&base_runs, format!("job {job} ({} runs)", base_runs.len()))?;
+    let min_change_pts = min_change_pts.unwrap_or(if base_runs.len() >= MIN_SPREAD_RUNS {
+        MIN_RISE_PTS
+    } else {
+        MIN_RISE_FEW_RUNS_PTS
+    });
     let d = diff(&pooled, new, min_change_pts);
     let rose = d
         .changes
@@ -230,11 +248,11 @@ mod tests {
             .map(|i| (i, run(MONDAY_NOON + i as u64 * DAY_NS, 40.0, 3.0)))
             .collect();
         let same = run(MONDAY_NOON + 7 * DAY_NS, 40.0, 3.0);
-        let c = check("j", &history, &same, 1.0).unwrap();
+        let c = check("j", &history, &same, None).unwrap();
         assert!(c.rose.is_empty(), "{:?}", c.rose);
         assert_eq!(c.baseline.job_runs, 5);
         let worse = run(MONDAY_NOON + 7 * DAY_NS, 45.0, 3.0);
-        let c = check("j", &history, &worse, 1.0).unwrap();
+        let c = check("j", &history, &worse, None).unwrap();
         assert_eq!(c.rose.len(), 1);
         assert_eq!(c.rose[0].change.threads, vec!["a".to_string()]);
         assert!((c.rose[0].change.change_pts - 5.0).abs() < 0.01);
@@ -254,20 +272,20 @@ mod tests {
             )
         }));
         let noon = run(MONDAY_NOON + 28 * DAY_NS, 40.0, 1.0);
-        let c = check("j", &history, &noon, 1.0).unwrap();
+        let c = check("j", &history, &noon, Some(1.0)).unwrap();
         assert!(c.baseline.similar_only);
         assert_eq!(c.baseline.run_ids, vec![0, 1, 2]);
         assert!(c.rose.is_empty());
         // The same run against the evening runs would have been lower,
         // and a run in the evening is held to the evening's share.
         let evening = run(MONDAY_NOON + 6 * HOUR_NS + 42 * DAY_NS, 40.0, 1.0);
-        let c = check("j", &history, &evening, 1.0).unwrap();
+        let c = check("j", &history, &evening, Some(1.0)).unwrap();
         assert_eq!(c.baseline.run_ids, vec![3, 4, 5]);
         assert!(c
             .rose
             .iter()
             .all(|r| r.change.threads != vec!["a".to_string()]));
         // Itself is never in its baseline; nothing else: no baseline.
-        assert!(check("j", &[(9, noon.clone())], &noon, 1.0).is_none());
+        assert!(check("j", &[(9, noon.clone())], &noon, None).is_none());
     }
 }
