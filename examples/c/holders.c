@@ -4,7 +4,7 @@
  * the given seconds (default 2) on whatever CPUs there are:
  *
  *   hop1    handler x4 lock `catalog` briefly; `writer` holds it while it
- *           sleeps 5 ms in commit_batch(): root = the writer's sleep (timer),
+ *           sleeps 10 ms in commit_batch(): root = the writer's sleep (timer),
  *           chain handler-* -> writer.
  *   chain3  handler x4 wait for `catalog`, held by `indexer` while it waits
  *           in index_one() for `journal`, held by `writer` sleeping in
@@ -59,8 +59,8 @@ NOINLINE static void spin(long ns) {
 }
 
 NOINLINE static void commit_batch(void) {
-    struct timespec five_ms = {0, 5000000};
-    nanosleep(&five_ms, NULL);
+    struct timespec ten_ms = {0, 10000000};
+    nanosleep(&ten_ms, NULL);
 }
 
 /* Writes 4 MiB straight to the disk and waits for it to have them. */
