@@ -178,8 +178,6 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::idlepaths::{FrameSource, PathFrame};
-    use crate::path::{Frame, FrameKind};
     use crate::summary::PathSummary;
 
     const MONDAY_NOON: u64 = (4 * DAY_NS) + 12 * HOUR_NS; // 1970-01-05
@@ -211,20 +209,8 @@ mod tests {
         let path = |name: &str, w: Vec<u64>| {
             let idle: u64 = w.iter().sum();
             PathSummary {
-                process: "p".into(),
-                reason: "sleep".into(),
-                threads: vec![name.into()],
-                frames: vec![PathFrame {
-                    frame: Frame::new(FrameKind::Native, name),
-                    source: FrameSource::Stack,
-                    runtime: false,
-                    module: String::new(),
-                }],
-                program_frame: Some(0),
-                idle_ns: idle,
                 share_pct: 100.0 * idle as f64 / (total * n as u64) as f64,
-                dispatches: 1,
-                windows: w,
+                ..crate::summary::tests::path(name, idle, w)
             }
         };
         RunSummary {

@@ -204,16 +204,18 @@ impl RunSummary {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::idlepaths::FrameSource;
     use crate::path::{Frame, FrameKind};
 
-    fn path(name: &str, idle: u64, windows: Vec<u64>) -> PathSummary {
+    /// A path of thread `name` in `name` (native), `idle` ns spread over
+    /// `windows` (shared with the check's tests).
+    pub(crate) fn path(name: &str, idle: u64, windows: Vec<u64>) -> PathSummary {
         PathSummary {
             process: "p".into(),
             reason: "sleep".into(),
-            threads: vec!["t".into()],
+            threads: vec![name.into()],
             frames: vec![PathFrame {
                 frame: Frame::new(FrameKind::Native, name),
                 source: FrameSource::Stack,
