@@ -79,9 +79,13 @@ fn render_into(
             "<p>Width: idle after a thread left a CPU in that call path. Click to zoom, \
              Ctrl-F or the Search button to find a frame.</p>"
         )?;
+        // As tall as the graph: its widest frames are at the bottom, and a
+        // frame of fixed height would show the deep stacks' empty top.
+        let height = svg_height(svg).map_or(640, |h| h + 8);
         writeln!(
             o,
-            "<iframe class=\"flame\" title=\"flame graph\" src=\"data:image/svg+xml;base64,{}\"></iframe>",
+            "<iframe class=\"flame\" style=\"height:{height}px\" title=\"flame graph\" \
+             src=\"data:image/svg+xml;base64,{}\"></iframe>",
             base64::engine::general_purpose::STANDARD.encode(svg)
         )?;
     }
@@ -90,6 +94,19 @@ fn render_into(
     cpus(o, r)?;
     threads(o, r)?;
     writeln!(o, "</body></html>")
+}
+
+/// The `height` of an SVG's root element, px.
+fn svg_height(svg: &[u8]) -> Option<u32> {
+    let text = std::str::from_utf8(&svg[..svg.len().min(4096)]).ok()?;
+    let root = &text[text.find("<svg")?..];
+    let root = &root[..root.find('>')?];
+    let at = root.find(" height=\"")? + " height=\"".len();
+    let value = &root[at..];
+    value[..value.find('"')?]
+        .trim_end_matches("px")
+        .parse()
+        .ok()
 }
 
 /// Each CPU's idle % per window, one polyline each, with axes.
@@ -288,4 +305,17 @@ fn threads(o: &mut String, r: &Report) -> std::fmt::Result {
         )?;
     }
     writeln!(o, "</table>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::svg_height;
+
+    #[test]
+    fn the_flame_graphs_height_is_read_from_its_root_element() {
+        let svg = br#"<?xml version="1.0"?><svg version="1.1" width="1200" height="1206" onload="init(evt)"><rect height="5"/></svg>"#;
+        assert_eq!(svg_height(svg), Some(1206));
+        assert_eq!(svg_height(b"<svg width=\"3\">"), None);
+        assert_eq!(svg_height(b"not svg"), None);
+    }
 }
