@@ -214,17 +214,9 @@ mod tests {
             }
         };
         RunSummary {
-            file: "r".into(),
-            host: "h".into(),
-            kernel: "k".into(),
-            cpus: 2,
-            command: vec![],
-            start_unix_ns: start,
             duration_ns: 2_000_000_000,
-            idle_ns: total * n as u64,
             window_ns: 50_000_000,
-            idle_windows: vec![total; n],
-            paths: vec![path("a", wa), path("b", wb)],
+            ..crate::summary::tests::run(start, vec![total; n], vec![path("a", wa), path("b", wb)])
         }
     }
 

@@ -230,7 +230,8 @@ pub(crate) mod tests {
         }
     }
 
-    fn run(start: u64, idle_windows: Vec<u64>, paths: Vec<PathSummary>) -> RunSummary {
+    /// A run started at `start` (shared with the check's tests).
+    pub(crate) fn run(start: u64, idle_windows: Vec<u64>, paths: Vec<PathSummary>) -> RunSummary {
         RunSummary {
             file: "r".into(),
             host: "h".into(),
