@@ -5,29 +5,46 @@
 //! everything else (parse, join, merge, tag, write) stays on the recorder's
 //! ordinary thread, which cannot starve the traced program.
 //!
+//! A real-time thread is only as fast as the locks it takes: once running,
+//! the drain asks the kernel for no memory and frees none (it copies into
+//! [`crate::staging`], reuses the rounds the recorder hands back, and waits
+//! on a prepared [`PollSet`]), because the memory-map lock it would wait
+//! for may be held by the ordinary-priority recorder, preempted among a
+//! saturated machine's threads.
+//!
 //! Invariants: a [`Round`] holds whole records, copied out before the ring's
 //! tail is handed back; rounds reach the recorder in the order they were
-//! drained, each with the time it started (the merge's watermark). Memory
-//! in flight is bounded by [`MAX_IN_FLIGHT`]: beyond it the drain waits, the
-//! rings fill and the kernel counts what it drops (LOST records), never
-//! silently.
+//! drained, each with the time it started (the merge's watermark), and free
+//! their staging memory in that order. Memory in flight is bounded by the
+//! staging mapping: when it is full the drain waits, the rings fill and the
+//! kernel counts what it drops (LOST records), never silently. A stop
+//! drains every ring to its end before the thread exits.
 
+use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::ring::Ring;
-use crate::sys::{self, EventFd, SysError};
+use crate::staging::{self, Reader, Region, Writer};
+use crate::sys::{self, EventFd, PollSet, SysError};
 
-/// The most ring bytes drained and not yet processed. A recorder starved of
+/// The most ring bytes a recording drains and does not process yet (the
+/// staging mapping's length, unless two passes over the rings need more). A recorder starved of
 /// CPU for this long (seconds of a saturated machine's records) lets the
 /// rings fill instead of growing further.
 pub const MAX_IN_FLIGHT: usize = 512 << 20;
 
-/// Bytes of buffers the drain thread touches before its first round.
-const PREFAULT: usize = 64 << 20;
+/// Staging bytes touched before the first round: two passes over full
+/// rings, within these bounds. (Pages touched later fault in the staging
+/// mapping alone, which takes no lock the recorder holds.)
+const PREFAULT_MIN: usize = 16 << 20;
+const PREFAULT_MAX: usize = 64 << 20;
+
+/// Rounds drained and not yet processed, at most (each is ≥ 1 ms apart).
+const ROUNDS_IN_FLIGHT: usize = 4096;
 
 /// The drain thread's default real-time priority (`perf record -r` uses
 /// what the user gives; 10 is above ordinary work and below the kernel's
@@ -50,22 +67,46 @@ const BUSY_PERIOD_MS: i32 = 1;
 /// What one pass over the rings copied out.
 #[derive(Debug)]
 pub struct Round {
+    /// Its place in the drain order (0, 1, …).
+    seq: u64,
     /// When the pass started, ns (`CLOCK_MONOTONIC`).
-    pub start_ns: u64,
+    start_ns: u64,
     /// (ring index, its records' bytes), rings with nothing left out.
-    pub chunks: Vec<(usize, Vec<u8>)>,
+    chunks: Vec<(usize, Region)>,
+    /// The staging position after its bytes.
+    end: u64,
+    staging: Reader,
 }
 
 impl Round {
-    fn bytes(&self) -> usize {
-        self.chunks.iter().map(|(_, b)| b.len()).sum()
+    /// When the pass started, ns (`CLOCK_MONOTONIC`).
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    /// (ring index, the bytes of its whole records), oldest first; rings
+    /// that had nothing are left out.
+    pub fn chunks(&self) -> impl Iterator<Item = (usize, &[u8])> + '_ {
+        self.chunks
+            .iter()
+            .map(|(ring, region)| (*ring, self.staging.bytes(region)))
     }
 }
 
+/// What the recorder asks of the thread.
+const RUN: u8 = 0;
+/// Drain every ring to its end, then exit.
+const FINISH: u8 = 1;
+/// Exit now (the recorder is gone).
+const ABANDON: u8 = 2;
+
 #[derive(Debug)]
 struct Shared {
-    stop: AtomicBool,
-    in_flight: AtomicUsize,
+    state: AtomicU8,
+    /// The thread sent its last round.
+    finished: AtomicBool,
+    /// The thread waits for the recorder to free staging memory or rounds.
+    starved: AtomicBool,
     /// A period the recorder asks for (0: adaptive), ms.
     period_ms: AtomicI32,
     /// Wakes the drain thread (stop, or memory freed).
@@ -74,22 +115,26 @@ struct Shared {
     ready: EventFd,
 }
 
-/// Chunk buffers the recorder has processed, back for the drain to fill
-/// again: memory the drain thread already touched, so that it neither maps
-/// memory nor takes page faults (which wait for the process's memory lock,
-/// held at times by the ordinary-priority recorder thread, which a
-/// saturated machine may not run for a while).
-type Recycled = mpsc::Sender<Vec<u8>>;
+/// Rounds processed out of order wait here until the ones before them are
+/// processed: staging memory is freed in order.
+#[derive(Debug, Default)]
+struct Releases {
+    next: u64,
+    early: BTreeMap<u64, u64>,
+}
 
 /// The drain thread and its rounds. See the module documentation.
 #[derive(Debug)]
 pub struct Drain {
     shared: Arc<Shared>,
     rounds: Receiver<Round>,
-    recycle: Recycled,
+    /// Processed rounds, emptied, back to the thread for reuse.
+    recycle: SyncSender<Round>,
+    staging: Reader,
+    releases: Mutex<Releases>,
     thread: Option<JoinHandle<()>>,
     /// How the thread runs: `"SCHED_FIFO 10"`, or ordinary and why.
-    priority: Arc<std::sync::Mutex<String>>,
+    priority: Arc<Mutex<String>>,
 }
 
 impl Drain {
@@ -97,24 +142,46 @@ impl Drain {
     /// readable when a ring passes its watermark. The caller keeps those
     /// descriptors open until [`Drain::stop`] (a closed one only makes
     /// `poll` report it, never a fault).
-    /// `fifo` is its `SCHED_FIFO` priority (0: ordinary priority).
+    /// `fifo` is its `SCHED_FIFO` priority (0: ordinary priority);
+    /// `max_in_flight` bounds the bytes drained and not yet processed
+    /// ([`MAX_IN_FLIGHT`] for a recording; at least two passes over full
+    /// rings are always allowed).
     pub fn start(
         rings: Vec<Ring>,
         fds: Vec<i32>,
-        ring_bytes: usize,
         fifo: i32,
+        max_in_flight: usize,
     ) -> Result<Self, SysError> {
         let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
-            in_flight: AtomicUsize::new(0),
+            state: AtomicU8::new(RUN),
+            finished: AtomicBool::new(false),
+            starved: AtomicBool::new(false),
             period_ms: AtomicI32::new(0),
             wake: EventFd::new()?,
             ready: EventFd::new()?,
         });
-        let (tx, rounds) = mpsc::channel();
-        let (recycle, recycled) = mpsc::channel();
-        let priority = Arc::new(std::sync::Mutex::new(String::new()));
+        // One pass over full rings must fit, whatever the user's ring size.
+        let one_pass: usize = rings.iter().map(Ring::data_size).sum();
+        let (writer, staging) = staging::new(
+            max_in_flight.max(2 * one_pass),
+            (2 * one_pass).clamp(PREFAULT_MIN, PREFAULT_MAX),
+        )?;
+        // Every round the thread will fill, made now (so it never allocates).
+        let shells: Vec<Round> = (0..ROUNDS_IN_FLIGHT)
+            .map(|_| Round {
+                seq: 0,
+                start_ns: 0,
+                chunks: Vec::with_capacity(rings.len()),
+                end: 0,
+                staging: staging.clone(),
+            })
+            .collect();
+        let (tx, rounds) = mpsc::sync_channel(ROUNDS_IN_FLIGHT);
+        let (recycle, recycled) = mpsc::sync_channel(ROUNDS_IN_FLIGHT);
+        let priority = Arc::new(Mutex::new(String::new()));
         let (s, p) = (Arc::clone(&shared), Arc::clone(&priority));
+        let mut wait_set = fds.clone();
+        wait_set.push(shared.wake.as_fd().as_raw_fd());
         let thread = std::thread::Builder::new()
             .name("idleflow-drain".into())
             .spawn(move || {
@@ -130,7 +197,15 @@ impl Drain {
                 if let Ok(mut g) = p.lock() {
                     *g = how;
                 }
-                run(rings, &fds, ring_bytes, &s, &tx, &recycled);
+                let mut thread = Thread {
+                    rings,
+                    writer,
+                    shells,
+                    next_seq: 0,
+                    any: PollSet::new(&wait_set),
+                    wake: PollSet::new(&wait_set[wait_set.len() - 1..]),
+                };
+                thread.run(&s, &tx, &recycled);
             })
             .map_err(|source| SysError {
                 call: "spawning the drain thread".into(),
@@ -140,6 +215,8 @@ impl Drain {
             shared,
             rounds,
             recycle,
+            staging,
+            releases: Mutex::new(Releases::default()),
             thread: Some(thread),
             priority,
         })
@@ -151,25 +228,35 @@ impl Drain {
     }
 
     /// The rounds drained so far, oldest first. Hand each back with
-    /// [`Drain::processed`] once its records are read.
+    /// [`Drain::processed`] once its records are read, in this order (a
+    /// round never handed back keeps its memory, and that of every round
+    /// after it, from the drain).
     pub fn take_rounds(&self) -> Vec<Round> {
         self.shared.ready.clear();
         self.rounds.try_iter().collect()
     }
 
     /// A round's records were read: its memory goes back to the drain.
-    pub fn processed(&self, round: Round) {
-        let n = round.bytes();
-        for (_, mut bytes) in round.chunks {
-            bytes.clear();
-            let _ = self.recycle.send(bytes);
-        }
-        if n > 0 {
-            let before = self.shared.in_flight.fetch_sub(n, Ordering::AcqRel);
-            if before >= MAX_IN_FLIGHT {
-                self.shared.wake.notify(); // the drain waits for memory
+    pub fn processed(&self, mut round: Round) {
+        let upto = {
+            let mut guard = self.releases.lock().unwrap_or_else(|e| e.into_inner());
+            let r = &mut *guard;
+            r.early.insert(round.seq, round.end);
+            let mut upto = None;
+            while let Some(end) = r.early.remove(&r.next) {
+                upto = Some(end);
+                r.next += 1;
+            }
+            upto
+        };
+        if let Some(end) = upto {
+            self.staging.release(end);
+            if self.shared.starved.swap(false, Ordering::AcqRel) {
+                self.shared.wake.notify();
             }
         }
+        round.chunks.clear();
+        let _ = self.recycle.try_send(round);
     }
 
     /// Asks for a fixed period (ms), or the adaptive one (`None`); a change
@@ -186,96 +273,132 @@ impl Drain {
         self.priority.lock().map(|g| g.clone()).unwrap_or_default()
     }
 
-    /// Stops the thread after one last pass over every ring (call after
-    /// the events are disabled) and returns the rounds not taken yet.
-    pub fn stop(&mut self) -> Vec<Round> {
-        self.shared.stop.store(true, Ordering::Release);
+    /// Asks the thread for one last pass that empties every ring (call after
+    /// the events are disabled); keep taking and processing rounds until
+    /// [`Drain::finished`].
+    pub fn finish(&self) {
+        self.shared.state.store(FINISH, Ordering::Release);
         self.shared.wake.notify();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        self.rounds.try_iter().collect()
+    }
+
+    /// Whether the thread sent its last round: rounds taken after this says
+    /// so are all there will be.
+    pub fn finished(&self) -> bool {
+        self.shared.finished.load(Ordering::Acquire)
     }
 }
 
 impl Drop for Drain {
     fn drop(&mut self) {
-        self.stop();
+        if !self.finished() {
+            self.shared.state.store(ABANDON, Ordering::Release);
+            self.shared.wake.notify();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
-/// The drain loop: wait for a watermark, the period, or a wake-up; copy
-/// every ring's records out; hand the round over.
-fn run(
-    mut rings: Vec<Ring>,
-    fds: &[i32],
-    ring_bytes: usize,
-    shared: &Shared,
-    tx: &mpsc::Sender<Round>,
-    recycled: &Receiver<Vec<u8>>,
-) {
-    let mut fds = fds.to_vec();
-    fds.push(shared.wake.as_fd().as_raw_fd());
-    let mut period = 25;
-    // Buffers touched now, so that the first rounds take no page faults
-    // either (half a ring each, at most PREFAULT bytes in all).
-    let each = (ring_bytes / 2).min(PREFAULT / rings.len().max(1));
-    let mut spare: Vec<Vec<u8>> = (0..rings.len())
-        .map(|_| {
-            let mut b = vec![0xa5u8; each]; // not zero: calloc would not touch the pages
-            b.clear();
-            b
-        })
-        .collect();
-    loop {
-        let stopping = shared.stop.load(Ordering::Acquire);
-        if !stopping {
-            let asked = shared.period_ms.load(Ordering::Relaxed);
-            let wait = if asked > 0 { asked } else { period };
-            let _ = sys::poll_fds(&fds, wait);
-            shared.wake.clear();
-        }
-        if !stopping && shared.in_flight.load(Ordering::Acquire) >= MAX_IN_FLIGHT {
-            // The recorder is behind: wait for it to free memory (the rings
-            // fill meanwhile), without spinning on the readable rings.
-            let _ = sys::poll_fds(&fds[fds.len() - 1..], MIN_PERIOD_MS);
-            continue;
-        }
-        let start_ns = sys::monotonic_ns();
-        let mut chunks = Vec::new();
-        let mut fullest = 0;
-        let mut total = 0;
-        for (i, ring) in rings.iter_mut().enumerate() {
-            let mut bytes = spare
-                .pop()
-                .or_else(|| recycled.try_recv().ok())
-                .unwrap_or_default();
-            let n = ring.drain_bytes(&mut bytes);
-            fullest = fullest.max(n);
-            if n > 0 {
-                total += n;
-                chunks.push((i, bytes));
-            } else {
-                spare.push(bytes); // kept, not freed (see `Recycled`)
+/// What the drain thread owns.
+struct Thread {
+    rings: Vec<Ring>,
+    writer: Writer,
+    /// Rounds to fill (the recorder sends processed ones back).
+    shells: Vec<Round>,
+    next_seq: u64,
+    /// The rings' descriptors and the wake-up descriptor.
+    any: PollSet,
+    /// The wake-up descriptor alone.
+    wake: PollSet,
+}
+
+impl Thread {
+    /// The drain loop: wait for a watermark, the period, or a wake-up; copy
+    /// every ring's records out; hand the round over.
+    fn run(&mut self, shared: &Shared, tx: &SyncSender<Round>, recycled: &Receiver<Round>) {
+        let mut period = 25;
+        loop {
+            let state = shared.state.load(Ordering::Acquire);
+            if state == ABANDON {
+                return;
+            }
+            if state == RUN {
+                let asked = shared.period_ms.load(Ordering::Relaxed);
+                let wait = if asked > 0 { asked } else { period };
+                let _ = self.any.wait(wait);
+                shared.wake.clear();
+            }
+            let shell = self.shells.pop().or_else(|| recycled.try_recv().ok());
+            let Some(mut round) = shell else {
+                self.starve(shared);
+                continue;
+            };
+            round.seq = self.next_seq;
+            round.start_ns = sys::monotonic_ns();
+            let mut fullest = 0;
+            let mut total = 0;
+            let mut left_behind = false;
+            for (i, ring) in self.rings.iter_mut().enumerate() {
+                let writer = &mut self.writer;
+                let (mut placed, mut wanted) = (None, 0);
+                let n = ring.drain_into(|n| {
+                    wanted = n;
+                    let (region, bytes) = writer.place(n)?;
+                    placed = Some(region);
+                    Some(bytes)
+                });
+                match placed {
+                    Some(region) => {
+                        fullest = fullest.max(n);
+                        total += n;
+                        round.chunks.push((i, region));
+                    }
+                    None => left_behind |= wanted > 0,
+                }
+            }
+            round.end = self.writer.position();
+            period = adapt(period, total, fullest, self.ring_bytes());
+            self.next_seq += 1;
+            // Even an empty round moves the watermark on. The channel has a
+            // slot for every shell, so this never blocks.
+            if tx.send(round).is_err() {
+                return;
+            }
+            shared.ready.notify();
+            if left_behind {
+                self.starve(shared);
+            } else if state == FINISH {
+                shared.finished.store(true, Ordering::Release);
+                shared.ready.notify();
+                return;
             }
         }
-        period = if total > ROUND_BYTES {
-            (period / 2).max(BUSY_PERIOD_MS)
-        } else if fullest > ring_bytes / 8 {
-            (period / 2).max(MIN_PERIOD_MS)
-        } else if fullest < ring_bytes / 64 {
-            (period * 2).min(MAX_PERIOD_MS)
-        } else {
-            period
-        };
-        shared.in_flight.fetch_add(total, Ordering::AcqRel);
-        // Even an empty round moves the watermark on.
-        if tx.send(Round { start_ns, chunks }).is_err() {
-            return;
-        }
-        shared.ready.notify();
-        if stopping {
-            return;
-        }
+    }
+
+    /// The recorder holds all the staging memory or every round: wait for
+    /// it to hand some back (the rings fill meanwhile), without spinning on
+    /// the readable rings.
+    fn starve(&mut self, shared: &Shared) {
+        shared.starved.store(true, Ordering::Release);
+        let _ = self.wake.wait(MIN_PERIOD_MS);
+        shared.wake.clear();
+    }
+
+    fn ring_bytes(&self) -> usize {
+        self.rings.first().map_or(0, Ring::data_size)
+    }
+}
+
+/// The next period, ms, from what the last round moved.
+fn adapt(period: i32, total: usize, fullest: usize, ring_bytes: usize) -> i32 {
+    if total > ROUND_BYTES {
+        (period / 2).max(BUSY_PERIOD_MS)
+    } else if fullest > ring_bytes / 8 {
+        (period / 2).max(MIN_PERIOD_MS)
+    } else if fullest < ring_bytes / 64 {
+        (period * 2).min(MAX_PERIOD_MS)
+    } else {
+        period
     }
 }

@@ -4,7 +4,9 @@
 //! the recording. It knows nothing of Java.
 //!
 //! Modules, each with one job: [`sys`] (the perf ABI, all `unsafe` about it),
-//! [`ring`] (ring buffer reading), [`tracefs`] (tracepoint formats),
+//! [`ring`] (ring buffer reading), [`drain`] (the real-time thread that
+//! empties the rings) and [`staging`] (the memory it copies into),
+//! [`tracefs`] (tracepoint formats),
 //! [`parse`] (ring records), [`join`] (records → dispatches), [`merge`]
 //! (time order across CPUs), [`names`] (thread names in time order),
 //! [`procfs`] (`/proc` and `/sys`), and [`recorder`] (the whole, driven by
@@ -19,6 +21,7 @@ pub mod parse;
 pub mod procfs;
 pub mod recorder;
 pub mod ring;
+pub mod staging;
 pub mod sys;
 pub mod tracefs;
 pub mod workarea;

@@ -559,8 +559,8 @@ impl Recorder {
         let drain = Drain::start(
             std::mem::take(&mut self.mapped),
             fds,
-            self.ring_bytes,
             self.drain_priority,
+            crate::drain::MAX_IN_FLIGHT,
         )?;
         self.drain = Some(drain);
         Ok(())
@@ -688,7 +688,7 @@ impl Recorder {
     fn process(&mut self, round: &Round) -> Result<(), RecorderError> {
         self.read_round(round);
         let watermark = self.last_round_start;
-        self.last_round_start = round.start_ns;
+        self.last_round_start = round.start_ns();
         self.release(watermark)
     }
 
@@ -758,8 +758,7 @@ impl Recorder {
         let kernel_stacks = &mut self.kernel_stacks;
         let own_pid = std::process::id();
         let mut scratch = Vec::new();
-        for (slot, bytes) in &round.chunks {
-            let slot = *slot;
+        for (slot, bytes) in round.chunks() {
             let Some(r) = self.rings.get_mut(slot) else {
                 continue;
             };
@@ -1091,10 +1090,21 @@ impl Recorder {
         self.stop_ns = Some(stop_ns);
         self.summary.stop_ns = stop_ns;
         self.summary.proc_stat_stop = procfs::proc_stat().unwrap_or_default();
-        if let Some(mut drain) = self.drain.take() {
+        if let Some(drain) = self.drain.take() {
             self.summary.drain_priority = drain.priority();
-            for round in drain.stop() {
-                self.process(&round)?;
+            drain.finish();
+            loop {
+                // Read before taking: the rounds taken after the last one
+                // was sent are all there is.
+                let done = drain.finished();
+                for round in drain.take_rounds() {
+                    self.process(&round)?;
+                    drain.processed(round);
+                }
+                if done {
+                    break;
+                }
+                sys::poll_fds(&[drain.ready_fd()], 100)?;
             }
         }
         self.release(u64::MAX)?;

@@ -5,7 +5,7 @@
 //! byte is read, and `data_tail` is stored with release ordering after the
 //! last byte of the consumed records was read, so the kernel never
 //! overwrites a record while it is being read. The drain thread copies the
-//! bytes out whole ([`Ring::drain_bytes`]); [`read_records`] walks them, and
+//! bytes out whole ([`Ring::drain_into`]); [`read_records`] walks them, and
 //! copies a record that wraps around the end of a ring into a scratch
 //! buffer so that callers always see one contiguous slice.
 
@@ -76,11 +76,13 @@ impl Ring {
         }
     }
 
-    /// Appends the bytes of every complete record in the ring to `out`,
-    /// oldest first, then releases them to the kernel. Returns the number
-    /// of bytes moved. (The drain thread's copy: [`read_records`] walks
-    /// them later, as a ring that does not wrap.)
-    pub fn drain_bytes(&mut self, out: &mut Vec<u8>) -> usize {
+    /// Moves the bytes of every complete record in the ring, oldest first,
+    /// into the buffer `place` gives for their length, then releases them
+    /// to the kernel. Returns the number of bytes moved: 0 when the ring is
+    /// empty or `place` had no room (the bytes then stay in the ring).
+    /// (The drain thread's copy: [`read_records`] walks them later, as a
+    /// ring that does not wrap.)
+    pub fn drain_into<'a>(&mut self, place: impl FnOnce(usize) -> Option<&'a mut [u8]>) -> usize {
         let (head_a, tail_a) = self.control();
         let head = head_a.load(Ordering::Acquire);
         let tail = tail_a.load(Ordering::Relaxed);
@@ -89,6 +91,9 @@ impl Ring {
         if n == 0 {
             return 0;
         }
+        let Some(out) = place(n).filter(|o| o.len() >= n) else {
+            return 0;
+        };
         // SAFETY: the data area is `data_size` bytes at `data_offset` inside
         // the mapping; only bytes before `head` (published by the acquire
         // load above) are read, and the kernel does not write them until the
@@ -98,11 +103,16 @@ impl Ring {
         };
         let pos = (tail % size) as usize;
         let first = n.min(data.len() - pos);
-        out.reserve(n);
-        out.extend_from_slice(&data[pos..pos + first]);
-        out.extend_from_slice(&data[..n - first]);
+        out[..first].copy_from_slice(&data[pos..pos + first]);
+        out[first..n].copy_from_slice(&data[..n - first]);
         tail_a.store(tail + n as u64, Ordering::Release);
         n
+    }
+
+    /// The ring's data size in bytes: the most one [`Ring::drain_into`]
+    /// moves.
+    pub fn data_size(&self) -> usize {
+        self.data_size
     }
 }
 

@@ -261,26 +261,52 @@ impl EventFd {
 /// interrupting signal also ends the wait). Descriptors that were closed
 /// meanwhile are reported by the kernel, never a fault.
 pub fn poll_fds(fds: &[i32], timeout_ms: i32) -> Result<(), SysError> {
-    let mut p: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // SAFETY: `p` is a valid array of `p.len()` pollfd structures.
-    let rc = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(SysError {
-                call: "poll".into(),
-                source: e,
-            });
+    PollSet::new(fds).wait(timeout_ms)
+}
+
+/// Descriptors to wait on again and again, without allocating at each wait
+/// (the drain thread's rule: no memory from the kernel while it runs).
+#[derive(Debug, Clone)]
+pub struct PollSet {
+    fds: Vec<libc::pollfd>,
+}
+
+impl PollSet {
+    /// A set waiting for `fds` to become readable.
+    pub fn new(fds: &[i32]) -> Self {
+        PollSet {
+            fds: fds
+                .iter()
+                .map(|&fd| libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect(),
         }
     }
-    Ok(())
+
+    /// As [`poll_fds`].
+    pub fn wait(&mut self, timeout_ms: i32) -> Result<(), SysError> {
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures.
+        let rc = unsafe {
+            libc::poll(
+                self.fds.as_mut_ptr(),
+                self.fds.len() as libc::nfds_t,
+                timeout_ms,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(SysError {
+                    call: "poll".into(),
+                    source: e,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Puts the calling thread in the real-time class `SCHED_FIFO` at
