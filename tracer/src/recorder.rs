@@ -1070,6 +1070,36 @@ impl Recorder {
         self.summary.dispatches
     }
 
+    /// Adds, per CPU, the records the kernel counted as lost but never
+    /// reported in the ring (a ring full at the very end: the kernel writes
+    /// its LOST record only once a later record fits), as lost at `time`.
+    fn count_unreported_losses(&mut self, time: u64) {
+        let mut first = 0;
+        for (slot, &owner) in self.ring_owner.iter().enumerate() {
+            let counted: Option<u64> = self.events[first..=owner]
+                .iter()
+                .map(PerfEvent::lost_records)
+                .sum();
+            first = owner + 1;
+            let Some(r) = self.rings.get_mut(slot) else {
+                continue;
+            };
+            let missing = counted.unwrap_or(0).saturating_sub(r.lost);
+            if missing > 0 {
+                r.lost += missing;
+                self.merge.push(
+                    slot,
+                    time,
+                    Merged::Lost(Lost {
+                        time,
+                        cpu: r.cpu,
+                        count: missing,
+                    }),
+                );
+            }
+        }
+    }
+
     /// Records lost so far, per CPU.
     pub fn lost_per_cpu(&self) -> Vec<u64> {
         self.rings.iter().map(|r| r.lost).collect()
@@ -1107,6 +1137,7 @@ impl Recorder {
                 sys::poll_fds(&[drain.ready_fd()], 100)?;
             }
         }
+        self.count_unreported_losses(stop_ns);
         self.release(u64::MAX)?;
         self.embed_trees()
     }

@@ -7,9 +7,9 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use perf_event_open_sys as sys;
 use sys::bindings::{
-    perf_event_attr, PERF_FLAG_FD_CLOEXEC, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU, PERF_SAMPLE_RAW,
-    PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
-    PERF_TYPE_TRACEPOINT,
+    perf_event_attr, PERF_FLAG_FD_CLOEXEC, PERF_FORMAT_LOST, PERF_SAMPLE_CALLCHAIN,
+    PERF_SAMPLE_CPU, PERF_SAMPLE_RAW, PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER,
+    PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_TYPE_TRACEPOINT,
 };
 
 /// A failed system call, with its name.
@@ -88,6 +88,9 @@ pub struct EventSpec {
 #[derive(Debug)]
 pub struct PerfEvent {
     fd: OwnedFd,
+    /// Whether the kernel keeps this event's lost-record count for `read`
+    /// (`PERF_FORMAT_LOST`, Linux 6.0).
+    counts_lost: bool,
 }
 
 impl PerfEvent {
@@ -125,11 +128,17 @@ impl PerfEvent {
         attr.set_exclude_callchain_user(1);
         attr.set_exclude_callchain_kernel(u64::from(!spec.kernel_callchain));
         attr.sample_max_stack = MAX_KERNEL_FRAMES;
-        // SAFETY: `attr` is a fully initialized perf_event_attr whose `size`
-        // is its own size; the kernel only reads it during the call.
-        let fd = unsafe {
-            sys::perf_event_open(&mut attr, -1, cpu as i32, -1, PERF_FLAG_FD_CLOEXEC as _)
-        };
+        // The lost-record count, where the kernel keeps it: the only way to
+        // learn of records lost at the very end (the kernel reports a loss
+        // in the ring only once a later record fits).
+        attr.read_format = PERF_FORMAT_LOST as u64;
+        let mut counts_lost = true;
+        let mut fd = open(&mut attr, cpu);
+        if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+            attr.read_format = 0;
+            counts_lost = false;
+            fd = open(&mut attr, cpu);
+        }
         if fd < 0 {
             return Err(SysError {
                 call: format!("perf_event_open({what}, cpu {cpu})"),
@@ -138,7 +147,20 @@ impl PerfEvent {
         }
         // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(PerfEvent { fd })
+        Ok(PerfEvent { fd, counts_lost })
+    }
+
+    /// Records of this event the kernel could not write to its ring (full)
+    /// so far, or `None` where the kernel does not count them.
+    pub fn lost_records(&self) -> Option<u64> {
+        if !self.counts_lost {
+            return None;
+        }
+        // `read_format` is PERF_FORMAT_LOST alone: { value, lost }.
+        let mut v = [0u64; 2];
+        // SAFETY: reads at most 16 bytes into `v`, which has 16.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), v.as_mut_ptr().cast(), 16) };
+        (n == 16).then_some(v[1])
     }
 
     /// The file descriptor, for `mmap` and `poll`.
@@ -180,6 +202,15 @@ impl PerfEvent {
         let rc = unsafe { sys::ioctls::DISABLE(self.fd.as_raw_fd(), 0) };
         check(rc, "ioctl(PERF_EVENT_IOC_DISABLE)")
     }
+}
+
+/// `perf_event_open(attr, pid -1, cpu, no group, CLOEXEC)`: a descriptor or
+/// -1 (errno set).
+fn open(attr: &mut perf_event_attr, cpu: u32) -> i32 {
+    // SAFETY: `attr` is a fully initialized perf_event_attr whose `size` is
+    // its own size; the kernel only reads it (and writes `size` back on
+    // E2BIG) during the call.
+    unsafe { sys::perf_event_open(attr, -1, cpu as i32, -1, PERF_FLAG_FD_CLOEXEC as _) }
 }
 
 fn check(rc: i32, call: &str) -> Result<(), SysError> {
