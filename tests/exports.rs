@@ -184,22 +184,45 @@ fn perfetto_export_decodes_with_the_switches_per_cpu_and_the_top_paths_stack() {
     assert!(out.status.success(), "{}", stderr(&out));
     let bytes = std::fs::read(&trace_file).unwrap();
     let trace = Trace::decode(&bytes[..]).expect("a Trace, decoded with the same protos");
-    // Every dispatch of the window is a sched_switch on its CPU.
-    let mut switches: std::collections::BTreeMap<u32, u64> = Default::default();
-    let (mut wakings, mut samples) = (0u64, Vec::new());
+    // Every dispatch of the window is a sched_switch on its CPU, most in
+    // the compact columns: per CPU, (time, leaving thread if written,
+    // thread switched in).
+    let mut switches: std::collections::BTreeMap<u32, Vec<(u64, Option<i32>, i32)>> =
+        Default::default();
+    let (mut wakings, mut compact_wakings, mut samples) = (0u64, 0u64, Vec::new());
     let mut interned = None;
     let mut threads = 0;
     for p in &trace.packet {
         match &p.data {
             Some(trace_packet::Data::FtraceEvents(b)) => {
+                let cpu = switches.entry(b.cpu.unwrap()).or_default();
                 for e in &b.event {
-                    match e.event {
-                        Some(ftrace_event::Event::SchedSwitch(_)) => {
-                            *switches.entry(b.cpu.unwrap()).or_default() += 1
+                    match &e.event {
+                        Some(ftrace_event::Event::SchedSwitch(s)) => {
+                            cpu.push((e.timestamp.unwrap(), s.prev_pid, s.next_pid.unwrap()))
                         }
                         Some(ftrace_event::Event::SchedWaking(_)) => wakings += 1,
                         _ => {}
                     }
+                }
+                if let Some(c) = &b.compact_sched {
+                    let n = c.switch_timestamp.len();
+                    assert!(
+                        [c.switch_prev_state.len(), c.switch_next_pid.len()]
+                            .iter()
+                            .chain([c.switch_next_comm_index.len()].iter())
+                            .all(|&l| l == n),
+                        "switch columns of one length"
+                    );
+                    let mut t = 0;
+                    for (i, d) in c.switch_timestamp.iter().enumerate() {
+                        t += d;
+                        cpu.push((t, None, c.switch_next_pid[i]));
+                        let comm = c.switch_next_comm_index[i] as usize;
+                        assert!(comm < c.intern_table.len(), "comm index in the table");
+                    }
+                    assert_eq!(c.waking_pid.len(), c.waking_timestamp.len());
+                    compact_wakings += c.waking_timestamp.len() as u64;
                 }
             }
             Some(trace_packet::Data::PerfSample(s)) => {
@@ -215,15 +238,48 @@ fn perfetto_export_decodes_with_the_switches_per_cpu_and_the_top_paths_stack() {
             interned = Some(i.clone());
         }
     }
+    let (start, stop) = (u(report, "start_ns"), u(report, "stop_ns"));
     for c in report["per_cpu"].as_array().unwrap() {
-        assert_eq!(
-            switches.get(&(u(c, "cpu") as u32)).copied().unwrap_or(0),
-            u(c, "dispatches"),
-            "CPU {}: {switches:?}",
-            c["cpu"]
+        let cpu = u(c, "cpu") as u32;
+        let mut events = switches.remove(&cpu).unwrap_or_default();
+        assert_eq!(events.len() as u64, u(c, "dispatches"), "CPU {cpu}");
+        let compact = events.iter().filter(|e| e.1.is_none()).count();
+        assert!(
+            compact * 10 >= events.len() * 9,
+            "CPU {cpu}: {compact} of {} switches compact",
+            events.len()
+        );
+        // Perfetto's reading: the idle task runs from a switch to pid 0 to
+        // the CPU's next switch. That idle is the report's, within the
+        // time the report says it cannot know.
+        events.sort_by_key(|e| e.0);
+        let first = events.first().expect("switches on every CPU");
+        assert!(first.1.is_some(), "a CPU's first switch names who leaves");
+        let mut idle = if first.1 == Some(0) {
+            first.0 - start
+        } else {
+            0
+        };
+        for w in events.windows(2) {
+            if w[0].2 == 0 {
+                idle += w[1].0 - w[0].0;
+            }
+        }
+        let last = events.last().unwrap();
+        if last.2 == 0 {
+            idle += stop - last.0;
+        }
+        let (reported, unknown) = (u(c, "idle_ns"), u(c, "unknown_ns"));
+        println!(
+            "CPU {cpu}: Perfetto's idle {idle} ns, the report's {reported} (+{unknown} unknown)"
+        );
+        assert!(
+            idle >= reported && idle <= reported + unknown,
+            "CPU {cpu}: idle as Perfetto reads it {idle} ns, the report's {reported} + {unknown} unknown"
         );
     }
-    assert_eq!(wakings, u(report, "wakeups"));
+    assert!(compact_wakings > 0, "wake-ups in the compact columns");
+    assert_eq!(wakings + compact_wakings, u(report, "wakeups"));
     assert!(threads >= 3, "the process tree names the threads");
     // The top path's stack: the call stack most samples have, root first,
     // is the report's top path (innermost first there), frame for frame.

@@ -3,10 +3,13 @@
 //! *what* made it so.
 //!
 //! Written while the pass reads the recording ([`PerfettoWriter`] is a
-//! [`PassObserver`]): every dispatch of the window as a `sched_switch`
-//! ftrace event on its CPU (idle shows as the gaps of the CPU tracks; the
-//! leaving thread's state as Perfetto reads it), every wake-up as
-//! `sched_waking` (threads turn runnable), in bundles per CPU. Each
+//! [`PassObserver`]): every dispatch of the window as a `sched_switch` on
+//! its CPU (idle shows as the gaps of the CPU tracks; the leaving thread's
+//! state as Perfetto reads it), every wake-up as `sched_waking` (threads
+//! turn runnable), in bundles per CPU, in Perfetto's compact form (the
+//! columns `traced_probes` itself writes: delta times, interned comms; a
+//! switch whose leaving thread is not the one the CPU's last switch brought
+//! in, or out of time order, is written as a full event instead). Each
 //! idle-causing dispatch becomes a perf sample of its thread at the
 //! switch-out whose call stack is its merged path ([`crate::idlepaths`]):
 //! the paths are known only when the pass is over, so the samples wait in
@@ -20,11 +23,13 @@
 //! dispatches.
 
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::sync::mpsc::{self, SyncSender};
+use std::thread::JoinHandle;
 
 use idleflow_export::perfetto::{
-    ftrace_event, trace_packet, Callstack, FtraceEvent, FtraceEventBundle, InternedData,
-    InternedString, Mapping, PerfSample, ProcessTree, SchedSwitchFtraceEvent,
-    SchedWakingFtraceEvent, TracePacket,
+    ftrace_event, ftrace_event_bundle::CompactSched, trace_packet, Callstack, FtraceEvent,
+    FtraceEventBundle, InternedData, InternedString, Mapping, PerfSample, ProcessTree,
+    SchedSwitchFtraceEvent, SchedWakingFtraceEvent, TracePacket,
 };
 use idleflow_export::Message;
 use idleflow_format::{Dispatch, PrevState, Wakeup, IDLE_TID};
@@ -34,7 +39,9 @@ use crate::analysis::{Analysis, Charged, PassObserver, PathKey};
 use crate::path::FrameKind;
 
 /// Events per CPU bundle before it is written.
-const BUNDLE_EVENTS: usize = 2048;
+const BUNDLE_EVENTS: usize = 8192;
+/// The priority written for every thread (the recording has none).
+const PRIO: i32 = 120;
 /// The packet sequence of the interned paths and their samples.
 const SEQUENCE: u32 = 1;
 /// `TracePacket.SequenceFlags`.
@@ -56,18 +63,78 @@ fn task_state(s: PrevState) -> i64 {
     }
 }
 
-/// Writes one packet of a `Trace`: field 1, length-delimited.
-fn write_packet(out: &mut impl Write, p: &TracePacket) -> std::io::Result<()> {
-    out.write_all(&[0x0a])?;
-    out.write_all(&p.encode_length_delimited_to_vec())
+/// Writes one packet of a `Trace`: field 1, length-delimited, encoded in
+/// `buf` (reused from packet to packet).
+fn write_packet(out: &mut impl Write, p: &TracePacket, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    buf.clear();
+    buf.push(0x0a);
+    p.encode_length_delimited(buf)
+        .expect("a Vec grows to any length");
+    out.write_all(buf)
+}
+
+/// Bundles waiting for the encoder thread, at most.
+const BUNDLES_QUEUED: usize = 16;
+
+/// The thread that encodes and writes the bundles, so that the pass's
+/// thread only fills columns: it hands the output back when the channel
+/// closes.
+#[derive(Debug)]
+struct Encoder<W: Write> {
+    tx: Option<SyncSender<FtraceEventBundle>>,
+    thread: Option<JoinHandle<std::io::Result<BufWriter<W>>>>,
+}
+
+impl<W: Write + Send + 'static> Encoder<W> {
+    fn start(out: W) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::sync_channel::<FtraceEventBundle>(BUNDLES_QUEUED);
+        let thread = std::thread::Builder::new()
+            .name("perfetto-encode".into())
+            .spawn(move || {
+                let mut out = BufWriter::with_capacity(1 << 16, out);
+                let mut buf = Vec::new();
+                for bundle in rx {
+                    let packet = TracePacket {
+                        data: Some(trace_packet::Data::FtraceEvents(bundle)),
+                        ..Default::default()
+                    };
+                    write_packet(&mut out, &packet, &mut buf)?;
+                }
+                Ok(out)
+            })?;
+        Ok(Encoder {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues a bundle; false once the thread stopped (an I/O error, which
+    /// [`Encoder::finish`] returns).
+    fn send(&self, b: FtraceEventBundle) -> bool {
+        self.tx.as_ref().is_some_and(|tx| tx.send(b).is_ok())
+    }
+
+    /// Waits for every queued bundle to be written; the output back.
+    fn finish(&mut self) -> std::io::Result<BufWriter<W>> {
+        drop(self.tx.take());
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(std::io::Error::other(
+                "the Perfetto encoder thread panicked",
+            )),
+            None => Err(std::io::Error::other(
+                "the Perfetto output was finished twice",
+            )),
+        }
+    }
 }
 
 /// The perfetto export, fed by the pass (see the module documentation).
 #[derive(Debug)]
 pub struct PerfettoWriter<W: Write> {
-    out: BufWriter<W>,
+    encoder: Encoder<W>,
     /// Per CPU, its open bundle.
-    bundles: FxHashMap<u32, Vec<FtraceEvent>>,
+    bundles: FxHashMap<u32, Bundle>,
     /// The samples waiting for their paths: time, CPU, tid, path number.
     spill: BufWriter<std::fs::File>,
     samples: u64,
@@ -82,12 +149,13 @@ pub struct PerfettoWriter<W: Write> {
     pub wakeups: u64,
 }
 
-impl<W: Write> PerfettoWriter<W> {
-    /// A writer into `out`; the samples spill into an anonymous temporary
-    /// file until [`PerfettoWriter::finish`].
+impl<W: Write + Send + 'static> PerfettoWriter<W> {
+    /// A writer into `out` (bundles are encoded and written by a thread of
+    /// their own); the samples spill into an anonymous temporary file until
+    /// [`PerfettoWriter::finish`].
     pub fn new(out: W) -> std::io::Result<Self> {
         Ok(PerfettoWriter {
-            out: BufWriter::with_capacity(1 << 16, out),
+            encoder: Encoder::start(out)?,
             bundles: FxHashMap::default(),
             spill: BufWriter::new(tempfile::tempfile()?),
             samples: 0,
@@ -100,28 +168,23 @@ impl<W: Write> PerfettoWriter<W> {
     }
 
     fn flush_bundle(&mut self, cpu: u32) {
-        let Some(events) = self.bundles.get_mut(&cpu) else {
+        let Some(b) = self.bundles.get_mut(&cpu) else {
             return;
         };
-        if events.is_empty() || self.error.is_some() {
+        if b.events == 0 || self.error.is_some() {
             return;
         }
-        let packet = TracePacket {
-            data: Some(trace_packet::Data::FtraceEvents(FtraceEventBundle {
-                cpu: Some(cpu),
-                event: std::mem::take(events),
-            })),
-            ..Default::default()
-        };
-        if let Err(e) = write_packet(&mut self.out, &packet) {
-            self.error = Some(e);
+        if !self.encoder.send(b.take(cpu)) {
+            self.error = Some(std::io::Error::other("the Perfetto output stopped"));
         }
     }
 
-    fn push(&mut self, cpu: u32, e: FtraceEvent) {
-        let events = self.bundles.entry(cpu).or_default();
-        events.push(e);
-        if events.len() >= BUNDLE_EVENTS {
+    fn bundle(&mut self, cpu: u32) -> &mut Bundle {
+        self.bundles.entry(cpu).or_default()
+    }
+
+    fn counted(&mut self, cpu: u32) {
+        if self.bundle(cpu).events >= BUNDLE_EVENTS {
             self.flush_bundle(cpu);
         }
     }
@@ -134,6 +197,10 @@ impl<W: Write> PerfettoWriter<W> {
         for cpu in cpus {
             self.flush_bundle(cpu);
         }
+        // The encoder's own error (the first write that failed) says more
+        // than "stopped".
+        let mut out = self.encoder.finish()?;
+        let mut buf = Vec::new();
         if let Some(e) = self.error.take() {
             return Err(e);
         }
@@ -162,12 +229,13 @@ impl<W: Write> PerfettoWriter<W> {
                 });
         }
         write_packet(
-            &mut self.out,
+            &mut out,
             &TracePacket {
                 timestamp: Some(a.window.0),
                 data: Some(trace_packet::Data::ProcessTree(tree)),
                 ..Default::default()
             },
+            &mut buf,
         )?;
         // The paths, interned: a name per function, a mapping per module
         // (or per kind of code outside modules), a frame per (function,
@@ -241,7 +309,7 @@ impl<W: Write> PerfettoWriter<W> {
             });
         }
         write_packet(
-            &mut self.out,
+            &mut out,
             &TracePacket {
                 timestamp: Some(a.window.0),
                 optional_trusted_packet_sequence_id: Some(
@@ -253,6 +321,7 @@ impl<W: Write> PerfettoWriter<W> {
                 interned_data: Some(interned),
                 ..Default::default()
             },
+            &mut buf,
         )?;
         // The samples, from the spill.
         let mut spill = self.spill.into_inner().map_err(|e| e.into_error())?;
@@ -267,7 +336,7 @@ impl<W: Write> PerfettoWriter<W> {
             let tid = u32::from_le_bytes(rec[12..16].try_into().expect("4 bytes"));
             let path = u32::from_le_bytes(rec[16..20].try_into().expect("4 bytes"));
             write_packet(
-                &mut self.out,
+                &mut out,
                 &TracePacket {
                     timestamp: Some(time),
                     optional_trusted_packet_sequence_id: Some(
@@ -285,10 +354,57 @@ impl<W: Write> PerfettoWriter<W> {
                     })),
                     ..Default::default()
                 },
+                &mut buf,
             )?;
         }
-        self.out.flush()?;
-        self.out.into_inner().map_err(|e| e.into_error())
+        out.flush()?;
+        out.into_inner().map_err(|e| e.into_error())
+    }
+}
+
+/// One CPU's open bundle: compact columns, and the few events that need
+/// the full form.
+#[derive(Debug, Default)]
+struct Bundle {
+    compact: CompactSched,
+    /// Each thread's index in `compact.intern_table`.
+    comm_index: FxHashMap<u32, u32>,
+    full: Vec<FtraceEvent>,
+    /// The times the deltas count from (0 at a bundle's start).
+    last_switch: u64,
+    last_waking: u64,
+    events: usize,
+    /// The thread the CPU's last switch brought in (kept across bundles,
+    /// as Perfetto keeps it).
+    running: Option<u32>,
+}
+
+impl Bundle {
+    /// `tid`'s index in the bundle's intern table.
+    fn comm(&mut self, tid: u32, names: &FxHashMap<u32, (u32, String)>) -> u32 {
+        let table = &mut self.compact.intern_table;
+        *self.comm_index.entry(tid).or_insert_with(|| {
+            table.push(comm(names, tid));
+            table.len() as u32 - 1
+        })
+    }
+
+    /// The bundle to write; this one starts over (the CPU's running
+    /// thread stays).
+    fn take(&mut self, cpu: u32) -> FtraceEventBundle {
+        self.comm_index.clear();
+        self.last_switch = 0;
+        self.last_waking = 0;
+        self.events = 0;
+        let compact = std::mem::take(&mut self.compact);
+        let has_compact =
+            !compact.switch_timestamp.is_empty() || !compact.waking_timestamp.is_empty();
+        FtraceEventBundle {
+            cpu: Some(cpu),
+            event: std::mem::take(&mut self.full),
+            compact_sched: has_compact.then_some(compact),
+            ..Default::default()
+        }
     }
 }
 
@@ -302,39 +418,67 @@ fn comm(names: &FxHashMap<u32, (u32, String)>, tid: u32) -> String {
         .map_or_else(|| format!("tid {tid}"), |n| n.1.clone())
 }
 
-impl<W: Write> PassObserver for PerfettoWriter<W> {
+impl<W: Write + Send + 'static> PassObserver for PerfettoWriter<W> {
     fn dispatch(&mut self, d: &Dispatch, names: &FxHashMap<u32, (u32, String)>) {
         self.switches += 1;
-        let e = FtraceEvent {
-            timestamp: Some(d.time),
-            pid: Some(d.prev_tid),
-            event: Some(ftrace_event::Event::SchedSwitch(SchedSwitchFtraceEvent {
-                prev_comm: Some(comm(names, d.prev_tid)),
-                prev_pid: Some(d.prev_tid as i32),
-                prev_prio: Some(120),
-                prev_state: Some(task_state(d.prev_state)),
-                next_comm: Some(comm(names, d.next_tid)),
-                next_pid: Some(d.next_tid as i32),
-                next_prio: Some(120),
-            })),
-        };
-        self.push(d.cpu, e);
+        let b = self.bundle(d.cpu);
+        if b.running == Some(d.prev_tid) && d.time >= b.last_switch {
+            let comm = b.comm(d.next_tid, names);
+            let c = &mut b.compact;
+            c.switch_timestamp.push(d.time - b.last_switch);
+            c.switch_prev_state.push(task_state(d.prev_state));
+            c.switch_next_pid.push(d.next_tid as i32);
+            c.switch_next_prio.push(PRIO);
+            c.switch_next_comm_index.push(comm);
+            b.last_switch = d.time;
+        } else {
+            b.full.push(FtraceEvent {
+                timestamp: Some(d.time),
+                pid: Some(d.prev_tid),
+                event: Some(ftrace_event::Event::SchedSwitch(SchedSwitchFtraceEvent {
+                    prev_comm: Some(comm(names, d.prev_tid)),
+                    prev_pid: Some(d.prev_tid as i32),
+                    prev_prio: Some(PRIO),
+                    prev_state: Some(task_state(d.prev_state)),
+                    next_comm: Some(comm(names, d.next_tid)),
+                    next_pid: Some(d.next_tid as i32),
+                    next_prio: Some(PRIO),
+                })),
+            });
+        }
+        b.running = Some(d.next_tid);
+        b.events += 1;
+        self.counted(d.cpu);
     }
 
     fn wakeup(&mut self, w: &Wakeup, names: &FxHashMap<u32, (u32, String)>) {
         self.wakeups += 1;
-        let e = FtraceEvent {
-            timestamp: Some(w.time),
-            pid: Some(w.waker_tid),
-            event: Some(ftrace_event::Event::SchedWaking(SchedWakingFtraceEvent {
-                comm: Some(comm(names, w.wakee_tid)),
-                pid: Some(w.wakee_tid as i32),
-                prio: Some(120),
-                success: Some(1),
-                target_cpu: Some(w.target_cpu as i32),
-            })),
-        };
-        self.push(w.cpu, e);
+        let b = self.bundle(w.cpu);
+        if w.time >= b.last_waking {
+            let comm = b.comm(w.wakee_tid, names);
+            let c = &mut b.compact;
+            c.waking_timestamp.push(w.time - b.last_waking);
+            c.waking_pid.push(w.wakee_tid as i32);
+            c.waking_target_cpu.push(w.target_cpu as i32);
+            c.waking_prio.push(PRIO);
+            c.waking_comm_index.push(comm);
+            c.waking_common_flags.push(0);
+            b.last_waking = w.time;
+        } else {
+            b.full.push(FtraceEvent {
+                timestamp: Some(w.time),
+                pid: Some(w.waker_tid),
+                event: Some(ftrace_event::Event::SchedWaking(SchedWakingFtraceEvent {
+                    comm: Some(comm(names, w.wakee_tid)),
+                    pid: Some(w.wakee_tid as i32),
+                    prio: Some(PRIO),
+                    success: Some(1),
+                    target_cpu: Some(w.target_cpu as i32),
+                })),
+            });
+        }
+        b.events += 1;
+        self.counted(w.cpu);
     }
 
     fn charged(&mut self, c: &Charged) {
