@@ -145,8 +145,9 @@ pub fn check(
                 .map(|r| {
                     r.paths
                         .iter()
-                        .find(|p| p.key() == key)
-                        .map_or(0.0, |p| p.share_pct)
+                        .filter(|p| p.key() == key)
+                        .map(|p| p.share_pct)
+                        .sum::<f64>()
                 })
                 .collect();
             let n = shares.len() as f64;

@@ -158,6 +158,9 @@ fn side(r: &RunSummary) -> Side {
 /// change of share and whether it is beyond the runs' noise and at least
 /// `min_change_pts` points.
 pub fn diff(base: &RunSummary, new: &RunSummary, min_change_pts: f64) -> Diff {
+    // Paths that match are one on each side (a run can hold two that differ
+    // only in what matching ignores).
+    let (base, new) = (&base.merged(), &new.merged());
     let (nb, nn) = (base.idle_windows.len(), new.idle_windows.len());
     let mut pairs: FxHashMap<String, (Option<&PathSummary>, Option<&PathSummary>)> =
         FxHashMap::default();

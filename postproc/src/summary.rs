@@ -7,7 +7,8 @@
 //!
 //! Paths are matched across runs by [`PathSummary::key`]: the process's
 //! name, the reason and the frames' kinds and names — what stays the same
-//! from run to run (not lines, thread ids or addresses).
+//! from run to run (not lines, thread ids, addresses, or how the JIT ran a
+//! Java method).
 //!
 //! Invariants: a summary's size is its distinct paths × its windows (at
 //! most [`crate::analysis::MAX_WINDOWS`] each), never its dispatches; every
@@ -18,6 +19,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::idlepaths::PathFrame;
+use crate::path::FrameKind;
 use crate::report::{pct, Report};
 
 /// One run (see the module documentation).
@@ -71,11 +73,19 @@ pub struct PathSummary {
 }
 
 /// What matches a path across runs: process, reason, and the frames' kinds
-/// and names, as one text (`process|reason|kind:name;…`).
+/// and names, as one text (`process|reason|kind:name;…`). How a Java
+/// method ran (interpreted, compiled, inlined into its caller) is the JIT's
+/// choice of the moment, not the code: measured on H2, two runs of the same
+/// load inlined `NioSocketImpl.read` in one and not in the other, and the
+/// path looked new. Those kinds all match as `Java`.
 pub fn match_key(process: &str, reason: &str, frames: &[PathFrame]) -> String {
     let mut k = format!("{process}|{reason}|");
     for f in frames {
-        k.push_str(&format!("{:?}:{};", f.frame.kind, f.frame.name));
+        let kind = match f.frame.kind {
+            FrameKind::Jit | FrameKind::Inlined | FrameKind::Interpreted => FrameKind::Java,
+            other => other,
+        };
+        k.push_str(&format!("{kind:?}:{};", f.frame.name));
     }
     k
 }
@@ -143,6 +153,12 @@ impl RunSummary {
         )
     }
 
+    /// The same run with the paths that match ([`PathSummary::key`]) as one.
+    pub fn merged(&self) -> RunSummary {
+        RunSummary::pooled(std::slice::from_ref(self), self.file.clone())
+            .expect("one run pools into one")
+    }
+
     /// Several runs as one baseline: their windows one after the other
     /// (each run's paths zero in the others' windows), durations and idle
     /// summed, shares recomputed; the facts (host, command, …) of the
@@ -207,7 +223,7 @@ impl RunSummary {
 pub(crate) mod tests {
     use super::*;
     use crate::idlepaths::FrameSource;
-    use crate::path::{Frame, FrameKind};
+    use crate::path::Frame;
 
     /// A path of thread `name` in `name` (native), `idle` ns spread over
     /// `windows` (shared with the check's tests).
@@ -271,6 +287,30 @@ pub(crate) mod tests {
         assert_eq!(g.frames[0].frame.name, "g");
         assert_eq!(g.windows, vec![0, 0, 0, 10, 50]);
         assert!(RunSummary::pooled(&[], "none").is_none());
+    }
+
+    #[test]
+    fn a_java_method_matches_however_the_jit_ran_it_but_not_a_native_namesake() {
+        let with = |kind| {
+            let mut p = path("read", 10, vec![5, 5]);
+            p.frames[0].frame.kind = kind;
+            p
+        };
+        let jit = with(FrameKind::Jit);
+        assert_eq!(jit.key(), with(FrameKind::Inlined).key());
+        assert_eq!(jit.key(), with(FrameKind::Interpreted).key());
+        assert_eq!(jit.key(), with(FrameKind::Java).key());
+        assert_ne!(jit.key(), with(FrameKind::Native).key());
+        // One run holding both forms: one path once merged.
+        let r = run(
+            1,
+            vec![20, 20],
+            vec![with(FrameKind::Jit), with(FrameKind::Inlined)],
+        );
+        let m = r.merged();
+        assert_eq!(m.paths.len(), 1);
+        assert_eq!(m.paths[0].windows, vec![10, 10]);
+        assert!((m.paths[0].share_pct - 50.0).abs() < 1e-9);
     }
 
     #[test]
