@@ -271,7 +271,12 @@ fn a_three_deep_chain_at_the_default_stacks_is_rooted_in_the_sleep_and_its_relea
         u(release, "idle_ns") * 2 >= u(release, "sampled_ns") && u(release, "sampled_ns") > 0,
         "{release}"
     );
-    assert!(u(top, "device_named_ns") * 2 >= u(top, "idle_ns"), "{top}");
+    // The sampled interrupt stacks at the writer's sleep (one wake-up in
+    // 16) name the timer for the whole wait, whichever chain led to it.
+    assert!(
+        u(top, "device_named_ns") * 10 >= u(top, "idle_ns") * 9,
+        "{top}"
+    );
     assert!(text.contains("released the waiters in writer"), "{text}");
     assert_handlers_indexer_writer(top);
     // Each link names its lock: the futex's address (the handlers wait on
@@ -347,8 +352,11 @@ fn consumers_idle_for_a_producer_reading_a_loopback_socket_are_rooted_in_the_net
         "{top}"
     );
     // The interrupt's own stack at the producer's wake-ups (the network's
-    // receive path) named the device for most of the idle.
-    assert!(u(top, "device_named_ns") * 2 >= u(top, "idle_ns"), "{top}");
+    // receive path) named the device for its wait, so for nearly all the idle.
+    assert!(
+        u(top, "device_named_ns") * 10 >= u(top, "idle_ns") * 9,
+        "{top}"
+    );
     // The loopback wake-up runs in a softirq on the client's time: the
     // client is the thread the interrupt hit, never what the producer or
     // the consumers waited for.

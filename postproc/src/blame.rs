@@ -1087,9 +1087,10 @@ pub struct RootCause {
     /// the wait the device ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
-    /// Of a `device` root's idle, how much came after wake-ups whose
-    /// interrupt's own kernel stack was taken and named the device (the
-    /// rest: named from the wait's frames), ns.
+    /// Of a `device` root's idle, how much came after wake-ups of root
+    /// waits whose device an interrupt's own kernel stack named (sampled at
+    /// any chain into the same wait; the rest: named from the wait's
+    /// frames), ns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_named_ns: Option<u64>,
     /// The root thread's process.
@@ -1613,6 +1614,21 @@ impl RootCausesSection {
                 *e = (k.path, ns);
             }
         }
+        // The device that ends a root's wait is the wait's, whichever
+        // victim's chain led to it: the interrupts' stacks sampled at every
+        // chain into one root wait (same thread, same wait) name it together.
+        let mut irq_by_wait: FxHashMap<(RootKind, RowKey), FxHashMap<u64, u64>> =
+            FxHashMap::default();
+        for (k, e) in &a.blame.extras {
+            for &(irq, ns) in &e.irq {
+                let x = irq_by_wait
+                    .entry((k.kind, k.path))
+                    .or_default()
+                    .entry(irq)
+                    .or_default();
+                *x = x.saturating_add(ns);
+            }
+        }
         for (k, &ns) in &a.blame.roots {
             // Idle that another process's thread opened is not this
             // report's (its chain may lead into the program all the same).
@@ -1658,9 +1674,10 @@ impl RootCausesSection {
                     from_release = !r.frames.is_empty();
                 }
             }
-            let irq_device = extras
-                .and_then(|e| e.irq.iter().max_by_key(|(k, ns)| (*ns, *k)))
-                .map(|&(irq, _)| {
+            let irq_device = irq_by_wait
+                .get(&(k.kind, k.path))
+                .and_then(|m| m.iter().max_by_key(|(k, ns)| (**ns, **k)))
+                .map(|(&irq, _)| {
                     device_of_interrupt(
                         &resolve(&RowKey::new(k.path.tid(), (irq, 0), 0, None)).frames,
                     )
