@@ -17,15 +17,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// mimalloc: a thread frees memory another thread allocated without taking
-/// that thread's lock. The recorder frees what the real-time drain thread
-/// allocated (ring copies, channel blocks); with glibc's malloc that free
-/// locks the drain's arena, and a recorder preempted there (an ordinary
-/// thread among a saturated machine's runnable ones) stalls the drain
-/// (priority inversion: the rings overflow).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let result = match cli.command {
