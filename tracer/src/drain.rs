@@ -281,10 +281,12 @@ impl Drain {
         self.shared.wake.notify();
     }
 
-    /// Whether the thread sent its last round: rounds taken after this says
-    /// so are all there will be.
+    /// Whether the thread sent its last round (or ended otherwise, a panic
+    /// included: a stop never waits on a thread that is gone): rounds taken
+    /// after this says so are all there will be.
     pub fn finished(&self) -> bool {
         self.shared.finished.load(Ordering::Acquire)
+            || self.thread.as_ref().is_none_or(JoinHandle::is_finished)
     }
 }
 
