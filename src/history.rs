@@ -1,13 +1,13 @@
 //! `idleflow history add|list|show|check`: the CLI over the history store
-//! (`idleflow_history`) and the check (`idleflow_postproc::check`).
+//! (`idleflow_history`) and the check (`idleflow_postproc::compare::history_check`).
 //! Recordings are summarized as `diff` reads them ([`crate::report::summarize`]).
 
 use std::io::Write;
 
 use anyhow::Context;
 use idleflow_history::Store;
-use idleflow_postproc::check::{self, MAX_BASELINE};
-use idleflow_postproc::history_text::{self, Kept};
+use idleflow_postproc::compare::history_check::{self, MAX_BASELINE};
+use idleflow_postproc::compare::history_text::{self, Kept};
 
 use crate::cli::{Format, HistoryCommand, HistoryStore};
 
@@ -121,7 +121,7 @@ pub fn run(cmd: HistoryCommand) -> anyhow::Result<u8> {
             // Enough of the newest runs to find the similar ones among.
             let runs = store.runs(Some(&a.job), 10 * MAX_BASELINE)?;
             let history: Vec<_> = runs.into_iter().map(|r| (r.id, r.summary)).collect();
-            let Some(c) = check::check(&a.job, &history, &new, a.min_change) else {
+            let Some(c) = history_check::check(&a.job, &history, &new, a.min_change) else {
                 anyhow::bail!(
                     "job {} has no runs in {} to compare with: keep some first (idleflow history add RUN --job {})",
                     a.job,

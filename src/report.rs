@@ -4,17 +4,19 @@ use std::fs::File;
 use std::io::Write;
 
 use anyhow::Context;
-use idleflow_postproc::startup::{startup_end, StartupEnd};
-use idleflow_postproc::summary::RunSummary;
-use idleflow_postproc::views::{FoldOptions, ViewOptions};
-use idleflow_postproc::{text, Analysis, AnalysisOptions, Report, Window};
+use idleflow_postproc::compare::summary::RunSummary;
+use idleflow_postproc::pass::call_tree::ViewOptions;
+use idleflow_postproc::pass::startup::{startup_end, StartupEnd};
+use idleflow_postproc::path::FoldOptions;
+use idleflow_postproc::render::text;
+use idleflow_postproc::{Analysis, AnalysisOptions, Report, Window};
 
 use crate::cli::{
     DiffArgs, ExportArgs, ExportFormat, FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg,
     ViewArg, WeightArg, WindowArgs,
 };
 use idleflow_postproc::arcflow::{ArcflowOptions, SortBy};
-use idleflow_postproc::flame::{self, Weight};
+use idleflow_postproc::render::flame::{self, Weight};
 
 /// Opens a recording; a missing one whose `.partial` exists (a recorder
 /// that was killed) says so.
@@ -119,7 +121,7 @@ fn analyse_observed(
     w: &WindowArgs,
     views: ViewOptions,
     windows: bool,
-    observer: Option<&mut dyn idleflow_postproc::analysis::PassObserver>,
+    observer: Option<&mut dyn idleflow_postproc::pass::PassObserver>,
 ) -> anyhow::Result<Analysis> {
     let opts = AnalysisOptions {
         window: if w.skip_startup {
@@ -190,7 +192,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
                 flame::svg(&lines, Weight::IdleNs, flame::View::Paths, &mut svg)
                     .context("cannot draw the flame graph")?;
             }
-            idleflow_postproc::html::render(
+            idleflow_postproc::render::html::render(
                 &report,
                 &source,
                 answer,
@@ -231,8 +233,8 @@ pub fn script(args: ScriptArgs) -> anyhow::Result<()> {
     let path = &args.input;
     let file = open(path)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let cut = match idleflow_postproc::script::print(file, &mut out) {
-        Err(idleflow_postproc::script::ScriptError::Output(e)) => Err(e.into()),
+    let cut = match idleflow_postproc::render::script::print(file, &mut out) {
+        Err(idleflow_postproc::render::script::ScriptError::Output(e)) => Err(e.into()),
         other => other.with_context(|| format!("cannot read {}", path.display())),
     }?;
     out.flush()?;
@@ -308,7 +310,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     let file = std::fs::File::create(&out_path)
         .with_context(|| format!("cannot create {}", out_path.display()))?;
     if args.format == ExportFormat::Perfetto {
-        let mut writer = idleflow_postproc::perfetto::PerfettoWriter::new(file)
+        let mut writer = idleflow_postproc::render::perfetto::PerfettoWriter::new(file)
             .context("cannot create a temporary file for the samples")?;
         let analysis = analyse_observed(
             &args.input,
@@ -328,8 +330,8 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     match args.format {
         ExportFormat::Perfetto => unreachable!("written above"),
         ExportFormat::Pprof => {
-            let profile = idleflow_postproc::pprof::profile(&report);
-            idleflow_postproc::pprof::write_gz(&profile, &mut out)
+            let profile = idleflow_postproc::render::pprof::profile(&report);
+            idleflow_postproc::render::pprof::write_gz(&profile, &mut out)
         }
     }
     .and_then(|()| out.flush())
@@ -373,8 +375,10 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
             merge_threads: true,
         };
         let folded = |a: &Analysis| idleflow_postproc::idlepaths::folded(a, fold, false, false);
-        let lines =
-            idleflow_postproc::diff::differential_folded(&folded(&base_a), &folded(&new_a))?;
+        let lines = idleflow_postproc::compare::diff::differential_folded(
+            &folded(&base_a),
+            &folded(&new_a),
+        )?;
         if lines.is_empty() {
             anyhow::bail!("neither recording has idle-causing paths to draw");
         }
@@ -391,7 +395,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
     let (Some(base_run), Some(new_run)) = (base_run, new_run) else {
         anyhow::bail!("internal: the analyses kept no time windows");
     };
-    let d = idleflow_postproc::diff::diff(&base_run, &new_run, args.min_change);
+    let d = idleflow_postproc::compare::diff::diff(&base_run, &new_run, args.min_change);
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&d)? + "\n",
         Format::Text => text::render_diff(&d, args.paths),

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::kwaits::{is_scheduler_frame, KernelWaits, StacksKey};
 use crate::path::{self, Folded, Frame, FrameKind};
-use crate::report::saturating_sum;
+use crate::share::saturating_sum;
 
 /// One idle-causing call path of the report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -103,8 +103,7 @@ fn group(
         e.0 += count;
         e.1 = e.1.saturating_add(ns);
         e.2 |= partial;
-        *e.3.entry(crate::arcflow::thread_pattern(&thread))
-            .or_default() += count;
+        *e.3.entry(crate::path::thread_pattern(&thread)).or_default() += count;
     }
     let mut paths: Vec<Grouped> = by_path
         .into_iter()
@@ -193,7 +192,7 @@ impl BlockedPathsSection {
         let paths = grouped
             .into_iter()
             .map(|g| BlockedPath {
-                share_pct: crate::kwaits::share_pct(g.ns, blocked_ns),
+                share_pct: crate::share::share_pct(g.ns, blocked_ns),
                 process: g.process,
                 wait: g.wait,
                 frames: g.frames,
@@ -263,7 +262,7 @@ impl CallPathsSection {
         let paths: Vec<CallPath> = grouped
             .into_iter()
             .map(|g| CallPath {
-                share_pct: crate::kwaits::share_pct(g.ns, total_idle),
+                share_pct: crate::share::share_pct(g.ns, total_idle),
                 process: g.process,
                 wait: g.wait,
                 frames: g.frames,
@@ -310,7 +309,7 @@ pub fn folded(
     rows: impl Iterator<Item = (StacksKey, u64, u64)>,
     names: &FxHashMap<u32, (u32, String)>,
     shown: impl Fn(u32) -> bool,
-    fold: crate::views::FoldOptions,
+    fold: crate::path::FoldOptions,
     user_only: bool,
 ) -> Vec<String> {
     let mut out = Folded::default();

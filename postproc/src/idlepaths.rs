@@ -24,179 +24,23 @@
 //! [`NotInPaths`] lists adds up to the CPUs' idle time in the window;
 //! idleflow's own threads are never a path.
 
-use idleflow_format::{JavaWait, WaitReason};
+use idleflow_format::WaitReason;
 use rustc_hash::{FxHashMap, FxHashSet};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::analysis::Analysis;
-use crate::path::{Folded, Frame, FrameKind};
-use crate::report::pct;
-use crate::windows::{Series, Windows};
+use crate::pass::windows::Series;
+use crate::pass::Analysis;
+use crate::path::{Folded, Frame, FrameKind, FrameSource, PathFrame};
+use crate::share::pct;
 
-/// Which source named a frame of a merged path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FrameSource {
-    /// The entry/exit agent's call-tree node (`--java tree`).
-    Tree,
-    /// The JVM's flight recorder: the exact stack of the wait.
-    Jfr,
-    /// A JIT's perf map (the agent's light mode, HotSpot's map).
-    PerfMap,
-    /// The user stack copied at the switch-out, unwound and named from the
-    /// modules' symbols and DWARF.
-    Stack,
-    /// The kernel's stack at the switch-out.
-    Kernel,
-}
+use crate::pass::idle_paths::RowAcc;
+pub(crate) use crate::pass::idle_paths::RowKey;
+use crate::pass::PathKey;
 
-/// One frame of a merged path: `{kind, name, line, source}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct PathFrame {
-    /// What ran there, its name and line.
-    #[serde(flatten)]
-    pub frame: Frame,
-    /// Which source named it.
-    pub source: FrameSource,
-    /// A runtime's or a system library's frame (the kernel, libc, the JVM,
-    /// the JDK, Rust's std), not the program's own code.
-    #[serde(skip)]
-    pub runtime: bool,
-    /// The module (executable or library file) a native frame is in, else
-    /// empty.
-    #[serde(skip)]
-    pub module: String,
-}
-
-/// What covers one idle-causing dispatch: the key of its merged path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct RowKey {
-    tid: u32,
-    /// Kernel and user stack ids at the switch-out (0: none).
-    kernel: u64,
-    user: u64,
-    /// The tree agent's node (0: none).
-    node: u64,
-    /// The flight-recorder wait that contains the switch-out: its JVM,
-    /// stack group (0: no stack), reason and object symbol.
-    jvm: u32,
-    group: u64,
-    reason: Option<WaitReason>,
-    object: u64,
-    /// The first argument of the system call it waited in (0: not known):
-    /// a futex wait's address names the lock.
-    addr: u64,
-}
-
-#[derive(Debug, Clone, Default)]
-struct RowAcc {
-    dispatches: u64,
-    idle_ns: u64,
-    /// The idle per time window, where the analysis splits it.
-    windows: Series,
-    /// The other thread the waits named (previous owner, notifier):
-    /// symbol id → dispatches.
-    others: FxHashMap<u64, u64>,
-}
-
-/// What one pass over the recording collects for the merged paths.
-#[derive(Debug, Default)]
-pub struct IdlePathsAcc {
-    rows: FxHashMap<RowKey, RowAcc>,
-    /// Per CPU slot, the last dispatch to idle: (time, leaving tid, its node).
-    to_idle_node: Vec<Option<(u64, u32, u64)>>,
-}
-
-impl RowKey {
-    /// The key of `tid` leaving with `stacks` (kernel, user ids; 0: none)
-    /// in call-tree `node` (0: none), inside the flight-recorder `wait`
-    /// (with its stack group).
-    pub(crate) fn new(
-        tid: u32,
-        stacks: (u64, u64),
-        node: u64,
-        wait: Option<(&JavaWait, u64)>,
-    ) -> Self {
-        RowKey {
-            tid,
-            kernel: stacks.0,
-            user: stacks.1,
-            node,
-            jvm: wait.map_or(0, |w| w.0.pid),
-            group: wait.map_or(0, |w| w.1),
-            reason: wait.map(|w| w.0.reason),
-            object: wait.map_or(0, |w| w.0.object),
-            addr: 0,
-        }
-    }
-
-    /// The same key, waiting in a system call whose first argument was
-    /// `addr` ([`idleflow_format::SwitchArg`]).
-    pub(crate) fn with_addr(self, addr: u64) -> Self {
-        RowKey { addr, ..self }
-    }
-
-    /// The thread.
-    pub(crate) fn tid(&self) -> u32 {
-        self.tid
-    }
-}
-
-impl IdlePathsAcc {
-    /// A dispatch to idle on CPU slot `ci` at `time`: `tid` left, in call-tree
-    /// node `node` (0: none).
-    pub fn to_idle(&mut self, ci: usize, time: u64, tid: u32, node: u64) {
-        if self.to_idle_node.len() <= ci {
-            self.to_idle_node.resize(ci + 1, None);
-        }
-        self.to_idle_node[ci] = Some((time, tid, node));
-    }
-
-    /// The node `tid` left CPU slot `ci` in at `time` (0: none known).
-    pub fn node_at(&self, ci: usize, tid: u32, time: u64) -> u64 {
-        match self.to_idle_node.get(ci).copied().flatten() {
-            Some((t, who, node)) if t == time && who == tid => node,
-            _ => 0,
-        }
-    }
-
-    /// One idle-causing dispatch: `tid` left with `stacks` (kernel, user
-    /// ids), in `node`, inside `wait` (whose stack is in group `group`),
-    /// followed by `idle_ns` of idle over `span`; `dispatches` is 1, or 0
-    /// for idle that continued an earlier one after one of idleflow's own
-    /// threads ran. With `windows`, the idle is split into them too.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn add(
-        &mut self,
-        tid: u32,
-        stacks: (u64, u64),
-        node: u64,
-        wait: Option<(&JavaWait, u64)>,
-        (idle_ns, span): (u64, (u64, u64)),
-        dispatches: u64,
-        windows: Option<&mut Windows>,
-    ) -> RowKey {
-        let key = RowKey::new(tid, stacks, node, wait);
-        let r = self.rows.entry(key).or_default();
-        r.dispatches += dispatches;
-        r.idle_ns = r.idle_ns.saturating_add(idle_ns);
-        if let Some(w) = windows {
-            w.add(&mut r.windows, span, idle_ns);
-        }
-        if let Some((w, _)) = wait {
-            if w.other != 0 && dispatches > 0 {
-                *r.others.entry(w.other).or_default() += dispatches;
-            }
-        }
-        key
-    }
-
-    /// Folds every path's windows to `windows`' final width, `count` of them.
-    pub fn settle(&mut self, windows: &Windows, count: usize) {
-        for r in self.rows.values_mut() {
-            windows.settle(&mut r.windows, count);
-        }
-    }
+/// The merged path of `key` (a thread's frames, reason and object), once
+/// the pass is over.
+pub fn resolve_path(a: &Analysis, key: &PathKey) -> ResolvedRow {
+    resolve_key(a, &key.0)
 }
 
 /// Threads of one name (or one pool's name pattern) on a path.
@@ -896,7 +740,7 @@ impl IdlePathsSection {
     /// window.
     pub fn new(a: &Analysis, total_idle_ns: u64) -> Self {
         let rows = resolve(a, false);
-        let jvms: FxHashSet<u32> = crate::report::jvm_pids(a).into_iter().collect();
+        let jvms: FxHashSet<u32> = a.jvm_pids().into_iter().collect();
         let mut groups: FxHashMap<GroupKey, Group> = FxHashMap::default();
         let mut java = JavaCoverage::default();
         for row in rows {
@@ -925,13 +769,13 @@ impl IdlePathsSection {
             g.windows.merge(&row.windows);
             let t = g
                 .threads
-                .entry(crate::arcflow::thread_pattern(&thread))
+                .entry(crate::path::thread_pattern(&thread))
                 .or_default();
             t.0.insert(row.tid);
             t.1 += row.dispatches;
             for (name, n) in row.others {
                 *g.others
-                    .entry(crate::arcflow::thread_pattern(&name))
+                    .entry(crate::path::thread_pattern(&name))
                     .or_default() += n;
             }
             g.monitor_wait |= row.jvm_reason == Some(WaitReason::MonitorWait);
@@ -1006,7 +850,7 @@ impl IdlePathsSection {
         let (paths, tids): (Vec<IdlePath>, Vec<_>) = paths.into_iter().unzip();
         let causes = causes(&paths, &tids);
         let explained_ns = paths.iter().fold(0u64, |s, p| s.saturating_add(p.idle_ns));
-        let dispatches = crate::report::saturating_sum(paths.iter().map(|p| p.dispatches));
+        let dispatches = crate::share::saturating_sum(paths.iter().map(|p| p.dispatches));
         // What no path shows: every cause's idle is in a.causes.
         let (mut tool, mut other, mut caused) = (0u64, 0u64, 0u64);
         for ((_, tid), c) in &a.causes {
@@ -1042,7 +886,7 @@ impl IdlePathsSection {
 /// the report shows, never idleflow's own.
 pub fn folded(
     a: &Analysis,
-    fold: crate::views::FoldOptions,
+    fold: crate::path::FoldOptions,
     by_reason: bool,
     user_only: bool,
 ) -> Vec<String> {

@@ -394,16 +394,6 @@ impl KernelWaits {
     }
 }
 
-/// `part` as a percentage of `whole` (0 for an empty whole): a stack
-/// path's share of the idle after the threads with a stack left.
-pub fn share_pct(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / whole as f64
-    }
-}
-
 /// Functions of the scheduler (and of the tracing that took the stack)
 /// that every blocked thread passes: a stack's wait is the first frame
 /// that is not one of them.
@@ -476,12 +466,12 @@ impl KernelWaitsSection {
             e.0.dispatches += c.dispatches;
             e.0.idle_ns = e.0.idle_ns.saturating_add(c.idle_ns);
             // Pool threads by name pattern (`http-nio-8080-exec-*`).
-            *e.1.entry(crate::arcflow::thread_pattern(&name(tid)))
+            *e.1.entry(crate::path::thread_pattern(&name(tid)))
                 .or_default() += c.dispatches;
         }
-        let total_idle = crate::report::saturating_sum(by_stack.values().map(|(c, _)| c.idle_ns));
+        let total_idle = crate::share::saturating_sum(by_stack.values().map(|(c, _)| c.idle_ns));
         let total_dispatches =
-            crate::report::saturating_sum(by_stack.values().map(|(c, _)| c.dispatches));
+            crate::share::saturating_sum(by_stack.values().map(|(c, _)| c.dispatches));
         let mut paths: Vec<KernelPath> = by_stack
             .into_iter()
             .map(|(stack, (c, threads))| {
@@ -502,7 +492,7 @@ impl KernelWaitsSection {
                         .collect(),
                     idle_dispatches_to: c.dispatches,
                     idle_ns: c.idle_ns,
-                    share_pct: crate::kwaits::share_pct(c.idle_ns, total_idle),
+                    share_pct: crate::share::share_pct(c.idle_ns, total_idle),
                     threads,
                 }
             })
@@ -534,7 +524,7 @@ pub fn folded(
     kw: &KernelWaits,
     names: &FxHashMap<u32, (u32, String)>,
     shown: impl Fn(u32) -> bool,
-    fold: crate::views::FoldOptions,
+    fold: crate::path::FoldOptions,
 ) -> Vec<String> {
     let mut out = Folded::default();
     for (&(stack, _, tid), c) in &kw.caused {

@@ -1,6 +1,6 @@
 //! The one path model (`ARCHITECTURE.md`, "One attribution model"):
 //! whichever source named what a thread was doing when it left its CPU —
-//! the tree agent's node ([`crate::views`]), a flight-recorder wait
+//! the tree agent's node ([`crate::pass::call_tree`]), a flight-recorder wait
 //! ([`crate::waits`]), the stacks copied at the switch-out
 //! ([`crate::callpaths`], [`crate::kwaits`]) — the answer is a path: its
 //! process and its thread (or pool), then frames from the outermost in,
@@ -158,7 +158,7 @@ pub fn roots(
         .get(&pid)
         .map_or_else(|| format!("pid {pid}"), |n| n.1.clone());
     let thread = if merge_threads {
-        crate::arcflow::thread_pattern(&name)
+        thread_pattern(&name)
     } else {
         name
     };
@@ -198,6 +198,62 @@ impl Folded {
             .filter(|(_, w)| *w > 0)
             .map(|(l, w)| format!("{l} {w}"))
             .collect()
+    }
+}
+
+/// What the flame graph's folded stacks are weighted by and how threads group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FoldOptions {
+    /// Dispatches to idle (`true`) or the idle time that followed (`false`).
+    pub dispatches: bool,
+    /// Pool threads merged under their [`thread_pattern`].
+    pub merge_threads: bool,
+}
+
+/// Which source named a frame of a merged path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameSource {
+    /// The entry/exit agent's call-tree node (`--java tree`).
+    Tree,
+    /// The JVM's flight recorder: the exact stack of the wait.
+    Jfr,
+    /// A JIT's perf map (the agent's light mode, HotSpot's map).
+    PerfMap,
+    /// The user stack copied at the switch-out, unwound and named from the
+    /// modules' symbols and DWARF.
+    Stack,
+    /// The kernel's stack at the switch-out.
+    Kernel,
+}
+
+/// One frame of a merged path: `{kind, name, line, source}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PathFrame {
+    /// What ran there, its name and line.
+    #[serde(flatten)]
+    pub frame: Frame,
+    /// Which source named it.
+    pub source: FrameSource,
+    /// A runtime's or a system library's frame (the kernel, libc, the JVM,
+    /// the JDK, Rust's std), not the program's own code.
+    #[serde(skip)]
+    pub runtime: bool,
+    /// The module (executable or library file) a native frame is in, else
+    /// empty.
+    #[serde(skip)]
+    pub module: String,
+}
+
+/// The name under which pool threads are merged: a number that ends the
+/// name becomes `*` (`http-nio-8080-exec-12` → `http-nio-8080-exec-*`,
+/// `pool-1-thread-3` → `pool-1-thread-*`); other names stay as they are.
+pub fn thread_pattern(name: &str) -> String {
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    if stem.len() == name.len() {
+        name.to_string()
+    } else {
+        format!("{stem}*")
     }
 }
 
@@ -242,5 +298,21 @@ mod tests {
             f.into_lines(),
             ["java;exec-*;Interpreter;Pool.take_[j];Queue.poll_[i];Unsafe_Park;futex_wait_[k];[park] a:b 7"]
         );
+    }
+
+    #[test]
+    fn pool_threads_share_a_pattern() {
+        assert_eq!(
+            thread_pattern("http-nio-8080-exec-12"),
+            "http-nio-8080-exec-*"
+        );
+        assert_eq!(thread_pattern("pool-1-thread-3"), "pool-1-thread-*");
+        assert_eq!(thread_pattern("C2 CompilerThread0"), "C2 CompilerThread*");
+        assert_eq!(
+            thread_pattern("http-nio-8080-Poller"),
+            "http-nio-8080-Poller"
+        );
+        assert_eq!(thread_pattern("main"), "main");
+        assert_eq!(thread_pattern("7"), "*");
     }
 }

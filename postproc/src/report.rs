@@ -1,15 +1,16 @@
 //! The report's content as data: built once from an [`Analysis`], then
-//! printed as text ([`crate::text`]) or serialized as JSON with the stable
+//! printed as text ([`crate::render::text`]) or serialized as JSON with the stable
 //! field names documented in `docs/format.md`. Text and JSON carry the same
 //! numbers because both come from this one structure.
 
 use rustc_hash::FxHashSet;
 use serde::Serialize;
 
-use crate::analysis::{Analysis, IdleCause};
 use crate::arcflow::{Arcflow, RowWait};
 use crate::idlepaths::IdlePathsSection;
 use crate::kwaits::KernelWaitsSection;
+use crate::pass::{Analysis, IdleCause};
+use crate::share::{pct, saturating_sum};
 use crate::waits::JavaWaitsSection;
 use idleflow_format::PrevState;
 
@@ -348,21 +349,6 @@ fn kernel_check(
             || k.saturating_sub(idle_ns.saturating_add(unknown_ns)) > tick_ns.saturating_mul(2)
     });
     (explained, differs)
-}
-
-/// The sum of `ns`, held at `u64::MAX` (a damaged recording's times can
-/// add up past it).
-pub(crate) fn saturating_sum(ns: impl IntoIterator<Item = u64>) -> u64 {
-    ns.into_iter().fold(0u64, u64::saturating_add)
-}
-
-/// `part` as % of `whole`, rounded to 2 decimals (0 for an empty whole).
-pub(crate) fn pct(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        ((part as f64 * 10000.0 / whole as f64).round()) / 100.0
-    }
 }
 
 fn states(c: &IdleCause) -> std::collections::BTreeMap<&'static str, u64> {
@@ -717,7 +703,7 @@ fn idle_caused(a: &Analysis) -> (u64, u64) {
 /// (kernel wait, user frames), most idle first.
 fn row_native(
     a: &Analysis,
-    stacks: &[crate::nodes::NodeStacks],
+    stacks: &[crate::pass::nodes::NodeStacks],
     row_idle_ns: u64,
 ) -> Vec<crate::arcflow::RowNative> {
     let mut rows: Vec<crate::arcflow::RowNative> = Vec::new();
@@ -795,7 +781,7 @@ fn call_paths(a: &Analysis) -> Option<crate::callpaths::CallPathsSection> {
                 .iter()
                 .any(|f| f.kind == crate::path::FrameKind::Unknown)
         });
-        let jvms = jvm_pids(a);
+        let jvms = a.jvm_pids();
         if unknown && !perf_maps && !jvms.is_empty() {
             cp.notes.push(format!(
                 "JVM {}: its JIT-compiled frames show as [unknown]; `record --java waits,stacks` \
@@ -810,29 +796,13 @@ fn call_paths(a: &Analysis) -> Option<crate::callpaths::CallPathsSection> {
     section
 }
 
-/// The JVMs of the recording (processes with HotSpot's `VM Thread`) among
-/// the shown ones.
-pub(crate) fn jvm_pids(a: &Analysis) -> Vec<u32> {
-    let mut jvms: Vec<u32> = a
-        .names
-        .values()
-        .filter(|(pid, comm)| {
-            comm == "VM Thread" && (a.shown_pids.is_empty() || a.shown_pids.contains(pid))
-        })
-        .map(|(pid, _)| *pid)
-        .collect();
-    jvms.sort_unstable();
-    jvms.dedup();
-    jvms
-}
-
 /// What went wrong with the JVMs' flight recordings: the recorder's notes,
 /// and each JVM that ran while its waits were recorded but left none.
 fn no_waits_reasons(a: &Analysis) -> Vec<String> {
     let mut v = a.summary.java_notes.clone();
     if a.info.java_waits {
         let with: FxHashSet<u32> = a.java.jvms.iter().map(|j| j.pid).collect();
-        for pid in jvm_pids(a) {
+        for pid in a.jvm_pids() {
             if !with.contains(&pid) && !v.iter().any(|n| n.starts_with(&format!("JVM {pid}:"))) {
                 v.push(format!(
                     "JVM {pid}: no Java waits: it left no flight recording (a runtime without \
@@ -859,7 +829,8 @@ fn no_tree_reasons(a: &Analysis) -> Vec<String> {
             .map(|j| j.pid)
             .chain(a.java.jvms.iter().map(|j| j.pid))
             .collect();
-        let jvms: Vec<u32> = jvm_pids(a)
+        let jvms: Vec<u32> = a
+            .jvm_pids()
             .into_iter()
             .filter(|p| !with_paths.contains(p))
             .collect();
@@ -1018,7 +989,7 @@ mod tests {
         let a = Analysis::run(std::io::Cursor::new(&bytes[..])).unwrap();
         let r = Report::new(&a, 10);
         assert_eq!(r.no_tree, vec![note]);
-        let text = crate::text::render(&r, "x", &Default::default());
+        let text = crate::render::text::render(&r, "x", &Default::default());
         assert!(
             text.contains("## No call tree\n# JVM 42: agent disabled"),
             "{text}"

@@ -384,7 +384,7 @@ pub fn reason_frame(w: &JavaWaits, pid: u32, reason: WaitReason, object: u64) ->
 /// PID;THREAD;frames, root first;[reason] object WEIGHT`, or with
 /// `by_reason` the `[reason] object` frame first; each frame annotated by
 /// its [`path::FrameKind`] (JIT, inlined).
-pub fn folded(w: &JavaWaits, fold: crate::views::FoldOptions, by_reason: bool) -> Vec<String> {
+pub fn folded(w: &JavaWaits, fold: crate::path::FoldOptions, by_reason: bool) -> Vec<String> {
     let mut out = Folded::default();
     for (&(pid, group, reason, object), p) in &w.paths {
         let mut frames: Vec<(path::FrameKind, String)> = w
@@ -411,7 +411,7 @@ pub fn folded(w: &JavaWaits, fold: crate::views::FoldOptions, by_reason: bool) -
                 .get(&tid)
                 .map_or_else(|| tid.to_string(), Clone::clone);
             let thread = if fold.merge_threads {
-                crate::arcflow::thread_pattern(&name)
+                crate::path::thread_pattern(&name)
             } else {
                 name
             };
@@ -635,7 +635,7 @@ impl JavaWaitsSection {
                     monitor_enter_threshold_ns: j
                         .monitor_enter_threshold_ns
                         .unwrap_or(j.threshold_ns),
-                    all_waits_ns: crate::report::saturating_sum(j.all_waits.iter().map(
+                    all_waits_ns: crate::share::saturating_sum(j.all_waits.iter().map(
                         |&(a, b)| {
                             b.min(j.recorded_to_ns)
                                 .saturating_sub(a.max(j.recorded_from_ns))

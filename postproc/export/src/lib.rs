@@ -1,8 +1,8 @@
 //! The wire formats of the tools idleflow exports to, as message types
 //! generated from vendored `.proto` files (`protos/`, see their headers for
 //! origin and license): nothing else. What goes into them is the
-//! post-processor's job (`idleflow_postproc::pprof`,
-//! `idleflow_postproc::perfetto`), from the one path model.
+//! post-processor's job (`idleflow_postproc::render::pprof`,
+//! `idleflow_postproc::render::perfetto`), from the one path model.
 //!
 //! Invariant: the vendored files keep upstream's field numbers, so a file
 //! written with these types reads in upstream's tools.

@@ -5,8 +5,10 @@
 #![no_main]
 
 use idleflow_postproc::arcflow::ArcflowOptions;
-use idleflow_postproc::views::{FoldOptions, ViewOptions};
-use idleflow_postproc::{flame, script, text, Analysis, AnalysisOptions, Report};
+use idleflow_postproc::path::FoldOptions;
+use idleflow_postproc::pass::call_tree::ViewOptions;
+use idleflow_postproc::render::{flame, script, text};
+use idleflow_postproc::{Analysis, AnalysisOptions, Report};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,7 +3,7 @@
 //! merged idle-causing path with its idle and share per window) kept under
 //! a job's name, in SQLite (one file, embedded: the default) or PostgreSQL
 //! (a server a team or a fleet shares). Comparing a run with its job's
-//! history is the post-processor's ([`idleflow_postproc::check`]); this
+//! history is the post-processor's ([`idleflow_postproc::compare::history_check`]); this
 //! crate only stores and loads.
 //!
 //! Both stores have one schema ([`SCHEMA`]): `idleflow_runs` (a row per
@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use idleflow_postproc::summary::{PathSummary, RunSummary};
+use idleflow_postproc::compare::summary::{PathSummary, RunSummary};
 
 /// The schema, in the SQL both stores read; `{ID}` is the store's
 /// auto-numbered key type.
@@ -632,7 +632,7 @@ mod tests {
             reason: "sleep".into(),
             threads: vec![format!("t{i}")],
             frames: vec![],
-            program_frame: (i % 2 == 0).then_some(0),
+            program_frame: i.is_multiple_of(2).then_some(0),
             idle_ns: 100 * i as u64,
             share_pct: 12.5,
             dispatches: i as u64,

@@ -35,7 +35,7 @@ use idleflow_export::Message;
 use idleflow_format::{Dispatch, PrevState, Wakeup, IDLE_TID};
 use rustc_hash::FxHashMap;
 
-use crate::analysis::{Analysis, Charged, PassObserver, PathKey};
+use crate::pass::{Analysis, Charged, PassObserver, PathKey};
 use crate::path::FrameKind;
 
 /// Events per CPU bundle before it is written.
@@ -245,7 +245,7 @@ impl<W: Write + Send + 'static> PerfettoWriter<W> {
         let mut mappings: FxHashMap<String, u64> = FxHashMap::default();
         let mut frames: FxHashMap<(u64, u64), u64> = FxHashMap::default();
         for (i, key) in self.key_list.iter().enumerate() {
-            let row = a.resolve_path(key);
+            let row = crate::idlepaths::resolve_path(a, key);
             let mut ids = Vec::with_capacity(row.frames.len() + 1);
             let path = row.frames.iter().map(|f| {
                 let module = match f.frame.kind {

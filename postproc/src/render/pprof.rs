@@ -23,8 +23,9 @@ use idleflow_export::pprof::{
 use idleflow_export::Message;
 use rustc_hash::FxHashMap;
 
-use crate::idlepaths::{IdlePath, PathFrame};
+use crate::idlepaths::IdlePath;
 use crate::path::FrameKind;
+use crate::path::PathFrame;
 use crate::report::Report;
 
 /// Strings, functions, locations and mappings, each interned once.
@@ -184,7 +185,7 @@ pub fn profile_of(paths: &[IdlePath], (start, length): (u64, u64), comments: &[S
         let location_id = if p.frames.is_empty() {
             vec![t.location(&PathFrame {
                 frame: crate::path::Frame::new(FrameKind::Unknown, "[no stack]"),
-                source: crate::idlepaths::FrameSource::Kernel,
+                source: crate::path::FrameSource::Kernel,
                 runtime: true,
                 module: String::new(),
             })]
@@ -239,8 +240,9 @@ pub fn write_gz(profile: &Profile, out: impl Write) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::idlepaths::{FrameSource, PathThreads};
+    use crate::idlepaths::PathThreads;
     use crate::path::Frame;
+    use crate::path::FrameSource;
 
     fn frame(kind: FrameKind, name: &str, module: &str) -> PathFrame {
         PathFrame {

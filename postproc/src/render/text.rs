@@ -682,7 +682,7 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
             fit(&t.name, 40)
         }
     };
-    let at = |f: Option<&crate::idlepaths::PathFrame>| {
+    let at = |f: Option<&crate::path::PathFrame>| {
         f.map(|f| format!(" in {}", frame_words(&f.frame)))
             .unwrap_or_default()
     };
@@ -1000,7 +1000,7 @@ fn shown_frames(p: &crate::idlepaths::IdlePath) -> Vec<String> {
 
 /// [`shown_frames`] of `f` with the program's first frame at `program_frame`.
 pub(crate) fn shown_frames_of(
-    f: &[crate::idlepaths::PathFrame],
+    f: &[crate::path::PathFrame],
     program_frame: Option<usize>,
 ) -> Vec<String> {
     use crate::path::FrameKind as K;
@@ -1751,14 +1751,14 @@ fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Res
 /// `idleflow diff` for people: the changes beyond noise, most changed
 /// first (at most `max`), each with its share in both runs, its interval
 /// and its frames; then how many moved within noise.
-pub fn render_diff(d: &crate::diff::Diff, max: usize) -> String {
+pub fn render_diff(d: &crate::compare::diff::Diff, max: usize) -> String {
     let mut o = String::new();
     let _ = render_diff_into(&mut o, d, max);
     o
 }
 
 /// A changed path in words: process, reason, threads, program frame.
-fn change_words(c: &crate::diff::PathChange) -> String {
+fn change_words(c: &crate::compare::diff::PathChange) -> String {
     let mut s = format!("{}: {} — {}", c.process, c.reason, c.threads.join(", "));
     if let Some(f) = c.program_frame.and_then(|i| c.frames.get(i)) {
         s.push_str(&format!(" in {}", frame_words(&f.frame)));
@@ -1768,7 +1768,7 @@ fn change_words(c: &crate::diff::PathChange) -> String {
 
 /// A changed path's figures: the change, both shares, idle per second,
 /// the interval.
-fn change_figures(c: &crate::diff::PathChange) -> String {
+fn change_figures(c: &crate::compare::diff::PathChange) -> String {
     format!(
         "{:+.1} pts: {:.1} % → {:.1} % of the idle ({:.0} → {:.0} ms idle per s) [{:+.1}, {:+.1}]",
         c.change_pts,
@@ -1783,7 +1783,10 @@ fn change_figures(c: &crate::diff::PathChange) -> String {
 
 /// A changed path as `diff` and `history check` show it: its figures, its
 /// words, its frames (at most three lines).
-pub(crate) fn change_block(o: &mut String, c: &crate::diff::PathChange) -> std::fmt::Result {
+pub(crate) fn change_block(
+    o: &mut String,
+    c: &crate::compare::diff::PathChange,
+) -> std::fmt::Result {
     for l in wrap(&change_figures(c), "", "   ", WIDTH) {
         writeln!(o, "{l}")?;
     }
@@ -1800,8 +1803,12 @@ pub(crate) fn change_block(o: &mut String, c: &crate::diff::PathChange) -> std::
     Ok(())
 }
 
-fn render_diff_into(o: &mut String, d: &crate::diff::Diff, max: usize) -> std::fmt::Result {
-    use crate::diff::Side;
+fn render_diff_into(
+    o: &mut String,
+    d: &crate::compare::diff::Diff,
+    max: usize,
+) -> std::fmt::Result {
+    use crate::compare::diff::Side;
     let side = |s: &Side| {
         format!(
             "{} ({:.1} s on {} CPUs, {:.1} % idle)",
@@ -1820,7 +1827,7 @@ fn render_diff_into(o: &mut String, d: &crate::diff::Diff, max: usize) -> std::f
         "beyond the runs' noise: outside the central {:.0} % of {} resamplings of {} and {} windows of {} and {} ms, \
          and at least {:.1} points of the idle",
         d.interval_pct,
-        crate::diff::REPLICATES,
+        crate::compare::diff::REPLICATES,
         d.base.windows,
         d.new.windows,
         d.base.window_ns / 1_000_000,
@@ -1872,8 +1879,9 @@ mod tests {
 
     #[test]
     fn a_cause_line_fits_by_shortening_names_and_keeps_the_program_frame() {
-        use crate::idlepaths::{Cause, FrameSource, OtherThread, PathFrame, PathThreads};
+        use crate::idlepaths::{Cause, OtherThread, PathThreads};
         use crate::path::{Frame, FrameKind};
+        use crate::path::{FrameSource, PathFrame};
         let pool = "H2 TCP Server (tcp://localhost:9092) thread-*";
         let c = Cause {
             process: "java".into(),

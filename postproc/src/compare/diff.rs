@@ -6,7 +6,7 @@
 //! ([`PathSummary::key`]: the process's name, the reason and the frames'
 //! kinds and names, not their lines, the thread ids or the object's
 //! address). Each run ([`RunSummary`]: one recording, or the history's runs
-//! pooled) has its idle split into time windows ([`crate::windows`]); a path's share in a run is its idle
+//! pooled) has its idle split into time windows ([`crate::pass::windows`]); a path's share in a run is its idle
 //! over all CPUs' idle, summed over the windows. The noise is the windows'
 //! own: both runs' windows are resampled with replacement ([`REPLICATES`]
 //! times, a fixed seed, so the same inputs give the same answer) and the
@@ -17,14 +17,14 @@
 //! moved only because of it.
 //!
 //! Invariants: memory is the distinct paths × the windows (at most
-//! [`crate::analysis::MAX_WINDOWS`] each).
+//! [`crate::pass::MAX_WINDOWS`] each).
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::idlepaths::PathFrame;
-use crate::report::pct;
-use crate::summary::{PathSummary, RunSummary};
+use crate::compare::summary::{PathSummary, RunSummary};
+use crate::path::PathFrame;
+use crate::share::pct;
 
 /// Bootstrap replicates.
 pub const REPLICATES: usize = 1000;

@@ -3,7 +3,7 @@
 //! per window. Made from a [`Report`] (whose analysis kept windows), kept
 //! in a history store as it is, pooled from several stored runs into one
 //! baseline ([`RunSummary::pooled`]); `diff` and `history check` compare
-//! two of them ([`crate::diff`]).
+//! two of them ([`crate::compare::diff`]).
 //!
 //! Paths are matched across runs by [`PathSummary::key`]: the process's
 //! name, the reason and the frames' kinds and names — what stays the same
@@ -11,16 +11,17 @@
 //! Java method).
 //!
 //! Invariants: a summary's size is its distinct paths × its windows (at
-//! most [`crate::analysis::MAX_WINDOWS`] each), never its dispatches; every
+//! most [`crate::pass::MAX_WINDOWS`] each), never its dispatches; every
 //! path's windows are as many as the run's (`idle_windows`), zeros where
 //! it had no idle.
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::idlepaths::PathFrame;
 use crate::path::FrameKind;
-use crate::report::{pct, Report};
+use crate::path::PathFrame;
+use crate::report::Report;
+use crate::share::pct;
 
 /// One run (see the module documentation).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -222,8 +223,8 @@ impl RunSummary {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::idlepaths::FrameSource;
     use crate::path::Frame;
+    use crate::path::FrameSource;
 
     /// A path of thread `name` in `name` (native), `idle` ns spread over
     /// `windows` (shared with the check's tests).

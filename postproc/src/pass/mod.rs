@@ -5,6 +5,14 @@
 //! Invariant: memory depends on the number of CPUs and threads, never on
 //! the number of records: nothing per dispatch is kept.
 
+pub mod ahead;
+pub mod blame;
+pub mod call_tree;
+pub mod idle_paths;
+pub mod nodes;
+pub mod startup;
+pub mod windows;
+
 use std::io::{Read, Seek};
 
 use hdrhistogram::Histogram;
@@ -15,13 +23,13 @@ use idleflow_format::{
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::blame::BlameAcc;
-use crate::idlepaths::IdlePathsAcc;
 use crate::kwaits::KernelWaits;
-use crate::nodes::{NodeAttribution, OwnThreads};
-use crate::views::{BuiltViews, ViewOptions, Views};
+use crate::pass::call_tree::{BuiltViews, ViewOptions, Views};
+use crate::pass::nodes::{NodeAttribution, OwnThreads};
+use crate::pass::windows::{Series, Windows};
 use crate::waits::JavaWaits;
-use crate::windows::{Series, Windows};
+use blame::BlameAcc;
+use idle_paths::IdlePathsAcc;
 
 /// Why a thread made a CPU idle, counted per (CPU, thread).
 #[derive(Debug, Clone, Default)]
@@ -112,9 +120,9 @@ pub struct Analysis {
 }
 
 /// A merged path's key, as the pass knows it (opaque): resolve it with
-/// [`Analysis::resolve_path`] once the pass is over.
+/// [`crate::idlepaths::resolve_path`] once the pass is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PathKey(crate::idlepaths::RowKey);
+pub struct PathKey(pub(crate) idle_paths::RowKey);
 
 /// One idle-causing dispatch as the pass charged it (see [`PassObserver`]).
 #[derive(Debug, Clone, Copy)]
@@ -166,7 +174,7 @@ pub struct Window {
     pub from_s: Option<f64>,
     /// End, s (`None`: the recording's end).
     pub to_s: Option<f64>,
-    /// `from_s` is where the program's start-up ended ([`crate::startup`]).
+    /// `from_s` is where the program's start-up ended ([`crate::pass::startup`]).
     pub after_startup: bool,
 }
 
@@ -182,7 +190,7 @@ pub struct AnalysisOptions {
     /// The call-tree views.
     pub views: ViewOptions,
     /// Also split each path's and each CPU's idle into time windows
-    /// ([`crate::windows`]; at most [`MAX_WINDOWS`], at least
+    /// ([`crate::pass::windows`]; at most [`MAX_WINDOWS`], at least
     /// [`MIN_WINDOW_NS`] wide): what compares runs by their own noise and
     /// draws idle over time.
     pub windows: bool,
@@ -213,7 +221,7 @@ impl Analysis {
     ///
     /// The call trees (after the dispatches in a recording) are read twice
     /// more once the dispatches are accounted, one thread at a time
-    /// ([`crate::views`]): memory never holds a whole dump.
+    /// ([`crate::pass::call_tree`]): memory never holds a whole dump.
     pub fn run_with_progress(
         input: impl Read + Seek + Send,
         opts: &AnalysisOptions,
@@ -298,7 +306,7 @@ impl Analysis {
         let mut jfr_named: Vec<(u32, u32, u64)> = Vec::new();
         // The one pass over the dispatches: decoded on a second thread.
         let decoded = std::thread::scope(|scope| {
-            crate::ahead::read_ahead(scope, reader, |batch| {
+            crate::pass::ahead::read_ahead(scope, reader, |batch| {
                 batches = batches.wrapping_add(1);
                 if batches.is_multiple_of(64) {
                     progress(batch.offset);
@@ -697,9 +705,20 @@ impl Analysis {
         }
     }
 
-    /// The merged path of `key` (a thread's frames, reason and object).
-    pub fn resolve_path(&self, key: &PathKey) -> crate::idlepaths::ResolvedRow {
-        crate::idlepaths::resolve_key(self, &key.0)
+    /// The JVMs of the recording (processes with HotSpot's `VM Thread`)
+    /// among the shown ones.
+    pub fn jvm_pids(&self) -> Vec<u32> {
+        let mut jvms: Vec<u32> = self
+            .names
+            .values()
+            .filter(|(pid, comm)| {
+                comm == "VM Thread" && (self.shown_pids.is_empty() || self.shown_pids.contains(pid))
+            })
+            .map(|(pid, _)| *pid)
+            .collect();
+        jvms.sort_unstable();
+        jvms.dedup();
+        jvms
     }
 
     /// The name of process `pid` (`pid N` where unknown).

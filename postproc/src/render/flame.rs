@@ -1,14 +1,14 @@
 //! Flame graphs of idle-causing paths, drawn by `inferno` from folded
 //! stacks: the merged paths of every recording by default
 //! ([`crate::idlepaths::folded`]), or one source's own view: the arcflow
-//! call trees ([`crate::views`]), the flight recorders' Java wait stacks
+//! call trees ([`crate::pass::call_tree`]), the flight recorders' Java wait stacks
 //! ([`crate::waits::folded`]), the user stacks with the kernel's on top
 //! ([`crate::callpaths::folded`]), the kernel stacks
 //! ([`crate::kwaits::folded`]), or the blocking paths.
 
 use std::io::Write;
 
-use crate::analysis::Analysis;
+use crate::pass::Analysis;
 
 /// What a frame's width stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,10 +75,10 @@ pub struct Source {
 }
 
 /// The folded stacks of `a` for `source`, weighted and with pool threads
-/// merged by name pattern as its [`crate::views::FoldOptions`] say
-/// ([`crate::arcflow::thread_pattern`]).
+/// merged by name pattern as its [`crate::path::FoldOptions`] say
+/// ([`crate::path::thread_pattern`]).
 pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
-    let fold = a.view_options.fold.unwrap_or(crate::views::FoldOptions {
+    let fold = a.view_options.fold.unwrap_or(crate::path::FoldOptions {
         dispatches: false,
         merge_threads: true,
     });
@@ -165,7 +165,7 @@ pub fn svg(
 }
 
 /// Writes the differential flame graph of `lines` (`stack base new`, as
-/// [`crate::diff::differential_folded`] makes them) to `out`: widths the
+/// [`crate::compare::diff::differential_folded`] makes them) to `out`: widths the
 /// new run's idle, red where a path's idle grew, blue where it shrank.
 pub fn differential_svg(lines: &[String], out: impl Write) -> Result<(), FlameError> {
     let mut opts = inferno::flamegraph::Options::default();

@@ -21,8 +21,8 @@
 
 use serde::Serialize;
 
-use crate::diff::{diff, Diff, PathChange};
-use crate::summary::{match_key, RunSummary};
+use crate::compare::diff::{diff, Diff, PathChange};
+use crate::compare::summary::{match_key, RunSummary};
 
 /// Hours either side of the new run's time of day that count as similar.
 pub const SIMILAR_HOURS: u64 = 2;
@@ -179,7 +179,7 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::summary::PathSummary;
+    use crate::compare::summary::PathSummary;
 
     const MONDAY_NOON: u64 = (4 * DAY_NS) + 12 * HOUR_NS; // 1970-01-05
 
@@ -211,13 +211,17 @@ mod tests {
             let idle: u64 = w.iter().sum();
             PathSummary {
                 share_pct: 100.0 * idle as f64 / (total * n as u64) as f64,
-                ..crate::summary::tests::path(name, idle, w)
+                ..crate::compare::summary::tests::path(name, idle, w)
             }
         };
         RunSummary {
             duration_ns: 2_000_000_000,
             window_ns: 50_000_000,
-            ..crate::summary::tests::run(start, vec![total; n], vec![path("a", wa), path("b", wb)])
+            ..crate::compare::summary::tests::run(
+                start,
+                vec![total; n],
+                vec![path("a", wa), path("b", wb)],
+            )
         }
     }
 

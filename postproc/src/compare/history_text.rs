@@ -1,5 +1,5 @@
 //! `idleflow history` for people: the list of kept runs, one run, and a
-//! check's verdict, in the text report's layout ([`crate::text`]: lines of
+//! check's verdict, in the text report's layout ([`crate::render::text`]: lines of
 //! at most [`WIDTH`] columns, `#` before what is not a table).
 //!
 //! Pure formatting of [`RunSummary`]s and a [`Check`]: nothing computed
@@ -7,9 +7,9 @@
 
 use std::fmt::Write;
 
-use crate::check::Check;
-use crate::summary::RunSummary;
-use crate::text::{change_block, frame_words, render_diff, shown_frames_of, wrap, WIDTH};
+use crate::compare::history_check::Check;
+use crate::compare::summary::RunSummary;
+use crate::render::text::{change_block, frame_words, render_diff, shown_frames_of, wrap, WIDTH};
 
 /// A kept run as the store gives it: id, job, summary.
 #[derive(Debug, Clone, Copy)]

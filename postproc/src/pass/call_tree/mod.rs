@@ -17,22 +17,15 @@
 //! recording, the same sums the whole trees would give (merging adds nodes
 //! along identical method paths, per-thread rows are the thread's own).
 
+pub mod rows;
+
 use idleflow_format::{EncodedThread, TreeHead, TreeNode};
 use rustc_hash::FxHashMap;
 
-use crate::arcflow::{thread_pattern, ArcRow, ArcflowOptions, JvmSummary, Measures, SortBy};
-use crate::nodes::{NodeAttribution, NodeIdle};
-use crate::path::{Folded, FrameKind};
+use crate::pass::nodes::{NodeAttribution, NodeIdle};
+use crate::path::{thread_pattern, FoldOptions, Folded, FrameKind};
 use crate::waits::JavaWaits;
-
-/// What the flame graph's folded stacks are weighted by and how threads group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FoldOptions {
-    /// Dispatches to idle (`true`) or the idle time that followed (`false`).
-    pub dispatches: bool,
-    /// Pool threads merged under their [`thread_pattern`].
-    pub merge_threads: bool,
-}
+use rows::{ArcRow, ArcflowOptions, JvmSummary, Measures, SortBy};
 
 /// Which views to build.
 #[derive(Debug, Clone, Default)]

@@ -2,7 +2,7 @@
 //! share: it loads nothing from the network and runs no script of its own.
 //!
 //! In order: the answer (the text report's headline and root causes, as
-//! [`crate::text`] words them), each CPU's idle over time as an SVG plot
+//! [`crate::render::text`] words them), each CPU's idle over time as an SVG plot
 //! (from [`Report::idle_over_time`]), the flame graph of the merged paths
 //! (inferno's SVG, searchable, in a frame of its own so its script and ids
 //! stay its own), then the paths, the root causes, the per-CPU table and

@@ -150,7 +150,7 @@ pub struct NodeAttribution {
     /// (time, tid) and the stacks taken there (kernel, user ids).
     open_stacks: Vec<Option<(u64, u32, u64, u64)>>,
     /// Per CPU slot: while only idleflow's own threads ran since an idle
-    /// interval ended, its open entries (see [`crate::analysis::Analysis`]'s
+    /// interval ended, its open entries (see [`crate::pass::Analysis`]'s
     /// `carried`): the idle after them continues that interval's.
     carried: Vec<Option<Open>>,
     /// Per CPU slot: the open idle interval continues an earlier one (its

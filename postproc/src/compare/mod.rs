@@ -1,0 +1,11 @@
+//! Comparisons of runs: [`diff`] of two recordings' merged paths, the run
+//! [`summary`] a history keeps, the [`history_check`] of a run against its
+//! job's history, and the [`history_text`] that prints them.
+//!
+//! Comparisons read the report's sections (and the pass's time windows),
+//! never the other way round.
+
+pub mod diff;
+pub mod history_check;
+pub mod history_text;
+pub mod summary;
