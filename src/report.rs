@@ -15,8 +15,8 @@ use crate::cli::{
     DiffArgs, ExportArgs, ExportFormat, FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg,
     ViewArg, WeightArg, WindowArgs,
 };
-use idleflow_postproc::arcflow::{ArcflowOptions, SortBy};
 use idleflow_postproc::render::flame::{self, Weight};
+use idleflow_postproc::sections::arcflow::{ArcflowOptions, SortBy};
 
 /// Opens a recording; a missing one whose `.partial` exists (a recorder
 /// that was killed) says so.
@@ -186,7 +186,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
                 dispatches: false,
                 merge_threads: true,
             };
-            let lines = idleflow_postproc::idlepaths::folded(&analysis, fold, false, false);
+            let lines =
+                idleflow_postproc::sections::idle_paths::folded(&analysis, fold, false, false);
             let mut svg = Vec::new();
             if !lines.is_empty() {
                 flame::svg(&lines, Weight::IdleNs, flame::View::Paths, &mut svg)
@@ -213,11 +214,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
 }
 
 /// The per-source sections `--view` asks for.
-fn report_views(asked: &[ViewArg]) -> idleflow_postproc::report::Views {
-    let mut v = idleflow_postproc::report::Views::default();
+fn report_views(asked: &[ViewArg]) -> idleflow_postproc::sections::Views {
+    let mut v = idleflow_postproc::sections::Views::default();
     for a in asked {
         match a {
-            ViewArg::All => v = idleflow_postproc::report::Views::all(),
+            ViewArg::All => v = idleflow_postproc::sections::Views::all(),
             ViewArg::Paths => {}
             ViewArg::Tree => v.tree = true,
             ViewArg::Java => v.java = true,
@@ -374,7 +375,8 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
             dispatches: false,
             merge_threads: true,
         };
-        let folded = |a: &Analysis| idleflow_postproc::idlepaths::folded(a, fold, false, false);
+        let folded =
+            |a: &Analysis| idleflow_postproc::sections::idle_paths::folded(a, fold, false, false);
         let lines = idleflow_postproc::compare::diff::differential_folded(
             &folded(&base_a),
             &folded(&new_a),

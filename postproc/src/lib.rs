@@ -5,21 +5,15 @@
 //! by `tests/layers.rs`): [`share`] and [`path`] (the path model) at the
 //! bottom; [`pass`], the one streaming pass through the recording with the
 //! shared dispatch accounting and its accumulators; the report's data,
-//! [`report`] (serialized as JSON as is); [`render`], every output;
+//! [`sections`] (serialized as JSON as is); [`render`], every output;
 //! [`compare`], runs against runs.
 
-pub mod arcflow;
-pub mod blame;
-pub mod callpaths;
 pub mod compare;
-pub mod idlepaths;
-pub mod kwaits;
 pub mod pass;
 pub mod path;
 pub mod render;
-pub mod report;
+pub mod sections;
 pub mod share;
-pub mod waits;
 
 pub use pass::{Analysis, AnalysisOptions, Window};
-pub use report::Report;
+pub use sections::Report;

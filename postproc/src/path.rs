@@ -1,8 +1,8 @@
 //! The one path model (`ARCHITECTURE.md`, "One attribution model"):
 //! whichever source named what a thread was doing when it left its CPU —
 //! the tree agent's node ([`crate::pass::call_tree`]), a flight-recorder wait
-//! ([`crate::waits`]), the stacks copied at the switch-out
-//! ([`crate::callpaths`], [`crate::kwaits`]) — the answer is a path: its
+//! ([`crate::pass::java_waits`]), the stacks copied at the switch-out
+//! ([`crate::sections::call_paths`], [`crate::pass::kernel_waits`]) — the answer is a path: its
 //! process and its thread (or pool), then frames from the outermost in,
 //! each with the [`FrameKind`] of code that ran there and a name
 //! normalized so that the same code reads the same in every run and from

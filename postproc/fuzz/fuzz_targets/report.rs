@@ -4,7 +4,7 @@
 
 #![no_main]
 
-use idleflow_postproc::arcflow::ArcflowOptions;
+use idleflow_postproc::sections::arcflow::ArcflowOptions;
 use idleflow_postproc::path::FoldOptions;
 use idleflow_postproc::pass::call_tree::ViewOptions;
 use idleflow_postproc::render::{flame, script, text};
@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
         };
         if let Ok(a) = Analysis::run_with_progress(std::io::Cursor::new(data), &opts, |_| {}) {
             let mut r = Report::new(&a, 5);
-            r.keep_views(idleflow_postproc::report::Views::all());
+            r.keep_views(idleflow_postproc::sections::Views::all());
             let _ = text::render(&r, "fuzz", &text::TextOptions::default());
             for (view, by_reason, user_only) in [
                 (flame::View::Paths, false, false),

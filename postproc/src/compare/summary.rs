@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::path::FrameKind;
 use crate::path::PathFrame;
-use crate::report::Report;
+use crate::sections::Report;
 use crate::share::pct;
 
 /// One run (see the module documentation).

@@ -34,8 +34,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::pass::idle_paths::RowKey;
+use crate::pass::java_waits::JavaWaits;
 use crate::pass::nodes::OwnThreads;
-use crate::waits::JavaWaits;
 
 /// Segments kept per thread, at most: a wait longer than that much of its
 /// waker's history is resolved as far as it reaches, the rest unknown.
@@ -1210,7 +1210,7 @@ mod tests {
         // handlers wait for the indexer, which waits for the writer, which
         // waits for the timer; two workers wait for each other (a cycle)
         // and nothing else; a tiny chain under 1 % is left out.
-        let g = crate::blame::WaitGraph::new(
+        let g = crate::sections::root_causes::WaitGraph::new(
             &[
                 c(&["p: handler-*", "p: indexer", "p: writer", "timer"], 600),
                 c(&["p: indexer", "p: writer", "timer"], 200),

@@ -3,7 +3,7 @@
 //! *it* ([`RowKey`]: its thread, the kernel and user stacks taken at its
 //! switch-out, the tree agent's node it left in, the flight-recorder wait
 //! that contains it), with the idle that followed, summed per key. The
-//! report's section ([`crate::idlepaths`]) resolves each key into one path.
+//! report's section ([`crate::sections::idle_paths`]) resolves each key into one path.
 //!
 //! Invariant: memory is one entry per distinct key, never per dispatch.
 

@@ -9,6 +9,8 @@ pub mod ahead;
 pub mod blame;
 pub mod call_tree;
 pub mod idle_paths;
+pub mod java_waits;
+pub mod kernel_waits;
 pub mod nodes;
 pub mod startup;
 pub mod windows;
@@ -23,11 +25,11 @@ use idleflow_format::{
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::kwaits::KernelWaits;
 use crate::pass::call_tree::{BuiltViews, ViewOptions, Views};
+use crate::pass::java_waits::JavaWaits;
+use crate::pass::kernel_waits::KernelWaits;
 use crate::pass::nodes::{NodeAttribution, OwnThreads};
 use crate::pass::windows::{Series, Windows};
-use crate::waits::JavaWaits;
 use blame::BlameAcc;
 use idle_paths::IdlePathsAcc;
 
@@ -120,7 +122,7 @@ pub struct Analysis {
 }
 
 /// A merged path's key, as the pass knows it (opaque): resolve it with
-/// [`crate::idlepaths::resolve_path`] once the pass is over.
+/// [`crate::sections::idle_paths::resolve_path`] once the pass is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PathKey(pub(crate) idle_paths::RowKey);
 

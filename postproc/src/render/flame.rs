@@ -1,10 +1,10 @@
 //! Flame graphs of idle-causing paths, drawn by `inferno` from folded
 //! stacks: the merged paths of every recording by default
-//! ([`crate::idlepaths::folded`]), or one source's own view: the arcflow
+//! ([`crate::sections::idle_paths::folded`]), or one source's own view: the arcflow
 //! call trees ([`crate::pass::call_tree`]), the flight recorders' Java wait stacks
-//! ([`crate::waits::folded`]), the user stacks with the kernel's on top
-//! ([`crate::callpaths::folded`]), the kernel stacks
-//! ([`crate::kwaits::folded`]), or the blocking paths.
+//! ([`crate::pass::java_waits::folded`]), the user stacks with the kernel's on top
+//! ([`crate::sections::call_paths::folded`]), the kernel stacks
+//! ([`crate::sections::kernel_waits::folded`]), or the blocking paths.
 
 use std::io::Write;
 
@@ -45,7 +45,7 @@ pub enum FlameError {
 /// Which paths to draw.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum View {
-    /// The merged paths ([`crate::idlepaths`]): any recording.
+    /// The merged paths ([`crate::sections::idle_paths`]): any recording.
     #[default]
     Paths,
     /// The arcflow call trees.
@@ -59,7 +59,7 @@ pub enum View {
     /// The blocking call paths (`record --stacks waits`): off-CPU.
     Blocking,
     /// The blame chains: victims at the bottom, root causes on top
-    /// ([`crate::blame::folded`]).
+    /// ([`crate::sections::root_causes::folded`]).
     Blame,
 }
 
@@ -90,17 +90,26 @@ pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
             .map(|(&key, c)| (key, c.dispatches, c.idle_ns))
     };
     let lines = match source.view {
-        View::Blame => crate::blame::folded(a, fold.merge_threads),
-        View::Paths => crate::idlepaths::folded(a, fold, source.by_reason, source.user_only),
+        View::Blame => crate::sections::root_causes::folded(a, fold.merge_threads),
+        View::Paths => {
+            crate::sections::idle_paths::folded(a, fold, source.by_reason, source.user_only)
+        }
         View::Tree if a.views.jvms.is_empty() => return Err(FlameError::NoTrees),
         View::Tree => a.views.folded.clone(),
         View::Java if a.java.is_empty() => return Err(FlameError::NoWaits),
-        View::Java => crate::waits::folded(&a.java, fold, source.by_reason),
-        View::User if a.kernel.switch_user_stacks > 0 => {
-            crate::callpaths::folded(&a.kernel, caused(), &a.names, shown, fold, source.user_only)
-        }
+        View::Java => crate::pass::java_waits::folded(&a.java, fold, source.by_reason),
+        View::User if a.kernel.switch_user_stacks > 0 => crate::sections::call_paths::folded(
+            &a.kernel,
+            caused(),
+            &a.names,
+            shown,
+            fold,
+            source.user_only,
+        ),
         View::User | View::Kernel if a.kernel.is_empty() => return Err(FlameError::NoStacks),
-        View::User | View::Kernel => crate::kwaits::folded(&a.kernel, &a.names, shown, fold),
+        View::User | View::Kernel => {
+            crate::sections::kernel_waits::folded(&a.kernel, &a.names, shown, fold)
+        }
         View::Blocking if !a.kernel.tracks_blocked() => return Err(FlameError::NoBlocked),
         View::Blocking => {
             let rows = a
@@ -108,7 +117,14 @@ pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
                 .blocked
                 .iter()
                 .map(|(&key, b)| (key, b.waits, b.blocked_ns));
-            crate::callpaths::folded(&a.kernel, rows, &a.names, shown, fold, source.user_only)
+            crate::sections::call_paths::folded(
+                &a.kernel,
+                rows,
+                &a.names,
+                shown,
+                fold,
+                source.user_only,
+            )
         }
     };
     if lines.is_empty() {

@@ -15,7 +15,7 @@ use std::fmt::Write;
 use base64::Engine;
 use html_escape::encode_text as esc;
 
-use crate::report::{IdleOverTime, Report};
+use crate::sections::{IdleOverTime, Report};
 
 const STYLE: &str =
     "body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1200px;color:#222}\

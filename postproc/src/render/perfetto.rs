@@ -11,7 +11,7 @@
 //! switch whose leaving thread is not the one the CPU's last switch brought
 //! in, or out of time order, is written as a full event instead). Each
 //! idle-causing dispatch becomes a perf sample of its thread at the
-//! switch-out whose call stack is its merged path ([`crate::idlepaths`]):
+//! switch-out whose call stack is its merged path ([`crate::sections::idle_paths`]):
 //! the paths are known only when the pass is over, so the samples wait in
 //! a spill file (time, CPU, thread, path number) and are written after one
 //! packet that interns every path's frames, followed by the process tree.
@@ -245,7 +245,7 @@ impl<W: Write + Send + 'static> PerfettoWriter<W> {
         let mut mappings: FxHashMap<String, u64> = FxHashMap::default();
         let mut frames: FxHashMap<(u64, u64), u64> = FxHashMap::default();
         for (i, key) in self.key_list.iter().enumerate() {
-            let row = crate::idlepaths::resolve_path(a, key);
+            let row = crate::sections::idle_paths::resolve_path(a, key);
             let mut ids = Vec::with_capacity(row.frames.len() + 1);
             let path = row.frames.iter().map(|f| {
                 let module = match f.frame.kind {

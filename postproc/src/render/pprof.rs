@@ -1,7 +1,7 @@
 //! The merged idle-causing paths as a pprof profile (`profile.proto`), for
 //! `go tool pprof`, Pyroscope, Parca, Grafana and speedscope.
 //!
-//! One sample per merged path ([`crate::idlepaths::IdlePath`]) with two
+//! One sample per merged path ([`crate::sections::idle_paths::IdlePath`]) with two
 //! values, the idle that followed (nanoseconds, the default) and the
 //! dispatches to idle; its locations are the path's frames, innermost
 //! first as pprof wants them; process, thread (or pool), reason and object
@@ -23,10 +23,10 @@ use idleflow_export::pprof::{
 use idleflow_export::Message;
 use rustc_hash::FxHashMap;
 
-use crate::idlepaths::IdlePath;
 use crate::path::FrameKind;
 use crate::path::PathFrame;
-use crate::report::Report;
+use crate::sections::idle_paths::IdlePath;
+use crate::sections::Report;
 
 /// Strings, functions, locations and mappings, each interned once.
 #[derive(Default)]
@@ -240,9 +240,9 @@ pub fn write_gz(profile: &Profile, out: impl Write) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::idlepaths::PathThreads;
     use crate::path::Frame;
     use crate::path::FrameSource;
+    use crate::sections::idle_paths::PathThreads;
 
     fn frame(kind: FrameKind, name: &str, module: &str) -> PathFrame {
         PathFrame {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::report::{CpuRow, Report};
+use crate::sections::{CpuRow, Report};
 
 /// Options of the text layout.
 #[derive(Debug, Clone)]
@@ -651,8 +651,11 @@ const ROOT_MIN_SHARE: f64 = 0.5;
 /// The root causes of idle: per root its share, what the root thread did
 /// and where, then the chain that led to it, from the victims' wait out
 /// (`←`, at most three links: the victims', the last, and how many between).
-fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> std::fmt::Result {
-    use crate::blame::RootKind as K;
+fn render_root_causes(
+    o: &mut String,
+    rc: &crate::sections::root_causes::RootCausesSection,
+) -> std::fmt::Result {
+    use crate::sections::root_causes::RootKind as K;
     if rc.roots.is_empty() {
         return Ok(());
     }
@@ -675,7 +678,7 @@ fn render_root_causes(o: &mut String, rc: &crate::blame::RootCausesSection) -> s
     for l in wrap(&head, "#", "#   ", WIDTH) {
         writeln!(o, "{l}")?;
     }
-    let who = |t: &crate::idlepaths::PathThreads| {
+    let who = |t: &crate::sections::idle_paths::PathThreads| {
         if t.count > 1 {
             format!("{} ×{}", fit(&t.name, 40), t.count)
         } else {
@@ -824,7 +827,7 @@ const HEADLINE_MIN_SHARE: f64 = 0.5;
 /// holder's and the threads' names shortened; else two or more, the names
 /// shortened and the program's frame whole (JSON carries every name in
 /// full).
-fn cause_lines(prefix: &str, c: &crate::idlepaths::Cause, width: usize) -> Vec<String> {
+fn cause_lines(prefix: &str, c: &crate::sections::idle_paths::Cause, width: usize) -> Vec<String> {
     let whole = format!("{prefix}{}", cause_words(c, usize::MAX, usize::MAX));
     if whole.chars().count() <= width {
         return vec![whole];
@@ -845,7 +848,7 @@ fn cause_lines(prefix: &str, c: &crate::idlepaths::Cause, width: usize) -> Vec<S
 /// into `holder` characters, the threads' and the object's into `names`
 /// (`usize::MAX`: whole). A holder of the threads' own name is "one of
 /// them".
-fn cause_words(c: &crate::idlepaths::Cause, holder: usize, names: usize) -> String {
+fn cause_words(c: &crate::sections::idle_paths::Cause, holder: usize, names: usize) -> String {
     let short = |s: &str, w: usize| {
         if w == usize::MAX {
             s.to_string()
@@ -881,7 +884,7 @@ fn cause_words(c: &crate::idlepaths::Cause, holder: usize, names: usize) -> Stri
             " (no program frame)"
         });
     }
-    let who = |h: &crate::idlepaths::OtherThread| {
+    let who = |h: &crate::sections::idle_paths::OtherThread| {
         if h.name == t.name && t.count > 1 {
             "one of them".to_string()
         } else {
@@ -922,7 +925,7 @@ const MERGED_FRAMES: usize = 9;
 /// frames from the kernel's wait out, around the program's own code.
 fn render_idle_paths(
     o: &mut String,
-    ip: &crate::idlepaths::IdlePathsSection,
+    ip: &crate::sections::idle_paths::IdlePathsSection,
     max_paths: usize,
 ) -> std::fmt::Result {
     writeln!(o)?;
@@ -994,7 +997,7 @@ fn render_idle_paths(
 /// The frames of a path the text shows: the kernel's wait, then up to
 /// [`MERGED_FRAMES`] from two before the program's first frame, `…` where
 /// frames are left out.
-fn shown_frames(p: &crate::idlepaths::IdlePath) -> Vec<String> {
+fn shown_frames(p: &crate::sections::idle_paths::IdlePath) -> Vec<String> {
     shown_frames_of(&p.frames, p.program_frame)
 }
 
@@ -1139,7 +1142,7 @@ const NATIVE_FRAMES: usize = 3;
 /// the threads, and the user frames (innermost first).
 fn render_call_paths(
     o: &mut String,
-    cp: &crate::callpaths::CallPathsSection,
+    cp: &crate::sections::call_paths::CallPathsSection,
     max_paths: usize,
 ) -> std::fmt::Result {
     writeln!(o)?;
@@ -1233,7 +1236,7 @@ fn render_user_frames(
 /// recorded threads waited there until they ran again.
 fn render_blocking_paths(
     o: &mut String,
-    bp: &crate::callpaths::BlockedPathsSection,
+    bp: &crate::sections::call_paths::BlockedPathsSection,
     max_paths: usize,
 ) -> std::fmt::Result {
     writeln!(o)?;
@@ -1288,7 +1291,7 @@ fn render_blocking_paths(
 /// frames outside the scheduler (innermost first).
 fn render_kernel_waits(
     o: &mut String,
-    kw: &crate::kwaits::KernelWaitsSection,
+    kw: &crate::sections::kernel_waits::KernelWaitsSection,
     max_paths: usize,
 ) -> std::fmt::Result {
     writeln!(o)?;
@@ -1329,7 +1332,7 @@ fn render_kernel_waits(
             .frames
             .iter()
             .map(|f| f.name.as_str())
-            .skip_while(|f| crate::kwaits::is_scheduler_frame(f))
+            .skip_while(|f| crate::pass::kernel_waits::is_scheduler_frame(f))
             .collect();
         for l in wrap(&frames.join(" ← "), "at", "  ", WIDTH - PATH_INDENT) {
             writeln!(o, "{:PATH_INDENT$}{l}", "")?;
@@ -1340,7 +1343,7 @@ fn render_kernel_waits(
 
 fn render_java_waits(
     o: &mut String,
-    jw: &crate::waits::JavaWaitsSection,
+    jw: &crate::sections::java_waits::JavaWaitsSection,
     max_paths: usize,
 ) -> std::fmt::Result {
     let share = |part: u64, whole: u64| {
@@ -1570,7 +1573,7 @@ fn render_java_waits(
     more_paths(o, jw.paths.len(), max_paths)
 }
 
-fn render_arcflow(o: &mut String, af: &crate::arcflow::Arcflow) -> std::fmt::Result {
+fn render_arcflow(o: &mut String, af: &crate::sections::arcflow::Arcflow) -> std::fmt::Result {
     writeln!(o)?;
     writeln!(
         o,
@@ -1879,9 +1882,9 @@ mod tests {
 
     #[test]
     fn a_cause_line_fits_by_shortening_names_and_keeps_the_program_frame() {
-        use crate::idlepaths::{Cause, OtherThread, PathThreads};
         use crate::path::{Frame, FrameKind};
         use crate::path::{FrameSource, PathFrame};
+        use crate::sections::idle_paths::{Cause, OtherThread, PathThreads};
         let pool = "H2 TCP Server (tcp://localhost:9092) thread-*";
         let c = Cause {
             process: "java".into(),

@@ -22,9 +22,9 @@ pub mod rows;
 use idleflow_format::{EncodedThread, TreeHead, TreeNode};
 use rustc_hash::FxHashMap;
 
+use crate::pass::java_waits::JavaWaits;
 use crate::pass::nodes::{NodeAttribution, NodeIdle};
 use crate::path::{thread_pattern, FoldOptions, Folded, FrameKind};
-use crate::waits::JavaWaits;
 use rows::{ArcRow, ArcflowOptions, JvmSummary, Measures, SortBy};
 
 /// Which views to build.
@@ -114,7 +114,7 @@ pub struct BuiltViews {
     pub folded: Vec<String>,
     /// The method path of every node whose thread's leaving made a CPU
     /// idle: node id → method names, the node's own first, its thread's
-    /// entry last (for the merged paths, [`crate::idlepaths`]).
+    /// entry last (for the merged paths, [`crate::sections::idle_paths`]).
     pub node_paths: FxHashMap<u64, Vec<String>>,
 }
 
@@ -487,7 +487,7 @@ impl Views {
                     continue;
                 }
                 rest -= part;
-                let why = crate::waits::reason_frame(waits, pid, nw.reason, nw.object);
+                let why = crate::pass::java_waits::reason_frame(waits, pid, nw.reason, nw.object);
                 let mut with_reason: Vec<(FrameKind, &str)> = path().collect();
                 with_reason.push((FrameKind::Reason, &why));
                 self.folded.add(with_reason, part);

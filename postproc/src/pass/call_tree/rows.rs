@@ -2,7 +2,7 @@
 //! ([`super`]): a node's [`Measures`] (the agent's CALLS, BASE, … and what
 //! the dispatch stream adds), one [`ArcRow`] per shown node, and the
 //! options that sort and cut them. The report's section
-//! ([`crate::arcflow`]) carries them as they are.
+//! ([`crate::sections::arcflow`]) carries them as they are.
 //!
 //! Invariant: every number is a sum of node values from the recording;
 //! merging adds them along identical method paths and never creates calls.

@@ -3,15 +3,22 @@
 //! field names documented in `docs/format.md`. Text and JSON carry the same
 //! numbers because both come from this one structure.
 
+pub mod arcflow;
+pub mod call_paths;
+pub mod idle_paths;
+pub mod java_waits;
+pub mod kernel_waits;
+pub mod root_causes;
+
 use rustc_hash::FxHashSet;
 use serde::Serialize;
 
-use crate::arcflow::{Arcflow, RowWait};
-use crate::idlepaths::IdlePathsSection;
-use crate::kwaits::KernelWaitsSection;
 use crate::pass::{Analysis, IdleCause};
+use crate::sections::arcflow::{Arcflow, RowWait};
+use crate::sections::idle_paths::IdlePathsSection;
+use crate::sections::java_waits::JavaWaitsSection;
+use crate::sections::kernel_waits::KernelWaitsSection;
 use crate::share::{pct, saturating_sum};
-use crate::waits::JavaWaitsSection;
 use idleflow_format::PrevState;
 
 /// Distribution of complete idle intervals (both ends seen), ns.
@@ -252,7 +259,7 @@ pub struct Report {
     pub idle_paths: IdlePathsSection,
     /// Each idle interval followed down its wait chain to what held the
     /// threads up: code paths, devices, CPU contention (most idle first).
-    pub root_causes: crate::blame::RootCausesSection,
+    pub root_causes: crate::sections::root_causes::RootCausesSection,
     /// Each CPU's idle over time, where the analysis split it into windows
     /// (`report --format html`, `diff`, `history`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -271,11 +278,11 @@ pub struct Report {
     /// Idle-causing call paths, from the user stacks at the switch-outs
     /// (`--view user`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub call_paths: Option<crate::callpaths::CallPathsSection>,
+    pub call_paths: Option<crate::sections::call_paths::CallPathsSection>,
     /// Where the recorded threads blocked, by blocked time (recordings with
     /// stacks at every wait, `record --stacks waits`; `--view blocking`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub blocking_paths: Option<crate::callpaths::BlockedPathsSection>,
+    pub blocking_paths: Option<crate::sections::call_paths::BlockedPathsSection>,
 }
 
 /// Each CPU's idle over time: the window is split into windows of equal
@@ -594,7 +601,7 @@ impl Report {
         let java_waits = JavaWaitsSection::new(&a.java, a.window, &no_waits_reasons(a));
         let call_paths = call_paths(a);
         let mut idle_paths = IdlePathsSection::new(a, total.idle_ns);
-        let root_causes = crate::blame::RootCausesSection::new(a, total.idle_ns);
+        let root_causes = crate::sections::root_causes::RootCausesSection::new(a, total.idle_ns);
         // What the sources said about what they miss, for every report.
         idle_paths.notes.extend(
             java_waits
@@ -647,7 +654,7 @@ impl Report {
                     .map_or_else(|| format!("tid {tid}"), |(_, comm)| comm.clone())
             }),
             call_paths,
-            blocking_paths: crate::callpaths::BlockedPathsSection::new(
+            blocking_paths: crate::sections::call_paths::BlockedPathsSection::new(
                 &a.kernel,
                 &a.tool_tids,
                 |tid| a.shows(tid),
@@ -705,14 +712,14 @@ fn row_native(
     a: &Analysis,
     stacks: &[crate::pass::nodes::NodeStacks],
     row_idle_ns: u64,
-) -> Vec<crate::arcflow::RowNative> {
-    let mut rows: Vec<crate::arcflow::RowNative> = Vec::new();
+) -> Vec<crate::sections::arcflow::RowNative> {
+    let mut rows: Vec<crate::sections::arcflow::RowNative> = Vec::new();
     for s in stacks {
-        let wait = crate::callpaths::wait_of(&a.kernel, s.kernel);
+        let wait = crate::sections::call_paths::wait_of(&a.kernel, s.kernel);
         let frames = if s.user == 0 {
             Vec::new()
         } else {
-            crate::callpaths::user_path(&a.kernel, s.user)
+            crate::sections::call_paths::user_path(&a.kernel, s.user)
         };
         match rows
             .iter_mut()
@@ -722,7 +729,7 @@ fn row_native(
                 r.idle_dispatches = r.idle_dispatches.saturating_add(s.idle_dispatches);
                 r.idle_ns = r.idle_ns.saturating_add(s.idle_ns);
             }
-            None => rows.push(crate::arcflow::RowNative {
+            None => rows.push(crate::sections::arcflow::RowNative {
                 wait,
                 frames,
                 idle_dispatches: s.idle_dispatches,
@@ -757,8 +764,8 @@ fn process_and_thread(a: &Analysis, tid: u32) -> (String, String) {
 
 /// The call paths of the user stacks, with a note where JVMs ran without
 /// their perf map (their JIT frames are then `[unknown]`).
-fn call_paths(a: &Analysis) -> Option<crate::callpaths::CallPathsSection> {
-    let mut section = crate::callpaths::CallPathsSection::new(
+fn call_paths(a: &Analysis) -> Option<crate::sections::call_paths::CallPathsSection> {
+    let mut section = crate::sections::call_paths::CallPathsSection::new(
         &a.kernel,
         &a.tool_tids,
         |tid| a.shows(tid),

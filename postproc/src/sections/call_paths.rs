@@ -11,14 +11,14 @@
 //! stacks) reads these rows.
 //!
 //! Invariant: memory grows with distinct (kernel stack, user stack,
-//! thread) triples ([`crate::kwaits::KernelWaits::caused`]), never with
+//! thread) triples ([`crate::pass::kernel_waits::KernelWaits::caused`]), never with
 //! the number of dispatches; idleflow's own threads are never a row.
 
 use idleflow_format::{UnwindEnd, UserStackCounts};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
-use crate::kwaits::{is_scheduler_frame, KernelWaits, StacksKey};
+use crate::pass::kernel_waits::{is_scheduler_frame, KernelWaits, StacksKey};
 use crate::path::{self, Folded, Frame, FrameKind};
 use crate::share::saturating_sum;
 

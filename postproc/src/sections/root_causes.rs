@@ -8,10 +8,10 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
-use crate::idlepaths::{resolve_key, PathThreads, RowKey};
 use crate::pass::Analysis;
 use crate::path::PathFrame;
 use crate::path::{Frame, FrameKind};
+use crate::sections::idle_paths::{resolve_key, PathThreads, RowKey};
 use crate::share::pct;
 
 pub use crate::pass::blame::RootKind;
@@ -25,7 +25,7 @@ pub struct ChainLink {
     pub process: String,
     /// The thread or pool (its name pattern) and how many distinct threads.
     pub threads: PathThreads,
-    /// Why they waited (as [`crate::idlepaths::IdlePath::reason`]).
+    /// Why they waited (as [`crate::sections::idle_paths::IdlePath::reason`]).
     pub reason: String,
     /// What they waited on (the flight recorder's monitor or parked class).
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -869,7 +869,8 @@ impl RootCausesSection {
 /// on top the root (`[root: timer] writer`) with its frames, outermost
 /// first. Only idle the report's threads opened; never idleflow's own.
 pub fn folded(a: &Analysis, merge_threads: bool) -> Vec<String> {
-    let mut cache: FxHashMap<RowKey, crate::idlepaths::ResolvedRow> = FxHashMap::default();
+    let mut cache: FxHashMap<RowKey, crate::sections::idle_paths::ResolvedRow> =
+        FxHashMap::default();
     let mut out = crate::path::Folded::default();
     let pool = |tid: u32| {
         let [_, (_, thread)] = crate::path::roots(&a.names, tid, merge_threads);
