@@ -400,7 +400,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
     let d = idleflow_postproc::compare::diff::diff(&base_run, &new_run, args.min_change);
     let out = match args.format {
         Format::Json => serde_json::to_string_pretty(&d)? + "\n",
-        Format::Text => text::render_diff(&d, args.paths),
+        Format::Text => idleflow_postproc::compare::diff_text::render_diff(&d, args.paths),
         Format::Html => anyhow::bail!("diff writes text or JSON (--svg for a flame graph)"),
     };
     let mut stdout = std::io::stdout().lock();

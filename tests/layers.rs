@@ -1,7 +1,7 @@
 //! One direction: no source file of the workspace reaches back to itself
 //! through the files it uses (`use crate::…`, `super::…`, paths in code),
 //! and in the post-processor no layer uses a layer above it
-//! (`docs/ARCHITECTURE.md`, "Layers"). Run it alone with
+//! ([`POSTPROC_LAYERS`]; `docs/ARCHITECTURE.md`). Run it alone with
 //! `cargo test --test layers`; it reads source files only.
 //!
 //! A file's module is its path under `src/` (`pass/blame.rs` is
@@ -392,6 +392,50 @@ fn no_source_file_reaches_back_to_itself() {
     assert!(
         gone.is_empty(),
         "circles gone: take them off CIRCLES_LEFT: {gone:?}"
+    );
+}
+
+/// The post-processor's layers, bottom first: a module may use its own
+/// layer's and the layers below it, never one above.
+const POSTPROC_LAYERS: &[&[&str]] = &[
+    &["share", "path", "reasons"],
+    &["pass"],
+    &["sections"],
+    &["render"],
+    &["compare"],
+];
+
+fn layer_of(module: &[String]) -> Option<usize> {
+    let top = module.first()?;
+    POSTPROC_LAYERS
+        .iter()
+        .position(|l| l.contains(&top.as_str()))
+}
+
+#[test]
+fn no_postproc_layer_uses_one_above_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("postproc/src");
+    let g = graph(&src);
+    let mut up = Vec::new();
+    for (m, deps) in &g {
+        let Some(lm) = layer_of(m) else {
+            assert!(
+                m.is_empty(),
+                "postproc/src/{}: in no layer of POSTPROC_LAYERS",
+                m.join("/")
+            );
+            continue;
+        };
+        for d in deps {
+            if layer_of(d).is_some_and(|ld| ld > lm) {
+                up.push(format!("{} uses {}", m.join("::"), d.join("::")));
+            }
+        }
+    }
+    assert!(
+        up.is_empty(),
+        "a layer uses one above it:\n{}",
+        up.join("\n")
     );
 }
 

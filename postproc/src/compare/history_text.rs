@@ -7,9 +7,10 @@
 
 use std::fmt::Write;
 
+use super::diff_text::{change_block, render_diff};
 use crate::compare::history_check::Check;
 use crate::compare::summary::RunSummary;
-use crate::render::text::{change_block, frame_words, render_diff, shown_frames_of, wrap, WIDTH};
+use crate::render::text::{frame_words, shown_frames_of, wrap, WIDTH};
 
 /// A kept run as the store gives it: id, job, summary.
 #[derive(Debug, Clone, Copy)]

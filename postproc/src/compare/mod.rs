@@ -1,4 +1,5 @@
-//! Comparisons of runs: [`diff`] of two recordings' merged paths, the run
+//! Comparisons of runs: [`diff`] of two recordings' merged paths (and its
+//! [`diff_text`]), the run
 //! [`summary`] a history keeps, the [`history_check`] of a run against its
 //! job's history, and the [`history_text`] that prints them.
 //!
@@ -6,6 +7,7 @@
 //! never the other way round.
 
 pub mod diff;
+pub mod diff_text;
 pub mod history_check;
 pub mod history_text;
 pub mod summary;
