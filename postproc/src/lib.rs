@@ -11,6 +11,7 @@
 pub mod compare;
 pub mod pass;
 pub mod path;
+pub mod reasons;
 pub mod render;
 pub mod sections;
 pub mod share;

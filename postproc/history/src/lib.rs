@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use idleflow_postproc::compare::summary::{PathSummary, RunSummary};
+use idleflow_postproc::reasons::Reason;
 
 /// The schema, in the SQL both stores read; `{ID}` is the store's
 /// auto-numbered key type.
@@ -256,7 +257,7 @@ fn assemble(r: RunRow, paths: Vec<PathRead>) -> Result<StoredRun, HistoryError> 
         .map(|p| {
             Ok(PathSummary {
                 process: p.process,
-                reason: p.reason,
+                reason: Reason::parse(&p.reason),
                 threads: parse(id, "thread list", &p.threads)?,
                 frames: parse(id, "frame list", &p.frames)?,
                 program_frame: p.program_frame.and_then(|i| usize::try_from(i).ok()),
@@ -412,7 +413,7 @@ impl Store {
                             rank as i64,
                             row.key,
                             p.process,
-                            p.reason,
+                            p.reason.words(),
                             row.threads,
                             row.frames,
                             p.program_frame.map(|i| i as i64),
@@ -462,7 +463,7 @@ impl Store {
                             &(rank as i64),
                             &row.key,
                             &p.process,
-                            &p.reason,
+                            &p.reason.words(),
                             &row.threads,
                             &row.frames,
                             &p.program_frame.map(|i| i as i64),

@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use crate::compare::summary::{PathSummary, RunSummary};
 use crate::path::PathFrame;
+use crate::reasons::Reason;
 use crate::share::pct;
 
 /// Bootstrap replicates.
@@ -71,7 +72,7 @@ pub struct PathChange {
     /// The process's name.
     pub process: String,
     /// Why the threads waited.
-    pub reason: String,
+    pub reason: Reason,
     /// Its threads (or pools), most dispatches first, in the run where it
     /// had more idle.
     pub threads: Vec<String>,

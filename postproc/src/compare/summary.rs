@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::path::FrameKind;
 use crate::path::PathFrame;
+use crate::reasons::Reason;
 use crate::sections::Report;
 use crate::share::pct;
 
@@ -56,7 +57,7 @@ pub struct PathSummary {
     /// The process's name.
     pub process: String,
     /// Why the threads waited.
-    pub reason: String,
+    pub reason: Reason,
     /// Its threads or pools (`handler-* ×4`), most dispatches first.
     pub threads: Vec<String>,
     /// The frames, innermost first.
@@ -79,7 +80,7 @@ pub struct PathSummary {
 /// choice of the moment, not the code: measured on H2, two runs of the same
 /// load inlined `NioSocketImpl.read` in one and not in the other, and the
 /// path looked new. Those kinds all match as `Java`.
-pub fn match_key(process: &str, reason: &str, frames: &[PathFrame]) -> String {
+pub fn match_key(process: &str, reason: &Reason, frames: &[PathFrame]) -> String {
     let mut k = format!("{process}|{reason}|");
     for f in frames {
         let kind = match f.frame.kind {
@@ -231,7 +232,7 @@ pub(crate) mod tests {
     pub(crate) fn path(name: &str, idle: u64, windows: Vec<u64>) -> PathSummary {
         PathSummary {
             process: "p".into(),
-            reason: "sleep".into(),
+            reason: Reason::Kernel(crate::reasons::KernelReason::Sleep),
             threads: vec![name.into()],
             frames: vec![PathFrame {
                 frame: Frame::new(FrameKind::Native, name),

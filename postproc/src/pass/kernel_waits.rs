@@ -19,6 +19,7 @@ use idleflow_format::{CodeKind, KernelStack, KernelSymbols, SwitchStack, UserSta
 use rustc_hash::FxHashMap;
 
 use crate::path;
+use crate::reasons::is_scheduler_frame;
 
 /// Idle caused through one stack by one thread.
 #[derive(Debug, Clone, Copy, Default)]
@@ -391,21 +392,6 @@ impl KernelWaits {
             })
             .unwrap_or_default()
     }
-}
-
-/// Functions of the scheduler (and of the tracing that took the stack)
-/// that every blocked thread passes: a stack's wait is the first frame
-/// that is not one of them.
-pub fn is_scheduler_frame(name: &str) -> bool {
-    let name = name.trim_start_matches('_');
-    name.starts_with("schedule")
-        || name.starts_with("traceiter")
-        || name.starts_with("perf_")
-        || name.starts_with("trace_")
-        || name.starts_with("preempt_schedule")
-        || name.starts_with("io_schedule")
-        || name.starts_with("cond_resched")
-        || name == "finish_task_switch"
 }
 
 #[cfg(test)]

@@ -212,7 +212,7 @@ fn paths(o: &mut String, r: &Report) -> std::fmt::Result {
             p.idle_ns as f64 / 1e6,
             p.dispatches,
             esc(&p.process),
-            esc(&p.reason),
+            esc(p.reason.words()),
             esc(&threads.join(", ")),
             esc(&program),
             esc(&frames.join(" ← "))

@@ -196,7 +196,7 @@ pub fn profile_of(paths: &[IdlePath], (start, length): (u64, u64), comments: &[S
         let mut label = vec![
             t.label("process", &p.process),
             t.label("thread", &threads.join(", ")),
-            t.label("reason", &p.reason),
+            t.label("reason", p.reason.words()),
         ];
         if !p.object.is_empty() {
             label.push(t.label("object", &p.object));

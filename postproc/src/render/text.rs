@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use crate::reasons::{KernelReason, Reason};
 use crate::sections::{CpuRow, Report};
 
 /// Options of the text layout.
@@ -761,7 +762,8 @@ fn render_root_causes(
                 String::new()
             };
             // A futex's address says the wait was a futex wait.
-            let reason = if link.object.starts_with("futex ") && link.reason == "futex wait" {
+            let futex_wait = link.reason == Reason::Kernel(KernelReason::FutexWait);
+            let reason = if link.object.starts_with("futex ") && futex_wait {
                 String::new()
             } else {
                 format!(" ({})", link.reason)
@@ -856,7 +858,7 @@ fn cause_words(c: &crate::sections::idle_paths::Cause, holder: usize, names: usi
             fit(s, w)
         }
     };
-    let mut s = c.reason.clone();
+    let mut s = c.reason.to_string();
     if !c.object.is_empty() {
         let object = if names == usize::MAX {
             c.object.clone()
@@ -1332,7 +1334,7 @@ fn render_kernel_waits(
             .frames
             .iter()
             .map(|f| f.name.as_str())
-            .skip_while(|f| crate::pass::kernel_waits::is_scheduler_frame(f))
+            .skip_while(|f| crate::reasons::is_scheduler_frame(f))
             .collect();
         for l in wrap(&frames.join(" ← "), "at", "  ", WIDTH - PATH_INDENT) {
             writeln!(o, "{:PATH_INDENT$}{l}", "")?;
@@ -1501,7 +1503,7 @@ fn render_java_waits(
     for p in jw.paths.iter().take(max_paths) {
         let mut reason = p.reason.to_string();
         if !p.object.is_empty() {
-            reason.push_str(if p.reason.starts_with("monitor") || p.reason == "park" {
+            reason.push_str(if p.reason.is_jvm_lock_wait() {
                 " on "
             } else {
                 " "
@@ -1528,7 +1530,7 @@ fn render_java_waits(
             } else {
                 String::new()
             };
-            let role = if p.reason == "monitor wait" {
+            let role = if p.reason.is_monitor_wait() {
                 "notified by"
             } else {
                 "held by"

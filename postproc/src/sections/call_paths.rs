@@ -18,8 +18,9 @@ use idleflow_format::{UnwindEnd, UserStackCounts};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
-use crate::pass::kernel_waits::{is_scheduler_frame, KernelWaits, StacksKey};
+use crate::pass::kernel_waits::{KernelWaits, StacksKey};
 use crate::path::{self, Folded, Frame, FrameKind};
+use crate::reasons::is_scheduler_frame;
 use crate::share::saturating_sum;
 
 /// One idle-causing call path of the report.

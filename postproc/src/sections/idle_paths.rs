@@ -31,6 +31,7 @@ use serde::Serialize;
 use crate::pass::windows::Series;
 use crate::pass::Analysis;
 use crate::path::{Folded, Frame, FrameKind, FrameSource, PathFrame};
+use crate::reasons::{jvm_reason_of_native_frames, Reason};
 use crate::share::pct;
 
 use crate::pass::idle_paths::RowAcc;
@@ -73,7 +74,7 @@ pub struct IdlePath {
     /// `sleep`, …) where a flight-recorder wait covers the dispatches, else
     /// the kernel's wait in words (`futex wait`, `pipe read`, …), else the
     /// thread's state.
-    pub reason: String,
+    pub reason: Reason,
     /// What they waited on (monitor or parked-on class, address, path).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub object: String,
@@ -203,7 +204,7 @@ pub struct Cause {
     /// The process's name.
     pub process: String,
     /// As [`IdlePath::reason`].
-    pub reason: String,
+    pub reason: Reason,
     /// What the threads waited on, where every path that says agrees.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub object: String,
@@ -251,7 +252,7 @@ const JVM_THREADS: &str = "JVM threads";
 /// each (pattern → tids).
 fn causes(paths: &[IdlePath], tids: &[FxHashMap<String, FxHashSet<u32>>]) -> Vec<Cause> {
     /// (process, reason, pool, program frame).
-    type Key<'a> = (&'a str, &'a str, &'a str, Option<&'a str>);
+    type Key<'a> = (&'a str, &'a Reason, &'a str, Option<&'a str>);
     /// A cause being summed, its pools' tids, its pools' dispatches.
     type Acc = (
         Cause,
@@ -375,7 +376,7 @@ pub struct ResolvedRow {
     /// Its process's name.
     pub process: String,
     /// See [`IdlePath::reason`].
-    pub reason: String,
+    pub reason: Reason,
     /// The JVM's reason, where a wait covers it or the JVM's native frames
     /// say it ([`jvm_wait`]).
     pub jvm_reason: Option<WaitReason>,
@@ -521,73 +522,6 @@ pub fn splice(user: Vec<PathFrame>, java: Vec<PathFrame>) -> Vec<PathFrame> {
     out
 }
 
-/// A kernel wait in words (`futex wait`, `pipe read`, `sleep`), or the
-/// function's own name.
-fn kernel_reason(wait: &str) -> String {
-    let w = wait.trim_start_matches('_');
-    let words = if w.starts_with("futex") {
-        "futex wait"
-    } else if w.contains("nanosleep") || w.starts_with("hrtimer") || w.contains("clock_nanosleep") {
-        "sleep"
-    } else if w.contains("pipe_read") || w.contains("pipe_wait") {
-        "pipe read"
-    } else if w.contains("pipe_write") {
-        "pipe write"
-    } else if w.starts_with("ep_poll") || w.starts_with("do_epoll") {
-        "epoll wait"
-    } else if w.contains("poll") || w.contains("select") {
-        "poll"
-    } else if w.starts_with("sk_wait")
-        || w.starts_with("tcp_")
-        || w.starts_with("unix_stream")
-        || w.starts_with("inet_")
-        || w.contains("skb_")
-    {
-        "socket wait"
-    } else if w.starts_with("io_schedule")
-        || w.contains("folio_wait")
-        || w.starts_with("blk")
-        || w.starts_with("jbd2")
-        || w.contains("wait_on_page")
-        || w.contains("write_and_wait")
-    {
-        "disk I/O"
-    } else if w.starts_with("do_task_dead") || w.starts_with("do_exit") {
-        "thread exit"
-    } else if w.contains("wait4") || w == "do_wait" {
-        "child wait"
-    } else if w.starts_with("worker_thread") || w.contains("kthread") {
-        "kernel thread idle"
-    } else {
-        return wait.to_string();
-    };
-    words.to_string()
-}
-
-/// The JVM's reason for a wait no flight-recorder event covers, from the
-/// HotSpot functions of its native frames (innermost first), so that a
-/// short wait reads as the recorded long ones do: a contended monitor's
-/// entry, `Object.wait`, a park, `Thread.sleep`.
-fn jvm_wait(frames: &[PathFrame]) -> Option<WaitReason> {
-    frames
-        .iter()
-        .filter(|f| f.frame.kind == FrameKind::Native)
-        .find_map(|f| {
-            let n = f.frame.name.as_str();
-            if n.starts_with("ObjectMonitor::EnterI(") || n.starts_with("ObjectMonitor::enter(") {
-                Some(WaitReason::MonitorEnter)
-            } else if n.starts_with("ObjectMonitor::wait(") || n.starts_with("JVM_MonitorWait") {
-                Some(WaitReason::MonitorWait)
-            } else if n.starts_with("Parker::park(") || n.starts_with("Unsafe_Park") {
-                Some(WaitReason::Park)
-            } else if n.starts_with("JVM_Sleep") {
-                Some(WaitReason::Sleep)
-            } else {
-                None
-            }
-        })
-}
-
 /// Resolves every idle-causing key of `a` into a row, idleflow's own
 /// threads and (unless `all`) threads of processes the report does not
 /// show left out.
@@ -651,13 +585,13 @@ fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
     };
     let mut frames = kernel;
     frames.extend(splice(user_frames(a, k.user), java));
-    let jvm_reason = k.reason.or_else(|| jvm_wait(&frames));
+    let jvm_reason = k.reason.or_else(|| jvm_reason_of_native_frames(&frames));
     let reason = match jvm_reason {
-        Some(reason) => reason.words().to_string(),
+        Some(reason) => Reason::Jvm(reason),
         None => frames
             .first()
             .filter(|f| f.frame.kind == FrameKind::Kernel)
-            .map_or_else(|| "no stack".to_string(), |f| kernel_reason(&f.frame.name)),
+            .map_or(Reason::NoStack, |f| Reason::of_kernel_wait(&f.frame.name)),
     };
     let object = if k.object != 0 {
         a.java.symbol(k.jvm, k.object).to_string()
@@ -720,7 +654,7 @@ fn others_rows(m: FxHashMap<String, u64>) -> Vec<OtherThread> {
     v
 }
 
-type GroupKey = (String, String, String, Vec<PathFrame>);
+type GroupKey = (String, Reason, String, Vec<PathFrame>);
 
 #[derive(Default)]
 struct Group {
@@ -1022,7 +956,10 @@ mod tests {
             "ObjectMonitor::EnterI(JavaThread*)",
             "ObjectMonitor::enter(JavaThread*)",
         ]);
-        assert_eq!(jvm_wait(&enter), Some(WaitReason::MonitorEnter));
+        assert_eq!(
+            crate::reasons::jvm_reason_of_native_frames(&enter),
+            Some(WaitReason::MonitorEnter)
+        );
         // Re-entering the monitor after a notify is part of the wait.
         let wait = path(&[
             "os::PlatformEvent::park()",
@@ -1030,13 +967,22 @@ mod tests {
             "ObjectMonitor::wait(long, bool, JavaThread*)",
             "JVM_MonitorWait",
         ]);
-        assert_eq!(jvm_wait(&wait), Some(WaitReason::MonitorWait));
+        assert_eq!(
+            crate::reasons::jvm_reason_of_native_frames(&wait),
+            Some(WaitReason::MonitorWait)
+        );
         let park = path(&["Parker::park(bool, long)", "Unsafe_Park"]);
-        assert_eq!(jvm_wait(&park), Some(WaitReason::Park));
-        assert_eq!(jvm_wait(&path(&["JVM_Sleep"])), Some(WaitReason::Sleep));
+        assert_eq!(
+            crate::reasons::jvm_reason_of_native_frames(&park),
+            Some(WaitReason::Park)
+        );
+        assert_eq!(
+            crate::reasons::jvm_reason_of_native_frames(&path(&["JVM_Sleep"])),
+            Some(WaitReason::Sleep)
+        );
         // The JVM's own waits are not the program's.
         let gc = path(&["os::PlatformMonitor::wait(long)", "Monitor::wait(long)"]);
-        assert_eq!(jvm_wait(&gc), None);
+        assert_eq!(crate::reasons::jvm_reason_of_native_frames(&gc), None);
     }
 
     #[test]
@@ -1056,14 +1002,5 @@ mod tests {
             f(Java, "Pool.take", Jfr)
         ]));
         assert!(names_java(&[f(Java, "Ledger.post", Tree)]));
-    }
-
-    #[test]
-    fn kernel_waits_read_as_words() {
-        assert_eq!(kernel_reason("futex_do_wait"), "futex wait");
-        assert_eq!(kernel_reason("anon_pipe_read"), "pipe read");
-        assert_eq!(kernel_reason("do_nanosleep"), "sleep");
-        assert_eq!(kernel_reason("ep_poll"), "epoll wait");
-        assert_eq!(kernel_reason("some_driver_wait"), "some_driver_wait");
     }
 }

@@ -8,6 +8,7 @@ use idleflow_format::FrameKind;
 
 use crate::pass::java_waits::{JavaWaits, PathIdle, PathKey};
 use crate::path;
+use crate::reasons::Reason;
 
 /// One frame of a [`JavaPathRow`]: a path frame (`pkg.Class.method`, its
 /// line, and its kind: how it ran, JIT-compiled winning where the waits of
@@ -37,7 +38,7 @@ pub struct JavaPathRow {
     /// The JVM.
     pub pid: u32,
     /// `monitor enter`, `monitor wait`, `park`, `sleep`, `socket read`, …
-    pub reason: &'static str,
+    pub reason: Reason,
     /// What it waited on: the monitor's or parked-on class, the socket's
     /// address, the file's path (empty if none).
     pub object: String,
@@ -143,7 +144,7 @@ impl JavaWaitsSection {
                 others.sort_by(|a, b| (b.dispatches, &a.name).cmp(&(a.dispatches, &b.name)));
                 JavaPathRow {
                     pid,
-                    reason: reason.words(),
+                    reason: Reason::Jvm(reason),
                     object: w.symbol(pid, object).to_string(),
                     others,
                     frames: w

@@ -5,8 +5,9 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
-use crate::pass::kernel_waits::{is_scheduler_frame, Caused, KernelWaits};
+use crate::pass::kernel_waits::{Caused, KernelWaits};
 use crate::path::{self, Folded, Frame, FrameKind};
+use crate::reasons::is_scheduler_frame;
 
 /// One idle-causing kernel path of the report.
 #[derive(Debug, Clone, PartialEq, Serialize)]

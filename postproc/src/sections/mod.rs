@@ -14,6 +14,7 @@ use rustc_hash::FxHashSet;
 use serde::Serialize;
 
 use crate::pass::{Analysis, IdleCause};
+use crate::reasons::Reason;
 use crate::sections::arcflow::{Arcflow, RowWait};
 use crate::sections::idle_paths::IdlePathsSection;
 use crate::sections::java_waits::JavaWaitsSection;
@@ -510,7 +511,7 @@ impl Report {
                     .waits
                     .iter()
                     .map(|w| RowWait {
-                        reason: w.reason.words().to_string(),
+                        reason: Reason::Jvm(w.reason),
                         object: if w.object == 0 {
                             String::new()
                         } else {

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::pass::Analysis;
 use crate::path::PathFrame;
 use crate::path::{Frame, FrameKind};
+use crate::reasons::{Device, Reason};
 use crate::sections::idle_paths::{resolve_key, PathThreads, RowKey};
 use crate::share::pct;
 
@@ -26,7 +27,7 @@ pub struct ChainLink {
     /// The thread or pool (its name pattern) and how many distinct threads.
     pub threads: PathThreads,
     /// Why they waited (as [`crate::sections::idle_paths::IdlePath::reason`]).
-    pub reason: String,
+    pub reason: Reason,
     /// What they waited on (the flight recorder's monitor or parked class).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub object: String,
@@ -320,7 +321,7 @@ fn through_tool(a: &Analysis, k: &RootKey) -> bool {
 }
 
 /// One link's (process, pool, reason, object, program frame).
-type LinkKey = (String, String, String, String, Option<Frame>);
+type LinkKey = (String, String, Reason, String, Option<Frame>);
 /// One link's threads and most hops.
 type LinkThreads = (FxHashSet<u32>, u64);
 
@@ -380,112 +381,9 @@ fn heaviest_branch(
 struct Resolved {
     process: String,
     pool: String,
-    reason: String,
+    reason: Reason,
     object: String,
     frames: Vec<PathFrame>,
-}
-
-/// The device a wait that an interrupt ended was waiting for, from its
-/// kernel frames (innermost first), the JVM's reason and the thread's
-/// name (the block layer's kernel workers, `kworker/…-kblockd`).
-pub fn device_of(frames: &[PathFrame], reason: &str, thread: &str) -> &'static str {
-    let kernel = || {
-        frames
-            .iter()
-            .take_while(|f| f.frame.kind == FrameKind::Kernel)
-            .map(|f| f.frame.name.as_str())
-    };
-    let any = |keys: &[&str]| kernel().any(|n| keys.iter().any(|k| n.contains(k)));
-    if any(&[
-        "io_schedule",
-        "blk_",
-        "bio_",
-        "folio_wait",
-        "wait_on_page",
-        "wait_on_buffer",
-        "jbd2",
-        "bit_wait_io",
-        "nvme",
-        "file_write_and_wait",
-        "fsync",
-        "dio_",
-        "iomap",
-        "blkdev",
-    ]) || thread.contains("kblockd")
-    {
-        "disk"
-    } else if any(&[
-        "tcp_",
-        "udp_",
-        "unix_",
-        "sk_wait",
-        "sock_",
-        "inet_",
-        "skb_",
-        "epoll",
-        "ep_poll",
-        "do_select",
-        "do_sys_poll",
-    ]) {
-        "network"
-    } else if any(&["nanosleep", "hrtimer", "schedule_timeout", "futex"])
-        || reason == "sleep"
-        || reason.starts_with("Thread.sleep")
-    {
-        "timer"
-    } else {
-        "interrupt"
-    }
-}
-
-/// The device an interrupt's kernel stack at a wake-up belongs to: the
-/// innermost frame that names one (a timer's expiry, a socket's or the
-/// network stack's receive, a block request's completion); `None` when
-/// none does.
-pub fn device_of_interrupt(frames: &[PathFrame]) -> Option<&'static str> {
-    const DISK: &[&str] = &[
-        "blk_",
-        "bio_",
-        "scsi",
-        "nvme",
-        "ata_",
-        "virtblk",
-        "end_page",
-        "folio_end",
-        "dio_",
-        "iomap_",
-        "end_buffer",
-    ];
-    const NETWORK: &[&str] = &[
-        "sock_", "tcp_", "udp_", "net_rx", "napi", "netif", "skb_", "inet_", "ip_rcv", "ip6_",
-        "unix_", "loopback",
-    ];
-    const TIMER: &[&str] = &[
-        "hrtimer_wakeup",
-        "process_timeout",
-        "it_real_fn",
-        "posix_timer",
-        "timerfd_",
-        "call_timer_fn",
-        "hrtimer_run",
-        "tick_",
-    ];
-    frames
-        .iter()
-        .take_while(|f| f.frame.kind == FrameKind::Kernel)
-        .find_map(|f| {
-            let n = f.frame.name.as_str();
-            let has = |keys: &[&str]| keys.iter().any(|k| n.contains(k));
-            if has(DISK) {
-                Some("disk")
-            } else if has(NETWORK) {
-                Some("network")
-            } else if has(TIMER) {
-                Some("timer")
-            } else {
-                None
-            }
-        })
 }
 
 impl RootCausesSection {
@@ -529,7 +427,7 @@ impl RootCausesSection {
             /// Devices (named by the interrupts' stacks where taken, else
             /// by the waits' frames), and their idle; the idle whose device
             /// an interrupt's stack named.
-            devices: FxHashMap<&'static str, u64>,
+            devices: FxHashMap<Device, u64>,
             irq_named_ns: u64,
             tids: FxHashSet<u32>,
             /// Per chain shape: idle, and per link its threads and most hops.
@@ -644,14 +542,14 @@ impl RootCausesSection {
                 .get(&(k.kind, k.path))
                 .and_then(|m| m.iter().max_by_key(|(k, ns)| (**ns, **k)))
                 .map(|(&irq, _)| {
-                    device_of_interrupt(
+                    Device::of_interrupt(
                         &resolve(&RowKey::new(k.path.tid(), (irq, 0), 0, None)).frames,
                     )
                 });
             let reason = match k.kind {
                 RootKind::Contention => "runnable, waiting for a CPU".to_string(),
                 RootKind::Path => format!("running, then {}", r.reason),
-                _ => r.reason.clone(),
+                _ => r.reason.to_string(),
             };
             let node = |process: &str, pool: &str| format!("{process}: {pool}");
             let mut nodes: Vec<String> = a
@@ -667,9 +565,9 @@ impl RootCausesSection {
             nodes.push(node(&r.process, &r.pool));
             let device = irq_device
                 .flatten()
-                .unwrap_or_else(|| device_of(&r.frames, &r.reason, &r.pool));
+                .unwrap_or_else(|| Device::of_wait(&r.frames, &r.reason, &r.pool));
             match k.kind {
-                RootKind::Device => nodes.push(device.to_string()),
+                RootKind::Device => nodes.push(device.words().to_string()),
                 RootKind::Contention => nodes.push("CPU".to_string()),
                 RootKind::Unknown => nodes.push("unknown".to_string()),
                 RootKind::Path => {}
@@ -783,7 +681,12 @@ impl RootCausesSection {
                     g.devices
                         .iter()
                         .max_by_key(|(d, ns)| (**ns, **d))
-                        .map_or_else(|| device_of(&frames, reason.as_str(), &pool), |(d, _)| d)
+                        // A device root's reason is its wait's.
+                        .map_or_else(
+                            || Device::of_wait(&frames, &Reason::parse(&reason), &pool),
+                            |(d, _)| *d,
+                        )
+                        .words()
                         .to_string()
                 });
                 let program_frame = frames.iter().position(|f| !f.runtime);
@@ -912,7 +815,9 @@ pub fn folded(a: &Analysis, merge_threads: bool) -> Vec<String> {
             .or_insert_with(|| resolve_key(a, &k.path));
         let what = match k.kind {
             RootKind::Path => "running".to_string(),
-            RootKind::Device => device_of(&r.frames, &r.reason, &pool(k.path.tid())).to_string(),
+            RootKind::Device => Device::of_wait(&r.frames, &r.reason, &pool(k.path.tid()))
+                .words()
+                .to_string(),
             RootKind::Contention => "runnable".to_string(),
             RootKind::Unknown => "unknown".to_string(),
         };

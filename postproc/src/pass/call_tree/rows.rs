@@ -11,6 +11,7 @@ use idleflow_format::TreeNode;
 use serde::Serialize;
 
 use crate::pass::nodes::{NodeIdle, NodeWait};
+use crate::reasons::Reason;
 
 /// The measure rows are sorted and cut by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,7 +169,7 @@ pub struct RowNative {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RowWait {
     /// `monitor enter`, `park`, … ([`idleflow_format::WaitReason::words`]).
-    pub reason: String,
+    pub reason: Reason,
     /// The monitor's or parked-on class, the peer's address, the path.
     pub object: String,
     /// Dispatches to idle the row's threads caused in such waits.
