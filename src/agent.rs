@@ -6,7 +6,7 @@
 //!
 //! A JVM that runs as another user (`runuser`, `sudo -u`, a service that
 //! drops privileges) cannot open the owner-only work area: it asks for it
-//! over the hand-off socket ([`idleflow_format::handoff`]), served here by
+//! over the hand-off socket ([`idleflow_wire::handoff`]), served here by
 //! one thread that answers only processes of the recorded command's tree,
 //! and gets a tree-dump directory owned by its user. The directory of it all
 //! is traversable (0711) but not listable by others; nothing in it is
@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context};
-use idleflow_format::twa::WorkArea;
+use idleflow_wire::twa::WorkArea;
 
 use crate::cli::RecordArgs;
 
@@ -68,7 +68,7 @@ fn serve_handoff(
     root: Arc<AtomicU32>,
     notes: Arc<Mutex<Vec<String>>>,
 ) {
-    use idleflow_format::handoff::{self, Request};
+    use idleflow_wire::handoff::{self, Request};
     for stream in listener.incoming().flatten() {
         // Any local user may connect: one who never sends its line must
         // not hold up the JVMs behind it.

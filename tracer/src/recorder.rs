@@ -30,7 +30,7 @@ use crate::ring::{page_size, read_records, Ring};
 use crate::sys::{self, EventSpec, PerfEvent, SysError};
 use crate::tracefs::{self, TracefsError, Tracepoint};
 use crate::workarea::LiveWorkArea;
-use idleflow_format::twa::WorkArea;
+use idleflow_wire::twa::WorkArea;
 use idleflow_format::{kind, tree};
 use idleflow_format::{
     Dispatch, FormatError, KernelStack, Lost, ModuleMap, ProcStatCpu, Record, RunInfo, RunSummary,
