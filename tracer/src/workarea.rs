@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use idleflow_accounting::Accounting;
-use idleflow_wire::twa::{Miss, Tag, WorkArea};
 use idleflow_format::{Dispatch, NodeTag, Record, RunSummary};
+use idleflow_wire::twa::{Miss, Tag, WorkArea};
 use rustc_hash::FxHashMap;
 
 /// See the module documentation.

@@ -27,8 +27,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use idleflow_format::tree::{encode_head, encode_thread, frame};
-use idleflow_wire::twa::{SlotRef, WorkArea};
 use idleflow_format::{kind, ThreadTree, TreeHead};
+use idleflow_wire::twa::{SlotRef, WorkArea};
 use rustc_hash::FxHashMap;
 
 use crate::clock::{monotonic_ns, Clock, ClockKind, ThreadClock};
