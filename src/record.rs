@@ -1,0 +1,167 @@
+//! `idleflow record` (and its internal helpers `__jfr-convert` and
+//! `__resolve`): map the arguments to the session library's options
+//! ([`idleflow_session`]), print what the session says, and the summary line.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::Context;
+use idleflow_session::{ConvertJob, JavaOptions, Options, Progress, Recorded, Status};
+use idleflow_tracer::RecordOptions;
+use indicatif::ProgressBar;
+
+use crate::cli::{JavaMode, JfrConvertArgs, RecordArgs, ResolveArgs, StacksAt};
+
+pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("cannot install the Ctrl-C handler")?;
+    }
+    let recorded = idleflow_session::record(&options(&args), &stop, &mut Printer::default())?;
+    if !args.quiet {
+        summary(&args, &recorded);
+    }
+    Ok(recorded.exit.map_or(0, |c| c.clamp(0, 255) as u8))
+}
+
+/// `__jfr-convert`: the session's converter child.
+pub fn convert_child(a: JfrConvertArgs) -> anyhow::Result<()> {
+    Ok(idleflow_session::convert_child(&ConvertJob {
+        input: a.input,
+        output: a.output,
+        pid: a.pid,
+        offset_ns: a.offset_ns,
+        threshold_ns: a.threshold_ns,
+        monitor_threshold_ns: a.monitor_threshold_ns,
+        all_waits: a.all_waits,
+        ports_from: a.ports_from,
+        ports_to: a.ports_to,
+    })?)
+}
+
+/// `__resolve`: resolves the stacks of a recording made with `--no-resolve`.
+pub fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
+    Ok(idleflow_session::resolve_stacks(
+        &args.input,
+        false,
+        &mut Printer::default(),
+    )?)
+}
+
+fn options(args: &RecordArgs) -> Options {
+    let java = |m| !args.no_agent && args.java.contains(&m);
+    Options {
+        output: args.output.clone(),
+        duration: args.duration,
+        pid: args.pid,
+        command: args.command.clone(),
+        recorder: RecordOptions {
+            ring_bytes: args.ring_size,
+            drain_priority: args.drain_priority,
+            all_switch_samples: args.all_switch_samples,
+            kernel_stacks: !args.no_stacks,
+            user_stack_bytes: if args.no_stacks { 0 } else { args.stack_size },
+            stacks_at_waits: args.stacks == StacksAt::Waits,
+            wait_sample_period: args.wait_sample,
+            waker_stacks: !args.no_waker_stacks,
+            waker_sample_period: args.waker_sample,
+            waker_stack_bytes: args.waker_stack_size,
+        },
+        java: JavaOptions {
+            waits: java(JavaMode::Waits),
+            tree: java(JavaMode::Tree),
+            stacks: java(JavaMode::Stacks),
+            wait_threshold_ms: args.wait_threshold,
+            monitor_threshold_ms: args.monitor_threshold.unwrap_or(args.wait_threshold),
+            all_waits_below: args.all_waits_below,
+            agent: args.agent.clone(),
+            snapshot_interval_ms: args.snapshot_interval,
+            delta_ns: args.delta,
+            max_threads: args.max_threads,
+        },
+        resolve: !args.no_resolve,
+        quiet: args.quiet,
+    }
+}
+
+/// The line that ends `record`.
+fn summary(args: &RecordArgs, r: &Recorded) {
+    let s = &r.summary;
+    let bytes = std::fs::metadata(&r.path).map(|m| m.len()).unwrap_or(0);
+    let lost: u64 = s.lost_per_cpu.iter().sum();
+    eprintln!(
+        "idleflow: {} dispatches, {} wakeups in {:.2} s, {} lost{}; {:.1} KiB ({:.1} bytes/dispatch) written to {}",
+        s.dispatches,
+        s.wakeups,
+        r.started.elapsed().as_secs_f64(),
+        lost,
+        if lost > 0 {
+            format!(
+                " (per CPU: {:?}; try a larger --ring-size{})",
+                s.lost_per_cpu,
+                if args.stacks == StacksAt::Waits && !args.no_stacks {
+                    ", or --wait-sample N (the stacks of one wait in N) or a smaller \
+                     --stack-size: --stacks waits copies a stack at every wait, which a \
+                     saturated machine makes hundreds of thousands a second"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            String::new()
+        },
+        bytes as f64 / 1024.0,
+        bytes as f64 / s.dispatches.max(1) as f64,
+        r.path.display()
+    );
+}
+
+/// The session's account on stderr; its bars only on a terminal.
+#[derive(Default)]
+struct Printer {
+    status: Option<ProgressBar>,
+    bar: Option<ProgressBar>,
+}
+
+impl Progress for Printer {
+    fn info(&mut self, line: &str) {
+        eprintln!("idleflow: {line}");
+    }
+    fn note(&mut self, line: &str) {
+        eprintln!("idleflow: note: {line}");
+    }
+    fn error(&mut self, line: &str) {
+        eprintln!("idleflow: error: {line}");
+    }
+    fn begun(&mut self) {
+        self.status = Some(crate::progress::status_line());
+    }
+    fn status(&mut self, s: &Status) {
+        if let Some(bar) = &self.status {
+            bar.set_message(format!(
+                "recording: {} dispatches, {} lost, {:.1} MiB",
+                s.dispatches,
+                s.lost,
+                s.bytes as f64 / (1 << 20) as f64
+            ));
+            bar.tick();
+        }
+    }
+    fn ended(&mut self) {
+        if let Some(bar) = self.status.take() {
+            bar.finish_and_clear();
+        }
+    }
+    fn bytes(&mut self, what: &str, done: u64, total: u64) {
+        let bar = self
+            .bar
+            .get_or_insert_with(|| crate::progress::bytes_bar(total, what));
+        bar.set_position(done);
+    }
+    fn bytes_done(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
