@@ -3,30 +3,35 @@
 //!
 //! A session ([`record`]) opens the recorder on every CPU
 //! (`idleflow-tracer`), prepares what the JVMs need (the entry/exit agent's
-//! work area, [`agent`]; the flight recorders' settings, [`jfr`]), starts
+//! work area, `agent`; the flight recorders' settings, `jfr`), starts
 //! the target (a command, a running process or the whole machine), starts
 //! each JVM's flight recorder through its attach mechanism ([`attach`]) as
 //! the JVMs appear, polls the recorder until the target ends, the duration
 //! passes or the stop flag is raised, then stops the window, reads the
 //! JVMs' flight recordings into the recording, finishes it, and resolves its
-//! user stacks in place (`idleflow-unwind`, [`resolve`]).
+//! user stacks in place (`idleflow-unwind`, `resolve`).
 //!
 //! The caller (the CLI) owns the terminal: the session prints nothing and
 //! says what happens through [`Progress`]; its errors are
 //! [`SessionError`]s whose messages are the lines the CLI prints.
 //!
-//! Invariant: whatever fails, the recorded command is never left behind
-//! unwaited for, and what was recorded up to an error stays readable in the
-//! `.partial` file its message names; the JVMs get their flight recordings
-//! stopped before their files are read, and the window closes before any
-//! of that work (reading the JVMs' files is not recorded).
+//! Modules: `record` (the life cycle, one function per step), `agent`,
+//! `jfr` (its watcher thread, its every-wait policy, its converter child),
+//! [`attach`], `resolve`, and `error`.
+//!
+//! Invariant: an error while the window is open never leaves the recorded
+//! command behind (the session waits for it as it runs on unrecorded), and
+//! what was recorded up to an error stays readable in the `.partial` file
+//! its message names; the JVMs get their flight recordings stopped before
+//! their files are read, and the window closes before any of that work
+//! (reading the JVMs' files is not recorded).
 
-pub mod agent;
+mod agent;
 pub mod attach;
 mod error;
-pub mod jfr;
+mod jfr;
 mod record;
-pub mod resolve;
+mod resolve;
 
 use std::path::PathBuf;
 

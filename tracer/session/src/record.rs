@@ -5,12 +5,12 @@
 //! in, finish the recording, then ask the JVMs for their perf maps and
 //! resolve the user stacks.
 //!
-//! Invariant: an error after the recorded command started leaves it running
-//! unrecorded and waits for it (it is never left behind as an orphan of a
-//! failed `idleflow`), except once the window has closed, when it has
-//! exited or, after `--duration`, runs on as `--pid`'s process would; and
-//! every error after the window opened names the `.partial` file that keeps
-//! what was recorded up to there.
+//! Invariant: an error while the window is open leaves the recorded command
+//! running unrecorded and waits for it (it is never left behind by a failed
+//! `idleflow`); once the window closed the command has exited, or, after
+//! `--duration`, runs on as `--pid`'s process would. The recorder's own
+//! failures after the window opened (poll, stop, finish) name the
+//! `.partial` file that keeps what was recorded up to there.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};

@@ -120,7 +120,7 @@ fn parse_spans(text: &str) -> Result<Vec<(u64, u64)>, SessionError> {
 }
 
 /// `idleflow __jfr-convert`: converts one `.jfr` into a recording of its
-/// wait records alone (read by [`Waits::collect`] in the parent process).
+/// wait records alone (read by `Waits::collect` in the parent process).
 pub fn convert_child(args: &ConvertJob) -> Result<(), SessionError> {
     use idleflow_format::{RunInfo, RunSummary, Writer};
     let file = std::fs::File::create(&args.output).map_err(SessionError::io(format!(

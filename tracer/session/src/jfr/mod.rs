@@ -26,7 +26,7 @@
 //! ([`crate::attach`]); every JVM it started one in is either stopped,
 //! salvaged from its repository, or named in a note.
 
-pub mod convert;
+pub(crate) mod convert;
 mod policy;
 mod watch;
 
