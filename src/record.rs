@@ -27,7 +27,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
 
 /// `__jfr-convert`: the session's converter child.
 pub fn convert_child(a: JfrConvertArgs) -> anyhow::Result<()> {
-    Ok(idleflow_session::convert_child(&ConvertJob {
+    Ok(idleflow_session::convert_child(&job(a))?)
+}
+
+/// The session's job from its child's arguments.
+fn job(a: JfrConvertArgs) -> ConvertJob {
+    ConvertJob {
         input: a.input,
         output: a.output,
         pid: a.pid,
@@ -37,7 +42,7 @@ pub fn convert_child(a: JfrConvertArgs) -> anyhow::Result<()> {
         all_waits: a.all_waits,
         ports_from: a.ports_from,
         ports_to: a.ports_to,
-    })?)
+    }
 }
 
 /// `__resolve`: resolves the stacks of a recording made with `--no-resolve`.
@@ -163,5 +168,37 @@ impl Progress for Printer {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn the_converter_child_reads_the_arguments_the_session_gives_it() {
+        let sent = ConvertJob {
+            input: "/tmp/a b.jfr".into(),
+            output: "/tmp/out.idleflow".into(),
+            pid: 42,
+            offset_ns: -17,
+            threshold_ns: 10_000_000,
+            monitor_threshold_ns: 0,
+            all_waits: "1-2,30-40".into(),
+            ports_from: 32768,
+            ports_to: 60999,
+        };
+        let mut argv = vec![
+            "idleflow".into(),
+            idleflow_session::CONVERT_SUBCOMMAND.into(),
+        ];
+        argv.extend(sent.args());
+        let Command::JfrConvert(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not the converter");
+        };
+        assert_eq!(format!("{:?}", job(args)), format!("{sent:?}"));
     }
 }

@@ -13,7 +13,10 @@
 //!
 //! The caller (the CLI) owns the terminal: the session prints nothing and
 //! says what happens through [`Progress`]; its errors are
-//! [`SessionError`]s whose messages are the lines the CLI prints.
+//! [`SessionError`]s whose messages are the lines the CLI prints. The
+//! executable that runs a session must answer its own subcommand
+//! [`CONVERT_SUBCOMMAND`] by calling [`convert_child`]: the session reads
+//! each JVM's flight recording in such a child of itself.
 //!
 //! Modules: `record` (the life cycle, one function per step), `agent`,
 //! `jfr` (its watcher thread, its every-wait policy, its converter child),
