@@ -562,7 +562,7 @@ fn agent(reps: usize) {
                     }
                     3 | 4 => {
                         let twa = dir.path().join("twa");
-                        idleflow_format::twa::WorkArea::create(&twa, 64, 4096, 2000).unwrap();
+                        idleflow_wire::twa::WorkArea::create(&twa, 64, 4096, 2000).unwrap();
                         let trees = dir.path().join("trees");
                         std::fs::create_dir(&trees).unwrap();
                         let clock = if mode == 3 { "monotonic" } else { "tsc" };

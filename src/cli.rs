@@ -149,7 +149,7 @@ pub enum Command {
     History(HistoryCommand),
     /// (internal) Convert one JVM's flight recording into wait records, in
     /// a process of its own so that a damaged file cannot take `record` down.
-    #[command(name = "__jfr-convert", hide = true)]
+    #[command(name = idleflow_session::CONVERT_SUBCOMMAND, hide = true)]
     JfrConvert(JfrConvertArgs),
     /// (internal, for the resolver's benchmark) Unwind and name the stack
     /// copies of a recording made with `record --no-resolve`, in place, on
@@ -174,7 +174,8 @@ pub struct ResolveArgs {
     pub input: PathBuf,
 }
 
-/// The arguments `record` gives its `__jfr-convert` child.
+/// The arguments `record` gives its `__jfr-convert` child, in the order of
+/// `idleflow_session::ConvertJob::args`.
 #[derive(Debug, Args)]
 pub struct JfrConvertArgs {
     /// The JVM's `.jfr`.

@@ -1,14 +1,12 @@
 //! `idleflow`: which code paths make the processors go idle, and why.
 //!
-//! A thin command line over the tracer (`record`) and the post-processor
-//! (`report`): parse, call the library, print. Errors are printed as one
+//! A thin command line over the recording session (`record`,
+//! [`idleflow_session`]) and the post-processor (`report`): parse, call the
+//! library, print. Errors are printed as one
 //! line with their whole cause chain.
 
-mod agent;
-mod attach;
 mod cli;
 mod history;
-mod jfr;
 mod progress;
 mod record;
 mod report;
@@ -27,8 +25,8 @@ fn main() -> ExitCode {
         cli::Command::Export(args) => report::export(args).map(|()| 0),
         cli::Command::Diff(args) => report::diff(args).map(|()| 0),
         cli::Command::History(cmd) => history::run(cmd),
-        cli::Command::JfrConvert(args) => jfr::convert_child(args).map(|()| 0),
-        cli::Command::Resolve(args) => record::resolve_stacks(&args.input, false).map(|()| 0),
+        cli::Command::JfrConvert(args) => record::convert_child(args).map(|()| 0),
+        cli::Command::Resolve(args) => record::resolve(args).map(|()| 0),
     };
     match result {
         Ok(code) => ExitCode::from(code),

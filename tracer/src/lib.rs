@@ -10,7 +10,7 @@
 //! [`parse`] (ring records), [`join`] (records → dispatches), [`merge`]
 //! (time order across CPUs), [`names`] (thread names in time order),
 //! [`procfs`] (`/proc` and `/sys`), and [`recorder`] (the whole, driven by
-//! the CLI).
+//! the recording session, `idleflow-session`).
 
 pub mod drain;
 pub mod join;

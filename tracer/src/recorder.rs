@@ -30,12 +30,12 @@ use crate::ring::{page_size, read_records, Ring};
 use crate::sys::{self, EventSpec, PerfEvent, SysError};
 use crate::tracefs::{self, TracefsError, Tracepoint};
 use crate::workarea::LiveWorkArea;
-use idleflow_format::twa::WorkArea;
 use idleflow_format::{kind, tree};
 use idleflow_format::{
     Dispatch, FormatError, KernelStack, Lost, ModuleMap, ProcStatCpu, Record, RunInfo, RunSummary,
     StackCopy, SwitchArg, SwitchStack, ThreadExit, ThreadInfo, Wakeup, Writer,
 };
+use idleflow_wire::twa::WorkArea;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 

@@ -225,7 +225,7 @@ fn check(rc: i32, call: &str) -> Result<(), SysError> {
 }
 
 /// Now on `CLOCK_MONOTONIC`, the clock every event is stamped with, in ns.
-pub use idleflow_format::clock::monotonic_ns;
+pub use idleflow_wire::clock::monotonic_ns;
 
 /// A process handle that becomes readable when the process exits
 /// (`pidfd_open`), so the recorder wakes for it instead of checking.

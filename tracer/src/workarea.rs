@@ -3,15 +3,15 @@
 //! DIP / IDLE counts current for the agent.
 //!
 //! Invariant: a dispatch is tagged only from the slot of its own thread, by
-//! the rule of [`idleflow_format::twa`] (current node, else history ring,
+//! the rule of [`idleflow_wire::twa`] (current node, else history ring,
 //! else unknown); the counts come from the same dispatch accounting that
 //! postproc runs, fed with the merged (time-ordered) stream.
 
 use std::sync::Arc;
 
 use idleflow_accounting::Accounting;
-use idleflow_format::twa::{Miss, Tag, WorkArea};
 use idleflow_format::{Dispatch, NodeTag, Record, RunSummary};
+use idleflow_wire::twa::{Miss, Tag, WorkArea};
 use rustc_hash::FxHashMap;
 
 /// See the module documentation.

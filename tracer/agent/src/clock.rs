@@ -35,7 +35,7 @@ pub enum ClockKind {
 }
 
 /// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds (the recording's clock).
-pub use idleflow_format::clock::monotonic_ns;
+pub use idleflow_wire::clock::monotonic_ns;
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]

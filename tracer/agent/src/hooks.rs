@@ -27,8 +27,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use idleflow_format::tree::{encode_head, encode_thread, frame};
-use idleflow_format::twa::{SlotRef, WorkArea};
 use idleflow_format::{kind, ThreadTree, TreeHead};
+use idleflow_wire::twa::{SlotRef, WorkArea};
 use rustc_hash::FxHashMap;
 
 use crate::clock::{monotonic_ns, Clock, ClockKind, ThreadClock};
@@ -414,11 +414,11 @@ pub fn on_load(options: &str) -> Result<Options, String> {
 fn open_work_area(path: &std::path::Path, opts: &mut Options) -> Result<WorkArea, String> {
     match WorkArea::open(path) {
         Ok(a) => Ok(a),
-        Err(idleflow_format::twa::TwaError::Io { source, .. })
+        Err(idleflow_wire::twa::TwaError::Io { source, .. })
             if source.kind() == std::io::ErrorKind::PermissionDenied && opts.handoff.is_some() =>
         {
             let socket = opts.handoff.as_deref().unwrap_or(path);
-            let (fd, trees) = idleflow_format::handoff::request(socket).map_err(|e| {
+            let (fd, trees) = idleflow_wire::handoff::request(socket).map_err(|e| {
                 format!(
                     "cannot open the work area {} as this user, nor get it from the recorder at {}: {e}",
                     path.display(),
@@ -436,7 +436,7 @@ fn open_work_area(path: &std::path::Path, opts: &mut Options) -> Result<WorkArea
 /// JVM runs without the agent, so that the report can say so; best effort.
 pub fn note_disabled(options: &str, why: &str) {
     if let Some(socket) = options.split(',').find_map(|p| p.strip_prefix("handoff=")) {
-        let _ = idleflow_format::handoff::note(
+        let _ = idleflow_wire::handoff::note(
             std::path::Path::new(socket),
             &format!("agent disabled: {why}"),
         );

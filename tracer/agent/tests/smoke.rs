@@ -242,7 +242,7 @@ fn a_disabled_agent_tells_the_recorder_why() {
     let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let server = std::thread::spawn(move || {
         let (s, _) = listener.accept().unwrap();
-        idleflow_format::handoff::read_request(&s).unwrap()
+        idleflow_wire::handoff::read_request(&s).unwrap()
     });
     let options = format!(
         "twa={},handoff={}",
@@ -252,7 +252,7 @@ fn a_disabled_agent_tells_the_recorder_why() {
     let out = run_main(&jdk, classes.path(), &options, &[]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "sum=499500");
     match server.join().unwrap() {
-        idleflow_format::handoff::Request::Note(text) => {
+        idleflow_wire::handoff::Request::Note(text) => {
             assert!(text.starts_with("agent disabled:"), "{text}");
             assert!(text.contains("missing-twa"), "{text}");
         }

@@ -1,10 +1,10 @@
-//! The idleflow recording format (what the tracer writes and postproc reads)
-//! and the thread work area layout (what the tracer and the JVM agent share,
-//! module [`twa`], handed to JVMs of other users by [`handoff`]), with the
-//! one clock both stamp time with ([`clock`]).
+//! The idleflow recording format: what the tracer writes and postproc reads.
 //!
-//! This crate owns the byte layout of a recording and nothing else (no
-//! analysis, no kernel access beyond reading the clock). A recording is one file:
+//! This crate owns the byte layout of a recording and nothing else: no
+//! analysis, no kernel access, no I/O beyond the reader and writer it is
+//! handed. What the recorder and the JVM agent share while a recording runs
+//! (the thread work area, the hand-off socket, the clock) is the JVM wire,
+//! `idleflow-wire`. A recording is one file:
 //!
 //! ```text
 //! magic "IDLEFLOW" | version u32 LE | record*
@@ -23,15 +23,12 @@
 //! [`Reader`] (see the round-trip tests), and the reader never panics on
 //! foreign or damaged input: it returns a [`FormatError`].
 
-pub mod clock;
 mod error;
-pub mod handoff;
 pub mod names;
 mod reader;
 mod record;
 pub mod stacks;
 pub mod tree;
-pub mod twa;
 pub mod ustacks;
 pub mod waits;
 mod writer;

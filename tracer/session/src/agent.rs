@@ -6,11 +6,15 @@
 //!
 //! A JVM that runs as another user (`runuser`, `sudo -u`, a service that
 //! drops privileges) cannot open the owner-only work area: it asks for it
-//! over the hand-off socket ([`idleflow_format::handoff`]), served here by
+//! over the hand-off socket ([`idleflow_wire::handoff`]), served here by
 //! one thread that answers only processes of the recorded command's tree,
 //! and gets a tree-dump directory owned by its user. The directory of it all
 //! is traversable (0711) but not listable by others; nothing in it is
 //! world-writable.
+//!
+//! Invariant: the work area is handed only to processes of the recorded
+//! command's tree, and every path put into `JAVA_TOOL_OPTIONS` is one it
+//! can carry whole ([`check_plain`]).
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
@@ -19,10 +23,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use anyhow::{bail, Context};
-use idleflow_format::twa::WorkArea;
+use idleflow_wire::twa::WorkArea;
 
-use crate::cli::RecordArgs;
+use crate::{Options, Progress, SessionError};
 
 /// History entries per thread in the work area: with the tracer reading
 /// every 5 ms while a JVM has threads in the work area, enough for threads that
@@ -32,6 +35,7 @@ use crate::cli::RecordArgs;
 const RING_LEN: u32 = 4096;
 
 /// What `record` needs to run a command with the agent.
+#[derive(Debug)]
 pub struct Agent {
     /// The work area, shared with the tracer.
     pub work_area: Arc<WorkArea>,
@@ -68,7 +72,7 @@ fn serve_handoff(
     root: Arc<AtomicU32>,
     notes: Arc<Mutex<Vec<String>>>,
 ) {
-    use idleflow_format::handoff::{self, Request};
+    use idleflow_wire::handoff::{self, Request};
     for stream in listener.incoming().flatten() {
         // Any local user may connect: one who never sends its line must
         // not hold up the JVMs behind it.
@@ -128,24 +132,29 @@ fn default_agent() -> Option<PathBuf> {
     .map(|(_, p)| p)
 }
 
-/// The agent library to inject: `--agent`'s, else the one beside the
-/// idleflow executable; `None` (with a note on stderr) when there is none
-/// and none was asked for.
-pub fn library(args: &RecordArgs) -> anyhow::Result<Option<PathBuf>> {
-    let lib = match &args.agent {
+/// The agent library to inject: `asked` (`--agent`), else the one beside
+/// the idleflow executable; `None` (with a note) when there is none and
+/// none was asked for.
+pub fn library(
+    asked: Option<&Path>,
+    progress: &mut dyn Progress,
+) -> Result<Option<PathBuf>, SessionError> {
+    let lib = match asked {
         Some(p) => {
             if !p.exists() {
-                bail!("--agent {}: no such file", p.display());
+                return Err(SessionError::NoAgent {
+                    path: p.to_path_buf(),
+                });
             }
             p.canonicalize()
-                .with_context(|| format!("--agent {}", p.display()))?
+                .map_err(SessionError::io(format!("--agent {}", p.display())))?
         }
         None => match default_agent() {
             Some(p) => p,
             None => {
-                eprintln!(
-                    "idleflow: note: no libidleflow_agent.so beside the idleflow executable; \
-                     JVMs run without the agent. Build it with `cargo build --release`."
+                progress.note(
+                    "no libidleflow_agent.so beside the idleflow executable; \
+                     JVMs run without the agent. Build it with `cargo build --release`.",
                 );
                 return Ok(None);
             }
@@ -172,40 +181,52 @@ pub fn is_loaded_in(pid: u32) -> bool {
         .is_ok_and(|maps| maps.contains("/libidleflow_agent.so"))
 }
 
-/// Prepares the tree agent for `args` (with the perf-map writer too when
+/// Prepares the tree agent for `opts` (with the perf-map writer too when
 /// `perf_map`); `None` when no agent library is found and none was asked
 /// for (the recording then has no call trees).
-pub fn prepare(args: &RecordArgs, perf_map: bool) -> anyhow::Result<Option<Agent>> {
-    let Some(lib) = library(args)? else {
+pub fn prepare(
+    opts: &Options,
+    perf_map: bool,
+    progress: &mut dyn Progress,
+) -> Result<Option<Agent>, SessionError> {
+    let Some(lib) = library(opts.java.agent.as_deref(), progress)? else {
         return Ok(None);
     };
     let dir = tempfile::Builder::new()
         .prefix("idleflow-")
         .tempdir()
-        .context("cannot create a directory for the JVM work area")?;
+        .map_err(SessionError::io(
+            "cannot create a directory for the JVM work area",
+        ))?;
     check_plain(dir.path(), "the temporary directory")?;
     let twa_path = dir.path().join("twa");
     let tree_dir = dir.path().join("trees");
-    std::fs::create_dir(&tree_dir)
-        .with_context(|| format!("cannot create {}", tree_dir.display()))?;
-    let work_area = WorkArea::create(&twa_path, args.max_threads, RING_LEN, args.delta)
-        .context("cannot create the JVM work area")?;
+    std::fs::create_dir(&tree_dir).map_err(SessionError::io(format!(
+        "cannot create {}",
+        tree_dir.display()
+    )))?;
+    let j = &opts.java;
+    let work_area = WorkArea::create(&twa_path, j.max_threads, RING_LEN, j.delta_ns)
+        .map_err(SessionError::WorkArea)?;
     // JVMs of other users reach the socket (and their own tree directory)
     // by path; they cannot list the directories or open the work area.
     for d in [dir.path(), tree_dir.as_path()] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o711))
-            .with_context(|| format!("cannot set the permissions of {}", d.display()))?;
+        set_mode(d, 0o711)?;
     }
     let socket = dir.path().join("handoff.sock");
-    let listener = UnixListener::bind(&socket)
-        .with_context(|| format!("cannot create the socket {}", socket.display()))?;
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
-        .with_context(|| format!("cannot set the permissions of {}", socket.display()))?;
+    let listener = UnixListener::bind(&socket).map_err(SessionError::io(format!(
+        "cannot create the socket {}",
+        socket.display()
+    )))?;
+    set_mode(&socket, 0o666)?;
     let twa_file = std::fs::File::options()
         .read(true)
         .write(true)
         .open(&twa_path)
-        .with_context(|| format!("cannot open {}", twa_path.display()))?;
+        .map_err(SessionError::io(format!(
+            "cannot open {}",
+            twa_path.display()
+        )))?;
     let root = Arc::new(AtomicU32::new(0));
     let notes = Arc::new(Mutex::new(Vec::new()));
     {
@@ -213,7 +234,9 @@ pub fn prepare(args: &RecordArgs, perf_map: bool) -> anyhow::Result<Option<Agent
         std::thread::Builder::new()
             .name("idleflow-handoff".into())
             .spawn(move || serve_handoff(listener, twa_file, tree_dir, root, notes))
-            .context("cannot start the work-area hand-off thread")?;
+            .map_err(SessionError::io(
+                "cannot start the work-area hand-off thread",
+            ))?;
     }
     let java_options = format!(
         "-agentpath:{}=twa={},trees={},handoff={},interval_ms={}{}",
@@ -221,7 +244,7 @@ pub fn prepare(args: &RecordArgs, perf_map: bool) -> anyhow::Result<Option<Agent
         twa_path.display(),
         tree_dir.display(),
         socket.display(),
-        args.snapshot_interval,
+        j.snapshot_interval_ms,
         if perf_map { ",perfmap=1" } else { "" }
     );
     Ok(Some(Agent {
@@ -236,10 +259,20 @@ pub fn prepare(args: &RecordArgs, perf_map: bool) -> anyhow::Result<Option<Agent
 
 /// `JAVA_TOOL_OPTIONS` is split at white space and agent options at commas
 /// and `=`: refuse paths that would be cut.
-pub(crate) fn check_plain(p: &Path, what: &str) -> anyhow::Result<()> {
+pub(crate) fn check_plain(p: &Path, what: &'static str) -> Result<(), SessionError> {
     let s = p.to_string_lossy();
     if s.chars().any(|c| c.is_whitespace() || c == ',' || c == '=') {
-        bail!("{what} {s} contains white space, ',' or '=', which JAVA_TOOL_OPTIONS cannot carry");
+        return Err(SessionError::NotPlain {
+            what,
+            path: p.to_path_buf(),
+        });
     }
     Ok(())
+}
+
+/// Sets the permissions of `path` to `mode`.
+pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<(), SessionError> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(SessionError::io(
+        format!("cannot set the permissions of {}", path.display()),
+    ))
 }
