@@ -180,25 +180,14 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
         Format::Text => text::render(&report, &source, &text_opts),
         Format::Html => {
-            let text = text::render(&report, &source, &text_opts);
-            let answer = text.split("\n# idleflow report of").next().unwrap_or(&text);
-            let fold = FoldOptions {
-                dispatches: false,
-                merge_threads: true,
-            };
-            let lines =
-                idleflow_postproc::sections::idle_paths::folded(&analysis, fold, false, false);
-            let mut svg = Vec::new();
-            if !lines.is_empty() {
-                flame::svg(&lines, Weight::IdleNs, flame::View::Paths, &mut svg)
-                    .context("cannot draw the flame graph")?;
-            }
-            idleflow_postproc::render::html::render(
-                &report,
-                &source,
-                answer,
-                (!svg.is_empty()).then_some(&svg[..]),
-            )
+            use idleflow_postproc::render::html;
+            let lines = idleflow_postproc::sections::idle_paths::folded(
+                &analysis,
+                html::FOLD,
+                false,
+                false,
+            );
+            html::render(&report, &source, &lines).context("cannot draw the flame graph")?
         }
     };
     match &args.output {

@@ -2,7 +2,7 @@
 //! share: it loads nothing from the network and runs no script of its own.
 //!
 //! In order: the answer (the text report's headline and root causes, as
-//! [`crate::render::text`] words them), each CPU's idle over time as an SVG plot
+//! [`text::render_answer`] words them), each CPU's idle over time as an SVG plot
 //! (from [`Report::idle_over_time`]), the flame graph of the merged paths
 //! (inferno's SVG, searchable, in a frame of its own so its script and ids
 //! stay its own), then the paths, the root causes, the per-CPU table and
@@ -15,6 +15,9 @@ use std::fmt::Write;
 use base64::Engine;
 use html_escape::encode_text as esc;
 
+use crate::path::FoldOptions;
+use crate::render::flame::{self, FlameError, Weight};
+use crate::render::text;
 use crate::sections::{IdleOverTime, Report};
 
 const STYLE: &str =
@@ -32,12 +35,35 @@ const COLOURS: [&str; 8] = [
     "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 
-/// The HTML report of `report` (of the recording `source`): `answer`, the
-/// text report's leading lines; `flame_svg`, the flame graph, if any.
-pub fn render(report: &Report, source: &str, answer: &str, flame_svg: Option<&[u8]>) -> String {
+/// How the page's flame graph folds the merged paths: by idle time, pool
+/// threads merged under their name pattern.
+pub const FOLD: FoldOptions = FoldOptions {
+    dispatches: false,
+    merge_threads: true,
+};
+
+/// The HTML report of `report` (of the recording `source`), its flame
+/// graph drawn from `folded_paths` (the merged paths folded with [`FOLD`]:
+/// [`crate::sections::idle_paths::folded`]).
+pub fn render(
+    report: &Report,
+    source: &str,
+    folded_paths: &[String],
+) -> Result<String, FlameError> {
+    let answer = text::render_answer(report);
+    let mut svg = Vec::new();
+    if !folded_paths.is_empty() {
+        flame::svg(folded_paths, Weight::IdleNs, flame::View::Paths, &mut svg)?;
+    }
     let mut o = String::new();
-    let _ = render_into(&mut o, report, source, answer, flame_svg);
-    o
+    let _ = render_into(
+        &mut o,
+        report,
+        source,
+        &answer,
+        (!svg.is_empty()).then_some(&svg[..]),
+    );
+    Ok(o)
 }
 
 fn render_into(

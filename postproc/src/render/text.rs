@@ -155,9 +155,16 @@ pub fn render(r: &Report, source: &str, opts: &TextOptions) -> String {
     o
 }
 
+/// The answer: the report's first lines, its headline (the merged paths)
+/// and its root causes. [`render`] begins with it; the HTML page shows it.
+pub fn render_answer(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = render_headline(&mut o, r).and_then(|()| render_root_causes(&mut o, &r.root_causes));
+    o
+}
+
 fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> std::fmt::Result {
-    render_headline(o, r)?;
-    render_root_causes(o, &r.root_causes)?;
+    o.push_str(&render_answer(r));
     writeln!(o)?;
     writeln!(
         o,
