@@ -350,13 +350,6 @@ fn circles(g: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<String>>
     t.out
 }
 
-/// The circles still being taken apart (issue 38), as `crate folder:
-/// modules`. The test fails on any circle not listed here, and on a listed
-/// one that is gone (take it off the list: the list only shrinks). The
-/// goal is an empty list.
-const CIRCLES_LEFT: &[&str] =
-    &["tracer/format/src: reader, record, stacks, tree, ustacks, waits, writer"];
-
 #[test]
 fn no_source_file_reaches_back_to_itself() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -373,25 +366,10 @@ fn no_source_file_reaches_back_to_itself() {
             found.push(format!("{folder}: {}", c.join(", ")));
         }
     }
-    let new: Vec<&String> = found
-        .iter()
-        .filter(|c| !CIRCLES_LEFT.contains(&c.as_str()))
-        .collect();
-    let gone: Vec<&&str> = CIRCLES_LEFT
-        .iter()
-        .filter(|c| !found.iter().any(|f| f == *c))
-        .collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "files that import each other in a circle:\n{}",
-        new.iter()
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    assert!(
-        gone.is_empty(),
-        "circles gone: take them off CIRCLES_LEFT: {gone:?}"
+        found.join("\n")
     );
 }
 

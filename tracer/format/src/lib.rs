@@ -23,6 +23,7 @@
 //! [`Reader`] (see the round-trip tests), and the reader never panics on
 //! foreign or damaged input: it returns a [`FormatError`].
 
+mod codec;
 mod error;
 pub mod names;
 mod reader;
@@ -37,10 +38,10 @@ pub use error::FormatError;
 pub use reader::{CutShort, Position, RawOther, RawRecord, Reader, WaitsAt};
 pub use record::{
     Dispatch, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary, ThreadExit,
-    ThreadInfo, ThreadTree, TreeDump, TreeNode, WakeContext, Wakeup, IDLE_TID,
+    ThreadInfo, WakeContext, Wakeup, IDLE_TID,
 };
 pub use stacks::{KernelStack, KernelSymbol, KernelSymbols, SwitchArg, SwitchStack};
-pub use tree::{EncodedThread, TreeHead};
+pub use tree::{EncodedThread, ThreadTree, TreeDump, TreeHead, TreeNode};
 pub use ustacks::{
     CodeKind, ModuleMap, StackCopy, UnwindEnd, UserFrame, UserModule, UserStack, UserStackCounts,
     UserSymbols,

@@ -2,19 +2,16 @@
 
 use std::io::{self, Read, Seek, SeekFrom};
 
+use crate::codec::{Payload, MAX_CPU};
 use crate::record::{
     Dispatch, Lost, NodeTag, PrevState, Record, RunInfo, RunSummary, ThreadExit, ThreadInfo,
     WakeContext, Wakeup,
 };
 use crate::ustacks::{decode_copy_head, rebuild_copy, CopyReferences, StackCopy};
-use crate::writer::unzigzag;
 use crate::{kind, FormatError, MAGIC, VERSION};
 
 /// A record's kind and the `buf` range of its payload.
 type RecordBounds = (u8, (usize, usize));
-
-/// Largest CPU number accepted (Linux's `NR_CPUS` goes to 8192).
-pub const MAX_CPU: u32 = 1 << 16;
 
 /// Largest payload accepted (1 TiB); anything larger is corruption, not
 /// data. Memory is not reserved from a record's length but as its bytes
@@ -820,95 +817,5 @@ impl<R: Read + Seek> Reader<R> {
         self.refs.clear();
         self.refs_broken = true;
         Ok(())
-    }
-}
-
-/// Decoding cursor over one record's payload.
-#[derive(Debug)]
-pub(crate) struct Payload<'a> {
-    pub(crate) data: &'a [u8],
-    pub(crate) offset: u64,
-}
-
-impl<'a> Payload<'a> {
-    pub(crate) fn corrupt(&self, what: String) -> FormatError {
-        FormatError::Corrupt {
-            offset: self.offset,
-            what,
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn uint(&mut self) -> Result<u64, FormatError> {
-        // LEB128 straight from the slice: the hot path of every report.
-        let mut value = 0u64;
-        for (i, &byte) in self.data.iter().enumerate().take(10) {
-            value |= u64::from(byte & 0x7f) << (7 * i);
-            if byte < 0x80 {
-                if i == 9 && byte > 1 {
-                    break; // more than 64 bits
-                }
-                self.data = &self.data[i + 1..];
-                return Ok(value);
-            }
-        }
-        Err(self.bad_integer())
-    }
-
-    /// [`Payload::uint`]'s error, out of the hot path.
-    #[cold]
-    #[inline(never)]
-    fn bad_integer(&self) -> FormatError {
-        self.corrupt("bad or missing integer field".into())
-    }
-
-    #[inline(always)]
-    /// A CPU number: readers index tables by it, so one beyond any
-    /// machine's is corruption, not a reason to allocate.
-    pub(crate) fn cpu(&mut self) -> Result<u32, FormatError> {
-        let v = self.u32()?;
-        if v > MAX_CPU {
-            return Err(self.corrupt(format!("CPU number {v} is beyond any machine's")));
-        }
-        Ok(v)
-    }
-
-    #[inline(always)]
-    pub(crate) fn u32(&mut self) -> Result<u32, FormatError> {
-        let v = self.uint()?;
-        u32::try_from(v).map_err(|_| self.out_of_range(v))
-    }
-
-    /// [`Payload::u32`]'s error, out of the hot path.
-    #[cold]
-    #[inline(never)]
-    fn out_of_range(&self, v: u64) -> FormatError {
-        self.corrupt(format!("field value {v} out of range"))
-    }
-
-    #[inline]
-    pub(crate) fn byte(&mut self) -> Result<u8, FormatError> {
-        let (&b, rest) = self
-            .data
-            .split_first()
-            .ok_or_else(|| self.corrupt("record too short".into()))?;
-        self.data = rest;
-        Ok(b)
-    }
-
-    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], FormatError> {
-        if self.data.len() < n {
-            return Err(self.corrupt("record too short".into()));
-        }
-        let (head, rest) = self.data.split_at(n);
-        self.data = rest;
-        Ok(head)
-    }
-
-    #[inline(always)]
-    pub(crate) fn time(&mut self, last: &mut u64) -> Result<u64, FormatError> {
-        let delta = unzigzag(self.uint()?);
-        *last = last.wrapping_add(delta as u64);
-        Ok(*last)
     }
 }

@@ -13,8 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::reader::Payload;
-use crate::writer::put;
+use crate::codec::{put, Payload};
 use crate::FormatError;
 
 /// An interned kernel stack (kind `KERNEL_STACK`).

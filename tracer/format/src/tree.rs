@@ -13,10 +13,105 @@
 //! the same values back; decoding foreign bytes never panics and never
 //! reserves more memory than the payload could fill.
 
-use crate::reader::Payload;
-use crate::record::{ThreadTree, TreeNode};
-use crate::writer::{put, unzigzag, zigzag};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{put, unzigzag, zigzag, Payload};
 use crate::{kind, FormatError};
+
+/// One call-tree node as the JVM agent dumps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeNode {
+    /// Unique in the whole recording (several JVMs included).
+    pub id: u64,
+    /// Id of the parent node (0 for a thread's root).
+    pub parent_id: u64,
+    /// Index into [`TreeDump::methods`] (`u32::MAX` for a thread's root).
+    pub method: u32,
+    /// Depth (LV): the root is 0, the thread's first method 1.
+    pub level: u32,
+    /// Times called along this path (CALLS).
+    pub calls: u64,
+    /// Calls it made (CEE).
+    pub callees: u64,
+    /// Exclusive time, ns (BASE).
+    pub base_ns: u64,
+    /// Longest single call, inclusive, ns (MMAX).
+    pub mmax_ns: u64,
+    /// Allocated objects, sampled (AO).
+    pub ao: u64,
+    /// Allocated bytes, sampled (AB).
+    pub ab: u64,
+    /// Dispatches from idle on the thread's CPU while it was in this node (DIP).
+    pub dip: u64,
+    /// Dispatches from idle on all CPUs while it was in this node (IDLE).
+    pub idle: u64,
+}
+
+/// One thread's call tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadTree {
+    /// The JVM's process id (absent from version-1 JSON dumps: 0 there).
+    #[serde(default)]
+    pub pid: u32,
+    /// Thread id (kernel tid).
+    pub tid: u32,
+    /// Java thread name.
+    pub name: String,
+    /// Nodes, root first, parents before children.
+    pub nodes: Vec<TreeNode>,
+}
+
+/// The call trees of one JVM, as its agent last dumped them, whole: the
+/// JSON payload of the version-1 kind `TREE` (9), still read. Recordings
+/// now hold a dump as a [`TreeHead`] and one [`ThreadTree`] per thread
+/// ([`TreeDump::split`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeDump {
+    /// The JVM's process id.
+    pub pid: u32,
+    /// Written at VM death (`true`) or a periodic snapshot (`false`: the JVM
+    /// did not reach VM death, e.g. it was killed).
+    pub final_dump: bool,
+    /// When it was written, ns on the recording's clock.
+    pub time_ns: u64,
+    /// Method names in Java form (`com.example.Pool.take`).
+    pub methods: Vec<String>,
+    /// One tree per thread.
+    pub threads: Vec<ThreadTree>,
+    /// Method exits that matched no open call (events enabled mid-call).
+    pub unmatched_exits: u64,
+    /// The agent's own threads in this JVM (its dump writer): idleflow,
+    /// not the program measured.
+    #[serde(default)]
+    pub agent_tids: Vec<u32>,
+}
+
+impl TreeDump {
+    /// The head and the thread trees of this dump, as a recording holds them.
+    pub fn split(self) -> (TreeHead, Vec<ThreadTree>) {
+        let pid = self.pid;
+        let threads: Vec<ThreadTree> = self
+            .threads
+            .into_iter()
+            .map(|mut t| {
+                t.pid = pid;
+                t
+            })
+            .collect();
+        (
+            TreeHead {
+                pid,
+                final_dump: self.final_dump,
+                time_ns: self.time_ns,
+                unmatched_exits: self.unmatched_exits,
+                agent_tids: self.agent_tids,
+                threads: threads.len() as u64,
+                methods: self.methods,
+            },
+            threads,
+        )
+    }
+}
 
 /// The head of one JVM's dump: what its thread records share.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -331,9 +426,9 @@ pub fn dump_frames(mut bytes: &[u8]) -> Result<Vec<Frame<'_>>, FormatError> {
     Ok(frames)
 }
 
-/// A whole dump file read back as one [`crate::TreeDump`] (for tests and
+/// A whole dump file read back as one [`TreeDump`] (for tests and
 /// tools; the recorder copies the records without building one).
-pub fn decode_dump(bytes: &[u8]) -> Result<crate::TreeDump, FormatError> {
+pub fn decode_dump(bytes: &[u8]) -> Result<TreeDump, FormatError> {
     let mut head: Option<TreeHead> = None;
     let mut threads = Vec::new();
     for f in dump_frames(bytes)? {
@@ -351,7 +446,7 @@ pub fn decode_dump(bytes: &[u8]) -> Result<crate::TreeDump, FormatError> {
         offset: 0,
         what: "the head of a call-tree dump",
     })?;
-    Ok(crate::TreeDump {
+    Ok(TreeDump {
         pid: h.pid,
         final_dump: h.final_dump,
         time_ns: h.time_ns,

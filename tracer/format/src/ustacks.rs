@@ -39,8 +39,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::reader::Payload;
-use crate::writer::put;
+use crate::codec::{put, Payload};
 use crate::FormatError;
 
 /// The outgoing thread's user registers and the top of its user stack at a

@@ -18,8 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::reader::Payload;
-use crate::writer::put;
+use crate::codec::{put, Payload};
 use crate::FormatError;
 
 /// Why a thread waited, as the JVM's event type says.

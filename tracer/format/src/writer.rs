@@ -8,6 +8,7 @@
 
 use std::io::Write;
 
+use crate::codec::{leb128_into, put, zigzag};
 use crate::record::{NodeTag, Record, RunInfo, RunSummary};
 use crate::{kind, FormatError, MAGIC, VERSION};
 
@@ -357,43 +358,6 @@ impl<W: Write> Writer<W> {
         }
         result.map_err(FormatError::from)
     }
-}
-
-/// Writes `v` as unsigned LEB128 at the start of `out` (at least 10
-/// bytes); returns the bytes used. The recorder's hot path: every field of
-/// every record goes through here (the `leb128` crate's writer goes byte by
-/// byte through `io::Write`, which cost a tenth of the recorder's CPU).
-#[inline]
-fn leb128_into(out: &mut [u8], mut v: u64) -> usize {
-    let mut i = 0;
-    while v >= 0x80 {
-        out[i] = (v as u8) | 0x80;
-        v >>= 7;
-        i += 1;
-    }
-    out[i] = v as u8;
-    i + 1
-}
-
-/// Appends `v` as unsigned LEB128, byte by byte (no `memcpy` call for a
-/// field of one to three bytes).
-#[inline]
-pub(crate) fn put(buf: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        buf.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    buf.push(v as u8);
-}
-
-/// Maps signed to unsigned so that small magnitudes stay small.
-pub(crate) fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-/// Inverse of [`zigzag`].
-pub(crate) fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 #[cfg(test)]
