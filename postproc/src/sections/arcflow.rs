@@ -13,6 +13,7 @@
 //! merging adds them along identical method paths and never creates calls.
 
 use idleflow_format::RunSummary;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 pub use crate::pass::call_tree::rows::{
@@ -20,6 +21,9 @@ pub use crate::pass::call_tree::rows::{
 };
 use crate::pass::call_tree::BuiltViews;
 use crate::pass::nodes::{NodeAttribution, TagCounts};
+use crate::pass::Analysis;
+use crate::reasons::Reason;
+use crate::share::pct;
 
 /// How the traced dispatches were tagged, in total and per CPU.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -132,4 +136,100 @@ impl Arcflow {
             .into(),
         })
     }
+}
+
+/// The arcflow section of `a` (`None` without call trees), its rows'
+/// JVM reasons and native paths named; `caused`: tid → (dispatches to
+/// idle, idle ns) its leaving caused.
+pub(crate) fn section(a: &Analysis, caused: &FxHashMap<u32, (u64, u64)>) -> Option<Arcflow> {
+    let mut arcflow = Arcflow::new(
+        &a.views,
+        &a.summary,
+        &a.node_idle,
+        // Every CPU the accounting saw, hot-plugged ones included,
+        // in the order of its CPU slots.
+        &a.accounting
+            .cpus()
+            .iter()
+            .map(|c| c.cpu)
+            .collect::<Vec<_>>(),
+        &a.view_options.arcflow,
+    );
+    if let Some(af) = arcflow.as_mut() {
+        // The JVMs' reasons, named from their flight recordings.
+        for row in &mut af.rows {
+            let mut waits: Vec<RowWait> = row
+                .own
+                .waits
+                .iter()
+                .map(|w| RowWait {
+                    reason: Reason::Jvm(w.reason),
+                    object: if w.object == 0 {
+                        String::new()
+                    } else {
+                        a.java.symbol(row.pid, w.object).to_string()
+                    },
+                    idle_dispatches: w.idle_dispatches,
+                    idle_ns: w.idle_ns,
+                    share_pct: pct(w.idle_ns, row.own.idle_ns),
+                })
+                .collect();
+            waits.sort_by(|x, y| y.idle_ns.cmp(&x.idle_ns).then(x.reason.cmp(&y.reason)));
+            row.waits = waits;
+            row.native = row_native(a, &row.own.native, row.own.idle_ns);
+        }
+        for j in &mut af.jvms {
+            j.process_idle_ns = caused
+                .iter()
+                .filter(|(tid, _)| {
+                    !a.tool_tids.contains(tid)
+                        && a.names.get(tid).is_some_and(|(pid, _)| *pid == j.pid)
+                })
+                .fold(0, |s, (_, (_, ns))| s.saturating_add(*ns));
+        }
+    }
+    arcflow
+}
+
+/// The native paths beneath a tree row: its stacks named and merged by
+/// (kernel wait, user frames), most idle first.
+fn row_native(
+    a: &Analysis,
+    stacks: &[crate::pass::nodes::NodeStacks],
+    row_idle_ns: u64,
+) -> Vec<crate::sections::arcflow::RowNative> {
+    let mut rows: Vec<crate::sections::arcflow::RowNative> = Vec::new();
+    for s in stacks {
+        let wait = crate::sections::call_paths::wait_of(&a.kernel, s.kernel);
+        let frames = if s.user == 0 {
+            Vec::new()
+        } else {
+            crate::sections::call_paths::user_path(&a.kernel, s.user)
+        };
+        match rows
+            .iter_mut()
+            .find(|r| r.wait == wait && r.frames == frames)
+        {
+            Some(r) => {
+                r.idle_dispatches = r.idle_dispatches.saturating_add(s.idle_dispatches);
+                r.idle_ns = r.idle_ns.saturating_add(s.idle_ns);
+            }
+            None => rows.push(crate::sections::arcflow::RowNative {
+                wait,
+                frames,
+                idle_dispatches: s.idle_dispatches,
+                idle_ns: s.idle_ns,
+                share_pct: 0.0,
+            }),
+        }
+    }
+    for r in &mut rows {
+        r.share_pct = pct(r.idle_ns, row_idle_ns);
+    }
+    rows.sort_by(|x, y| {
+        y.idle_ns
+            .cmp(&x.idle_ns)
+            .then_with(|| x.frames.cmp(&y.frames))
+    });
+    rows
 }
