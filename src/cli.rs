@@ -112,6 +112,12 @@ pub enum Command {
     /// whose call stack is its merged path. Open it in ui.perfetto.dev
     /// (nothing leaves the browser), select a time range, and the samples'
     /// flame graph says what made the CPUs idle then.
+    ///
+    /// `--format csv` (default `roots.csv`): the root causes of idle, one row
+    /// each, most idle first — share, idle ns, kind, device, process, thread
+    /// or pool, reason, object, the program's frame, the release site, the
+    /// heaviest chain into it (victims first) — as the report's "Root
+    /// causes of idle" lists them, for a spreadsheet, pandas or DuckDB.
     Export(ExportArgs),
     /// Compare two recordings: the idle-causing paths whose share of the idle grew or shrank beyond noise.
     ///
@@ -557,6 +563,8 @@ pub enum ExportFormat {
     Pprof,
     /// A native Perfetto trace (ui.perfetto.dev, trace_processor): CPU tracks with the idle gaps, thread states, the idle-causing paths as call stacks.
     Perfetto,
+    /// The root causes of idle as CSV, one row each, most idle first (a spreadsheet, pandas, DuckDB).
+    Csv,
 }
 
 impl ExportFormat {
@@ -565,6 +573,7 @@ impl ExportFormat {
         match self {
             ExportFormat::Pprof => "idle.pb.gz",
             ExportFormat::Perfetto => "idle.pftrace",
+            ExportFormat::Csv => "roots.csv",
         }
     }
 }
@@ -579,7 +588,7 @@ pub struct ExportArgs {
     #[arg(short, long, value_enum)]
     pub format: ExportFormat,
 
-    /// Where to write it [default: idle.pb.gz for pprof, idle.pftrace for perfetto].
+    /// Where to write it [default: idle.pb.gz for pprof, idle.pftrace for perfetto, roots.csv for csv].
     #[arg(short, long)]
     pub output: Option<PathBuf>,
 

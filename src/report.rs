@@ -323,6 +323,10 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
             let profile = idleflow_postproc::render::pprof::profile(&report);
             idleflow_postproc::render::pprof::write_gz(&profile, &mut out)
         }
+        ExportFormat::Csv => {
+            idleflow_postproc::render::csv::write_root_causes(&report.root_causes, &mut out)
+                .map_err(std::io::Error::other)
+        }
     }
     .and_then(|()| out.flush())
     .with_context(|| format!("cannot write {}", out_path.display()))?;

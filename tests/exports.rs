@@ -1,6 +1,7 @@
 //! End to end: `idleflow export` read back by the real consumers — pprof
-//! profiles by `go tool pprof` (Debian's `golang-go`) — which must show the
-//! same top paths and shares as `idleflow report`.
+//! profiles by `go tool pprof` (Debian's `golang-go`), the root causes' CSV
+//! by Python's `csv` module — which must show the same top paths, shares
+//! and roots as `idleflow report`.
 
 mod common;
 
@@ -424,5 +425,56 @@ fn the_html_report_renders_in_chromium_with_the_answer_and_no_console_error() {
         inked * 100 > pixels.len(),
         "{inked} of {} pixels not white",
         pixels.len()
+    );
+}
+
+/// `export --format csv` read by Python's `csv` module (a real consumer):
+/// one row per root cause, in the report's order, whose idle adds up to
+/// the report's roots and whose first row names the report's top root.
+#[test]
+fn csv_export_reads_in_python_with_the_reports_root_causes() {
+    let rec =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/recordings/holders.idleflow");
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("roots.csv");
+    let out = run(idleflow()
+        .arg("export")
+        .arg(&rec)
+        .args(["-f", "csv", "-o"])
+        .arg(&csv));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = report_json(&rec);
+    let roots = report["root_causes"]["roots"].as_array().unwrap();
+    assert!(!roots.is_empty());
+    // Python reads it back: (row count, sum of idle_ns, first row's kind, threads, frame).
+    let py = run(Command::new("python3").arg("-c").arg(
+        "import csv, json, sys\n\
+         rows = list(csv.DictReader(open(sys.argv[1], newline='')))\n\
+         print(json.dumps([len(rows), sum(int(r['idle_ns']) for r in rows), rows[0]['kind'], rows[0]['threads'], rows[0]['frame'], rows[0]['reason']]))",
+    ).arg(&csv));
+    assert!(
+        py.status.success(),
+        "python3 (Debian's python3; .ci/run installs it): {}",
+        stderr(&py)
+    );
+    let got: Value = serde_json::from_slice(&py.stdout).unwrap();
+    let total: u64 = roots.iter().map(|r| u(r, "idle_ns")).sum();
+    assert_eq!(got[0].as_u64().unwrap() as usize, roots.len());
+    assert_eq!(got[1].as_u64().unwrap(), total);
+    let top = &roots[0];
+    assert_eq!(got[2], top["kind"]);
+    assert_eq!(got[3], top["threads"]["name"]);
+    assert_eq!(got[5], top["reason"]);
+    let program = top["program_frame"].as_u64().unwrap() as usize;
+    let f = &top["frames"][program];
+    let at = match f["line"].as_u64() {
+        Some(l) => format!("{}:{l}", f["name"].as_str().unwrap()),
+        None => f["name"].as_str().unwrap().to_string(),
+    };
+    assert_eq!(
+        got[4].as_str().unwrap(),
+        at,
+        "{}",
+        std::fs::read_to_string(&csv).unwrap()
     );
 }

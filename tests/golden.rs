@@ -56,6 +56,7 @@ const CASES: &[(&str, &str)] = &[
     ("holders.by-reason.folded", "flamegraph {rec}/holders.idleflow --folded --by-reason -o {out}"),
     ("holders.pb.gz", "export {rec}/holders.idleflow -f pprof -o {out}"),
     ("holders.pftrace", "export {rec}/holders.idleflow -f perfetto -o {out}"),
+    ("holders.roots.csv", "export {rec}/holders.idleflow -f csv -o {out}"),
     // Every blocking switch-out's stack: the blocking view.
     ("holders-waits.report.txt", "report {rec}/holders-waits.idleflow --view blocking"),
     ("holders-waits.report.json", "report {rec}/holders-waits.idleflow -f json --view all"),

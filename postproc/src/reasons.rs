@@ -51,11 +51,13 @@ pub enum KernelReason {
     ChildWait,
     /// A kernel worker with nothing to do.
     KernelThreadIdle,
+    /// Waiting for a signal (`sigtimedwait`, `sigsuspend`, `pause`).
+    SignalWait,
 }
 
 impl KernelReason {
     /// Every kernel reason, in the order the rules try them.
-    pub const ALL: [KernelReason; 11] = [
+    pub const ALL: [KernelReason; 12] = [
         KernelReason::FutexWait,
         KernelReason::Sleep,
         KernelReason::PipeRead,
@@ -67,6 +69,7 @@ impl KernelReason {
         KernelReason::ThreadExit,
         KernelReason::ChildWait,
         KernelReason::KernelThreadIdle,
+        KernelReason::SignalWait,
     ];
 
     /// The reason in words.
@@ -83,6 +86,7 @@ impl KernelReason {
             KernelReason::ThreadExit => "thread exit",
             KernelReason::ChildWait => "child wait",
             KernelReason::KernelThreadIdle => "kernel thread idle",
+            KernelReason::SignalWait => "signal wait",
         }
     }
 
@@ -118,6 +122,9 @@ impl KernelReason {
             KernelReason::ChildWait => w.contains("wait4") || w == "do_wait",
             KernelReason::KernelThreadIdle => {
                 w.starts_with("worker_thread") || w.contains("kthread")
+            }
+            KernelReason::SignalWait => {
+                w.contains("sigtimedwait") || w.contains("sigsuspend") || w.ends_with("sys_pause")
             }
         }
     }
@@ -442,6 +449,8 @@ mod tests {
         assert_eq!(r("anon_pipe_read").words(), "pipe read");
         assert_eq!(r("do_nanosleep").words(), "sleep");
         assert_eq!(r("ep_poll").words(), "epoll wait");
+        assert_eq!(r("do_sigtimedwait").words(), "signal wait");
+        assert_eq!(r("__x64_sys_rt_sigsuspend").words(), "signal wait");
         assert_eq!(
             r("some_driver_wait"),
             Reason::Function("some_driver_wait".into())
