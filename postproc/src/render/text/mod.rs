@@ -3,11 +3,11 @@
 //! computed here that the JSON does not carry.
 //!
 //! One module per part of the report, in the order they print: the
-//! answer ([`headline`], [`root_causes`]), the [`header`], the merged
-//! [`paths`], the [`cpus`], each source's own section ([`arcflow`],
-//! [`java_waits`], and the call, blocking and kernel paths in [`paths`]),
-//! then the [`threads`]. [`layout`] holds the width and the fitting and
-//! wrapping every one of them uses, [`frames`] the frames in words.
+//! answer (`headline`, `root_causes`), the `header`, the merged
+//! `paths`, the `cpus`, each source's own section (`arcflow`,
+//! `java_waits`, and the call, blocking and kernel paths in `paths`),
+//! then the `threads`. `layout` holds the width and the fitting and
+//! wrapping every one of them uses, `frames` the frames in words.
 //!
 //! Invariant: every line fits in [`WIDTH`] columns, and the same report
 //! gives the same bytes (the golden tests hold every format to that).
