@@ -204,110 +204,15 @@ impl<W: Write + Send + 'static> PerfettoWriter<W> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
-        // The process tree: every thread named in the recording.
-        let mut tree = ProcessTree::default();
-        let mut pids: Vec<u32> = a.names.values().map(|(pid, _)| *pid).collect();
-        pids.sort_unstable();
-        pids.dedup();
-        for pid in pids.into_iter().filter(|&p| p != 0) {
-            tree.processes
-                .push(idleflow_export::perfetto::process_tree::Process {
-                    pid: Some(pid as i32),
-                    cmdline: vec![a.process_name(pid)],
-                    cmdline_is_comm: Some(true),
-                    ..Default::default()
-                });
-        }
-        let mut threads: Vec<(&u32, &(u32, String))> = a.names.iter().collect();
-        threads.sort_unstable_by_key(|(tid, _)| **tid);
-        for (tid, (pid, name)) in threads {
-            tree.threads
-                .push(idleflow_export::perfetto::process_tree::Thread {
-                    tid: Some(*tid as i32),
-                    tgid: Some(*pid as i32),
-                    name: Some(name.clone()),
-                });
-        }
         write_packet(
             &mut out,
             &TracePacket {
                 timestamp: Some(a.window.0),
-                data: Some(trace_packet::Data::ProcessTree(tree)),
+                data: Some(trace_packet::Data::ProcessTree(process_tree(a))),
                 ..Default::default()
             },
             &mut buf,
         )?;
-        // The paths, interned: a name per function, a mapping per module
-        // (or per kind of code outside modules), a frame per (function,
-        // mapping), a call stack per path, root first.
-        let mut interned = InternedData::default();
-        let mut strings: FxHashMap<String, u64> = FxHashMap::default();
-        let mut mappings: FxHashMap<String, u64> = FxHashMap::default();
-        let mut frames: FxHashMap<(u64, u64), u64> = FxHashMap::default();
-        for (i, key) in self.key_list.iter().enumerate() {
-            let row = crate::sections::idle_paths::resolve_path(a, key);
-            let mut ids = Vec::with_capacity(row.frames.len() + 1);
-            let path = row.frames.iter().map(|f| {
-                let module = match f.frame.kind {
-                    FrameKind::Kernel => "[kernel.kallsyms]".to_string(),
-                    _ if !f.module.is_empty() => f.module.clone(),
-                    FrameKind::Java
-                    | FrameKind::Jit
-                    | FrameKind::Inlined
-                    | FrameKind::Interpreted => "[java]".to_string(),
-                    _ => "[unknown]".to_string(),
-                };
-                let name = if f.frame.line > 0 {
-                    format!("{}:{}", f.frame.name, f.frame.line)
-                } else {
-                    f.frame.name.clone()
-                };
-                (module, name)
-            });
-            let path: Vec<(String, String)> = if row.frames.is_empty() {
-                vec![("[unknown]".into(), format!("[no stack] {}", row.reason))]
-            } else {
-                path.collect()
-            };
-            for (module, name) in path.into_iter().rev() {
-                let next = strings.len() as u64 + 1;
-                let name_id = *strings.entry(name.clone()).or_insert_with(|| {
-                    interned.function_names.push(InternedString {
-                        iid: Some(next),
-                        str: Some(name.into_bytes()),
-                    });
-                    next
-                });
-                let next = mappings.len() as u64 + 1;
-                let mapping_id = *mappings.entry(module.clone()).or_insert_with(|| {
-                    interned.mapping_paths.push(InternedString {
-                        iid: Some(next),
-                        str: Some(module.into_bytes()),
-                    });
-                    interned.mappings.push(Mapping {
-                        iid: Some(next),
-                        path_string_ids: vec![next],
-                        ..Default::default()
-                    });
-                    next
-                });
-                let next = frames.len() as u64 + 1;
-                let frame_id = *frames.entry((name_id, mapping_id)).or_insert_with(|| {
-                    interned.frames.push(idleflow_export::perfetto::Frame {
-                        iid: Some(next),
-                        function_name_id: Some(name_id),
-                        mapping_id: Some(mapping_id),
-                        rel_pc: Some(0),
-                    });
-                    next
-                });
-                ids.push(frame_id);
-            }
-            interned.callstacks.push(Callstack {
-                iid: Some(i as u64 + 1),
-                frame_ids: ids,
-            });
-        }
         write_packet(
             &mut out,
             &TracePacket {
@@ -318,7 +223,7 @@ impl<W: Write + Send + 'static> PerfettoWriter<W> {
                     ),
                 ),
                 sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
-                interned_data: Some(interned),
+                interned_data: Some(interned_paths(a, &self.key_list)),
                 ..Default::default()
             },
             &mut buf,
@@ -326,40 +231,161 @@ impl<W: Write + Send + 'static> PerfettoWriter<W> {
         // The samples, from the spill.
         let mut spill = self.spill.into_inner().map_err(|e| e.into_error())?;
         spill.rewind()?;
-        let mut spill = BufReader::new(spill);
-        let mut rec = [0u8; 20];
-        let pid_of = |tid: u32| a.names.get(&tid).map_or(tid, |n| n.0);
-        for _ in 0..self.samples {
-            spill.read_exact(&mut rec)?;
-            let time = u64::from_le_bytes(rec[0..8].try_into().expect("8 bytes"));
-            let cpu = u32::from_le_bytes(rec[8..12].try_into().expect("4 bytes"));
-            let tid = u32::from_le_bytes(rec[12..16].try_into().expect("4 bytes"));
-            let path = u32::from_le_bytes(rec[16..20].try_into().expect("4 bytes"));
-            write_packet(
-                &mut out,
-                &TracePacket {
-                    timestamp: Some(time),
-                    optional_trusted_packet_sequence_id: Some(
-                        trace_packet::OptionalTrustedPacketSequenceId::TrustedPacketSequenceId(
-                            SEQUENCE,
-                        ),
-                    ),
-                    sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
-                    data: Some(trace_packet::Data::PerfSample(PerfSample {
-                        cpu: Some(cpu),
-                        pid: Some(pid_of(tid)),
-                        tid: Some(tid),
-                        callstack_iid: Some(u64::from(path) + 1),
-                        ..Default::default()
-                    })),
-                    ..Default::default()
-                },
-                &mut buf,
-            )?;
-        }
+        write_samples(&mut out, BufReader::new(spill), self.samples, a, &mut buf)?;
         out.flush()?;
         out.into_inner().map_err(|e| e.into_error())
     }
+}
+
+/// The process tree: every thread named in the recording.
+fn process_tree(a: &Analysis) -> ProcessTree {
+    let mut tree = ProcessTree::default();
+    let mut pids: Vec<u32> = a.names.values().map(|(pid, _)| *pid).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    for pid in pids.into_iter().filter(|&p| p != 0) {
+        tree.processes
+            .push(idleflow_export::perfetto::process_tree::Process {
+                pid: Some(pid as i32),
+                cmdline: vec![a.process_name(pid)],
+                cmdline_is_comm: Some(true),
+                ..Default::default()
+            });
+    }
+    let mut threads: Vec<(&u32, &(u32, String))> = a.names.iter().collect();
+    threads.sort_unstable_by_key(|(tid, _)| **tid);
+    for (tid, (pid, name)) in threads {
+        tree.threads
+            .push(idleflow_export::perfetto::process_tree::Thread {
+                tid: Some(*tid as i32),
+                tgid: Some(*pid as i32),
+                name: Some(name.clone()),
+            });
+    }
+    tree
+}
+
+/// The paths, interned: a name per function, a mapping per module (or per
+/// kind of code outside modules), a frame per (function, mapping), a call
+/// stack per path (its number + 1), root first.
+fn interned_paths(a: &Analysis, key_list: &[PathKey]) -> InternedData {
+    let mut interned = InternedData::default();
+    let mut strings: FxHashMap<String, u64> = FxHashMap::default();
+    let mut mappings: FxHashMap<String, u64> = FxHashMap::default();
+    let mut frames: FxHashMap<(u64, u64), u64> = FxHashMap::default();
+    for (i, key) in key_list.iter().enumerate() {
+        let row = crate::sections::idle_paths::resolve_path(a, key);
+        let mut ids = Vec::with_capacity(row.frames.len() + 1);
+        for (module, name) in path_frames(&row).into_iter().rev() {
+            let next = strings.len() as u64 + 1;
+            let name_id = *strings.entry(name.clone()).or_insert_with(|| {
+                interned.function_names.push(InternedString {
+                    iid: Some(next),
+                    str: Some(name.into_bytes()),
+                });
+                next
+            });
+            let next = mappings.len() as u64 + 1;
+            let mapping_id = *mappings.entry(module.clone()).or_insert_with(|| {
+                interned.mapping_paths.push(InternedString {
+                    iid: Some(next),
+                    str: Some(module.into_bytes()),
+                });
+                interned.mappings.push(Mapping {
+                    iid: Some(next),
+                    path_string_ids: vec![next],
+                    ..Default::default()
+                });
+                next
+            });
+            let next = frames.len() as u64 + 1;
+            let frame_id = *frames.entry((name_id, mapping_id)).or_insert_with(|| {
+                interned.frames.push(idleflow_export::perfetto::Frame {
+                    iid: Some(next),
+                    function_name_id: Some(name_id),
+                    mapping_id: Some(mapping_id),
+                    rel_pc: Some(0),
+                });
+                next
+            });
+            ids.push(frame_id);
+        }
+        interned.callstacks.push(Callstack {
+            iid: Some(i as u64 + 1),
+            frame_ids: ids,
+        });
+    }
+    interned
+}
+
+/// A path's frames as (module, function) pairs, innermost first: the
+/// kernel's, a module's, Java's or `[unknown]`; a path without frames is
+/// one `[no stack]` frame naming its reason.
+fn path_frames(row: &crate::sections::idle_paths::ResolvedRow) -> Vec<(String, String)> {
+    let path = row.frames.iter().map(|f| {
+        let module = match f.frame.kind {
+            FrameKind::Kernel => "[kernel.kallsyms]".to_string(),
+            _ if !f.module.is_empty() => f.module.clone(),
+            FrameKind::Java | FrameKind::Jit | FrameKind::Inlined | FrameKind::Interpreted => {
+                "[java]".to_string()
+            }
+            _ => "[unknown]".to_string(),
+        };
+        let name = if f.frame.line > 0 {
+            format!("{}:{}", f.frame.name, f.frame.line)
+        } else {
+            f.frame.name.clone()
+        };
+        (module, name)
+    });
+    if row.frames.is_empty() {
+        vec![("[unknown]".into(), format!("[no stack] {}", row.reason))]
+    } else {
+        path.collect()
+    }
+}
+
+/// The samples from the spill (`samples` records of time, CPU, thread and
+/// path number), each a perf sample of its thread whose call stack is its
+/// path.
+fn write_samples(
+    out: &mut impl Write,
+    mut spill: impl Read,
+    samples: u64,
+    a: &Analysis,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let mut rec = [0u8; 20];
+    let pid_of = |tid: u32| a.names.get(&tid).map_or(tid, |n| n.0);
+    for _ in 0..samples {
+        spill.read_exact(&mut rec)?;
+        let time = u64::from_le_bytes(rec[0..8].try_into().expect("8 bytes"));
+        let cpu = u32::from_le_bytes(rec[8..12].try_into().expect("4 bytes"));
+        let tid = u32::from_le_bytes(rec[12..16].try_into().expect("4 bytes"));
+        let path = u32::from_le_bytes(rec[16..20].try_into().expect("4 bytes"));
+        write_packet(
+            out,
+            &TracePacket {
+                timestamp: Some(time),
+                optional_trusted_packet_sequence_id: Some(
+                    trace_packet::OptionalTrustedPacketSequenceId::TrustedPacketSequenceId(
+                        SEQUENCE,
+                    ),
+                ),
+                sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
+                data: Some(trace_packet::Data::PerfSample(PerfSample {
+                    cpu: Some(cpu),
+                    pid: Some(pid_of(tid)),
+                    tid: Some(tid),
+                    callstack_iid: Some(u64::from(path) + 1),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            },
+            buf,
+        )?;
+    }
+    Ok(())
 }
 
 /// One CPU's open bundle: compact columns, and the few events that need

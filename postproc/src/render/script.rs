@@ -23,77 +23,119 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
     let mut r = Reader::new(input)?;
     r.keep_trees_encoded(true);
     let start = r.info().start_ns;
-    let rel = |t: u64| (t as i128 - start as i128) as f64 / 1e9;
     while let Some(rec) = r.next_complete_record()? {
-        match rec {
-            Record::Dispatch(d) => writeln!(
-                out,
-                "{:14.9} cpu {:>3} dispatch {:>7} [{}] -> {:>7}{}",
-                rel(d.time),
-                d.cpu,
-                d.prev_tid,
-                d.prev_state.letter(),
-                d.next_tid,
-                match d.prev_node {
-                    NodeTag::Untraced => String::new(),
-                    NodeTag::Current(n) => format!("  node {n:#x} (current)"),
-                    NodeTag::Ring(n) => format!("  node {n:#x} (history)"),
-                    NodeTag::Unknown => "  node unknown".to_string(),
-                }
-            )?,
-            Record::Wakeup(w) => writeln!(
-                out,
-                "{:14.9} cpu {:>3} wakeup   {:>7} wakes {:>7} on cpu {}{}{}",
-                rel(w.time),
-                w.cpu,
-                w.waker_tid,
-                w.wakee_tid,
-                w.target_cpu,
-                if w.new_thread { " (new)" } else { "" },
-                if w.context.is_interrupt() {
-                    format!(" (in {}: a device's, not {}'s)", w.context.name(), w.waker_tid)
-                } else {
-                    String::new()
-                }
-            )?,
-            Record::Thread(t) => writeln!(
-                out,
-                "{:14.9}         thread   {:>7} pid {} ppid {} comm {}",
-                rel(t.time),
-                t.tid,
-                t.pid,
-                t.ppid,
-                t.comm
-            )?,
-            Record::Exit(e) => writeln!(
-                out,
-                "{:14.9}         exit     {:>7} pid {}",
-                rel(e.time),
-                e.tid,
-                e.pid
-            )?,
-            Record::TreeHead(t) => writeln!(
-                out,
-                "{:14.9}         tree     pid {} ({} snapshot): {} threads, {} methods",
-                rel(t.time_ns),
-                t.pid,
-                if t.final_dump { "final" } else { "periodic" },
-                t.threads,
-                t.methods.len()
-            )?,
-            Record::TreeThread(t) => writeln!(
-                out,
-                "                         tree     pid {} tid {:>7} {}: {} nodes",
-                t.pid,
-                t.tid,
-                t.name,
-                t.nodes.len()
-            )?,
-            Record::TreeThreadEncoded(t) => writeln!(
-                out,
-                "                         tree     pid {} tid {:>7} {}: {} nodes",
-                t.pid, t.tid, t.name, t.node_count
-            )?,
+        print_record(out, &rec, start)?;
+    }
+    Ok(r.cut_short().cloned())
+}
+
+/// Seconds since `start` (negative before it).
+fn rel_to(start: u64) -> impl Fn(u64) -> f64 {
+    move |t: u64| (t as i128 - start as i128) as f64 / 1e9
+}
+
+/// One record's line: every kind of record is named here, in one of three
+/// groups (the scheduler's, stacks and symbols, the JVMs').
+fn print_record(out: &mut impl Write, rec: &Record, start: u64) -> std::io::Result<()> {
+    match rec {
+        Record::Dispatch(_)
+        | Record::Wakeup(_)
+        | Record::Thread(_)
+        | Record::Exit(_)
+        | Record::Lost(_) => print_scheduler(out, rec, start),
+        Record::SwitchStack(_)
+        | Record::SwitchUserStack(_)
+        | Record::SwitchArg(_)
+        | Record::WakeStack(_)
+        | Record::WakeUserStack(_)
+        | Record::StackCopy(_)
+        | Record::ModuleMap(_)
+        | Record::UserStack(_)
+        | Record::UserSymbols(_)
+        | Record::KernelStack(_)
+        | Record::KernelSymbols(_) => print_stacks(out, rec, start),
+        Record::TreeHead(_)
+        | Record::TreeThread(_)
+        | Record::TreeThreadEncoded(_)
+        | Record::JavaWait(_)
+        | Record::JavaStack(_)
+        | Record::JavaSymbol(_)
+        | Record::JvmWaits(_) => print_java(out, rec, start),
+    }
+}
+
+/// The scheduler's records: dispatches, wake-ups, threads, exits, losses.
+fn print_scheduler(out: &mut impl Write, rec: &Record, start: u64) -> std::io::Result<()> {
+    let rel = rel_to(start);
+    match rec {
+        Record::Dispatch(d) => writeln!(
+            out,
+            "{:14.9} cpu {:>3} dispatch {:>7} [{}] -> {:>7}{}",
+            rel(d.time),
+            d.cpu,
+            d.prev_tid,
+            d.prev_state.letter(),
+            d.next_tid,
+            match d.prev_node {
+                NodeTag::Untraced => String::new(),
+                NodeTag::Current(n) => format!("  node {n:#x} (current)"),
+                NodeTag::Ring(n) => format!("  node {n:#x} (history)"),
+                NodeTag::Unknown => "  node unknown".to_string(),
+            }
+        )?,
+        Record::Wakeup(w) => writeln!(
+            out,
+            "{:14.9} cpu {:>3} wakeup   {:>7} wakes {:>7} on cpu {}{}{}",
+            rel(w.time),
+            w.cpu,
+            w.waker_tid,
+            w.wakee_tid,
+            w.target_cpu,
+            if w.new_thread { " (new)" } else { "" },
+            if w.context.is_interrupt() {
+                format!(
+                    " (in {}: a device's, not {}'s)",
+                    w.context.name(),
+                    w.waker_tid
+                )
+            } else {
+                String::new()
+            }
+        )?,
+        Record::Thread(t) => writeln!(
+            out,
+            "{:14.9}         thread   {:>7} pid {} ppid {} comm {}",
+            rel(t.time),
+            t.tid,
+            t.pid,
+            t.ppid,
+            t.comm
+        )?,
+        Record::Exit(e) => writeln!(
+            out,
+            "{:14.9}         exit     {:>7} pid {}",
+            rel(e.time),
+            e.tid,
+            e.pid
+        )?,
+        Record::Lost(l) => writeln!(
+            out,
+            "{:14.9} cpu {:>3} LOST     {} records",
+            rel(l.time),
+            l.cpu,
+            l.count
+        )?,
+        // The other kinds: print_record sends them elsewhere.
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Stacks and what names them: stacks at switches and wake-ups, stack
+/// copies, module maps, unwound stacks, symbols.
+fn print_stacks(out: &mut impl Write, rec: &Record, start: u64) -> std::io::Result<()> {
+    let rel = rel_to(start);
+    match rec {
             Record::SwitchStack(st) => writeln!(
                 out,
                 "{:14.9} cpu {:>3} kstack   {:>7} stack {}",
@@ -208,6 +250,39 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
                     .map(|n| format!("; {n}"))
                     .collect::<String>()
             )?,
+        // The other kinds: print_record sends them elsewhere.
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The JVMs' records: call trees, Java waits and their stacks and symbols,
+/// the flight recordings read.
+fn print_java(out: &mut impl Write, rec: &Record, start: u64) -> std::io::Result<()> {
+    let rel = rel_to(start);
+    match rec {
+            Record::TreeHead(t) => writeln!(
+                out,
+                "{:14.9}         tree     pid {} ({} snapshot): {} threads, {} methods",
+                rel(t.time_ns),
+                t.pid,
+                if t.final_dump { "final" } else { "periodic" },
+                t.threads,
+                t.methods.len()
+            )?,
+            Record::TreeThread(t) => writeln!(
+                out,
+                "                         tree     pid {} tid {:>7} {}: {} nodes",
+                t.pid,
+                t.tid,
+                t.name,
+                t.nodes.len()
+            )?,
+            Record::TreeThreadEncoded(t) => writeln!(
+                out,
+                "                         tree     pid {} tid {:>7} {}: {} nodes",
+                t.pid, t.tid, t.name, t.node_count
+            )?,
             Record::JavaWait(w) => writeln!(
                 out,
                 "{:14.9}         java     {:>7} pid {} {} for {:.3} ms, stack {}, object {}, other {} ({})",
@@ -253,14 +328,8 @@ pub fn print(input: impl Read, out: &mut impl Write) -> Result<Option<CutShort>,
                     .map(|n| format!("; {n}"))
                     .collect::<String>()
             )?,
-            Record::Lost(l) => writeln!(
-                out,
-                "{:14.9} cpu {:>3} LOST     {} records",
-                rel(l.time),
-                l.cpu,
-                l.count
-            )?,
-        }
+        // The other kinds: print_record sends them elsewhere.
+        _ => {}
     }
-    Ok(r.cut_short().cloned())
+    Ok(())
 }

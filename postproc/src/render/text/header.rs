@@ -1,0 +1,235 @@
+//! The report's own lines, after the answer: what was recorded (the
+//! source, the command or processes, the machine), the window, the event
+//! counts, a recording cut short, idleflow's own cost, and the warning
+//! when records were lost or much of the CPUs' time is unknown.
+//!
+//! Invariant: every line fits in 120 columns (long ones are fitted or
+//! wrapped into it); idleflow's threads are told apart, never a cause.
+
+use std::fmt::{self, Write};
+
+use super::layout::{count, fit, ms, write_wrapped, WIDTH};
+use crate::sections::{Report, ToolUse};
+
+/// The header: the recording, the window, the counts, a cut, idleflow's
+/// cost, then the warning about gaps.
+pub(super) fn render_header(o: &mut String, r: &Report, source: &str) -> fmt::Result {
+    render_recording(o, r, source)?;
+    render_counts(o, r)?;
+    render_cut_short(o, r)?;
+    if !r.tool.tids.is_empty() {
+        render_tool(o, &r.tool)?;
+    }
+    render_gaps_warning(o, r)
+}
+
+/// What was recorded, where and for how long, and the window reported.
+fn render_recording(o: &mut String, r: &Report, source: &str) -> fmt::Result {
+    writeln!(
+        o,
+        "{}",
+        fit(&format!("# idleflow report of {source}"), WIDTH)
+    )?;
+    let what = if r.command.is_empty() {
+        if r.target_pids.is_empty() {
+            "system-wide".to_string()
+        } else {
+            format!("pid {:?}", r.target_pids)
+        }
+    } else {
+        format!("`{}`", r.command.join(" "))
+    };
+    writeln!(o, "{}", fit(&format!("# {what}"), WIDTH))?;
+    let exit = r
+        .exit_code
+        .map(|c| format!(", exit code {c}"))
+        .unwrap_or_default();
+    writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "# {:.3} s on {} CPUs ({}), kernel {}; stopped: {}{exit}",
+                r.duration_ns as f64 / 1e9,
+                r.cpus,
+                r.hostname,
+                r.kernel_release,
+                r.stop_reason
+            ),
+            WIDTH
+        )
+    )?;
+    if r.windowed {
+        let s = |ns: u64| ns.saturating_sub(r.recording_start_ns) as f64 / 1e9;
+        let line = format!(
+            "reported: {:.3} s to {:.3} s of the recording ({}){}",
+            s(r.start_ns),
+            s(r.stop_ns),
+            if r.after_startup {
+                "--skip-startup: from where the program's longest stretch without a new thread begins"
+            } else {
+                "--from/--to"
+            },
+            if r.arcflow.is_some() {
+                "; call-tree counts are the whole run's"
+            } else {
+                ""
+            }
+        );
+        write_wrapped(o, &line, "#", "#  ")?;
+    }
+    Ok(())
+}
+
+/// The event counts: dispatches, wake-ups, lost events, stream breaks.
+fn render_counts(o: &mut String, r: &Report) -> fmt::Result {
+    let line = format!(
+        "{} dispatches, {} wakeups ({} from interrupts, {} unseen), {} lost events, {} stream breaks{}",
+        count(r.dispatches),
+        count(r.wakeups),
+        count(r.interrupt_wakeups),
+        count(r.total.unseen_wakeups),
+        count(r.lost_events),
+        count(r.stream_breaks),
+        if (r.late_events | r.unknown_records | r.undecodable_records) > 0 {
+            format!(
+                ", {} late, {} unknown, {} undecodable records",
+                r.late_events, r.unknown_records, r.undecodable_records
+            )
+        } else {
+            String::new()
+        }
+    );
+    write_wrapped(o, &line, "#", "#  ")
+}
+
+/// A recording cut short: where, and why it may have been.
+fn render_cut_short(o: &mut String, r: &Report) -> fmt::Result {
+    if let Some(cut) = &r.cut_short {
+        writeln!(
+            o,
+            "# WARNING: recording cut short: read up to its last complete record, {:.3} s into the run",
+            r.duration_ns as f64 / 1e9
+        )?;
+        writeln!(
+            o,
+            "{}",
+            fit(
+                &format!(
+                    "#   (byte {}: {}; the recorder was killed, the disk filled up or the machine stopped)",
+                    count(cut.offset),
+                    cut.reason
+                ),
+                WIDTH
+            )
+        )?;
+    }
+    Ok(())
+}
+
+/// idleflow's own cost: its threads, CPU time and wake-ups, and what
+/// became of the idle it cut into.
+fn render_tool(o: &mut String, t: &ToolUse) -> fmt::Result {
+    writeln!(
+        o,
+        "# idleflow itself: {} thread{}, {} ms on CPU ({:.2} % of one CPU), {} wake-ups ({:.2} % of all)",
+        t.tids.len(),
+        if t.tids.len() == 1 { "" } else { "s" },
+        ms(t.runtime_ns),
+        t.cpu_pct_of_one,
+        count(t.wakeups),
+        t.wakeups_pct,
+    )?;
+    if t.threads.len() > 1 {
+        // As many threads, most CPU first, as fit the line.
+        let mut line = String::from("#   by thread (ms on CPU, wake-ups):");
+        let mut shown = 0;
+        for th in &t.threads {
+            let item = format!(
+                " {} {:.1}, {}",
+                th.comm,
+                th.runtime_ns as f64 / 1e6,
+                count(th.wakeups)
+            );
+            if line.chars().count() + item.chars().count() + 10 > WIDTH {
+                break;
+            }
+            if shown > 0 {
+                line.push(';');
+            }
+            line.push_str(&item);
+            shown += 1;
+        }
+        if shown < t.threads.len() {
+            line.push_str(&format!("; {} more", t.threads.len() - shown));
+        }
+        writeln!(o, "{line}")?;
+    }
+    // idleflow is never a cause: what followed its leaving either
+    // continues the idle it cut into or is left out (one line where
+    // it fits).
+    let continued = (t.idle_continued > 0).then(|| {
+        format!(
+            "after its {} wake-ups on idle CPUs the idle ({:.1} ms) keeps the cause it had",
+            count(t.idle_continued),
+            t.idle_ns_continued as f64 / 1e6
+        )
+    });
+    let left_out = (t.idle_dispatches_caused > 0)
+        .then(|| format!("{} others left out", count(t.idle_dispatches_caused)));
+    let parts: Vec<String> = continued.into_iter().chain(left_out).collect();
+    let one = format!("#   never a cause: {}", parts.join("; "));
+    if parts.len() == 1 || one.chars().count() <= WIDTH {
+        writeln!(o, "{}", fit(&one, WIDTH))?;
+    } else {
+        for part in &parts {
+            writeln!(o, "{}", fit(&format!("#   never a cause: {part}"), WIDTH))?;
+        }
+    }
+    if t.drain_priority.starts_with("ordinary") {
+        writeln!(
+            o,
+            "{}",
+            fit(
+                &format!(
+                    "#   its rings were drained at {}: a saturated machine can starve it{}",
+                    t.drain_priority,
+                    if t.drain_priority.contains("--drain-priority 0") {
+                        ""
+                    } else {
+                        " (real-time priority needs root or CAP_SYS_NICE)"
+                    }
+                ),
+                WIDTH
+            )
+        )?;
+    }
+    Ok(())
+}
+
+/// The warning about gaps: records lost, or unknown time over 0.5 % of
+/// the CPUs' time.
+fn render_gaps_warning(o: &mut String, r: &Report) -> fmt::Result {
+    // Gaps are always counted in the table; the warning is for gaps that
+    // matter: records lost, or unknown time over 0.5 % of the CPUs' time.
+    let cpu_time = r.duration_ns.saturating_mul(r.cpus as u64).max(1);
+    let unknown_pct = r.total.unknown_ns as f64 * 100.0 / cpu_time as f64;
+    if r.lost_events > 0 || unknown_pct > 0.5 {
+        writeln!(
+            o,
+            "# WARNING: {} records lost, {:.2} % of the CPUs' time unknown: idle lies between `idle ms` and",
+            count(r.lost_events),
+            unknown_pct
+        )?;
+        writeln!(
+            o,
+            "#   `idle ms + unknown ms`{}",
+            if r.lost_events > 0 {
+                "; record again with a larger --ring-size"
+            } else {
+                ""
+            }
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! The report as text for people: aligned tables, times in ms, counts with
+//! thousands separators. Pure formatting of a [`Report`]: no numbers are
+//! computed here that the JSON does not carry.
+//!
+//! One module per part of the report, in the order they print: the
+//! answer (`headline`, `root_causes`), the `header`, the merged
+//! `paths`, the `cpus`, each source's own section (`arcflow`,
+//! `java_waits`, and the call, blocking and kernel paths in `paths`),
+//! then the `threads`. `layout` holds the width and the fitting and
+//! wrapping every one of them uses, `frames` the frames in words.
+//!
+//! Invariant: every line fits in [`WIDTH`] columns, and the same report
+//! gives the same bytes (the golden tests hold every format to that).
+
+use std::fmt::{self, Write};
+
+use crate::sections::Report;
+
+mod arcflow;
+mod cpus;
+mod frames;
+mod header;
+mod headline;
+mod java_waits;
+mod layout;
+mod paths;
+mod root_causes;
+mod threads;
+
+pub(crate) use frames::{frame_words, shown_frames_of};
+pub(crate) use layout::wrap;
+pub use layout::WIDTH;
+
+/// Options of the text layout.
+#[derive(Debug, Clone)]
+pub struct TextOptions {
+    /// Threads shown in the blocked-thread table (JSON has all).
+    pub max_threads: usize,
+    /// Every CPU's row and its own idle causes, however many CPUs.
+    pub per_cpu: bool,
+    /// Idle-causing Java paths shown (JSON has all).
+    pub max_paths: usize,
+}
+
+impl Default for TextOptions {
+    fn default() -> Self {
+        TextOptions {
+            max_threads: 25,
+            per_cpu: false,
+            max_paths: 10,
+        }
+    }
+}
+
+/// Renders `r` as text.
+pub fn render(r: &Report, source: &str, opts: &TextOptions) -> String {
+    let mut o = String::new();
+    let _ = render_into(&mut o, r, source, opts);
+    o
+}
+
+/// The answer: the report's first lines, its headline (the merged paths)
+/// and its root causes. [`render`] begins with it; the HTML page shows it.
+pub fn render_answer(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = headline::render_headline(&mut o, r)
+        .and_then(|()| root_causes::render_root_causes(&mut o, &r.root_causes));
+    o
+}
+
+/// The whole report: the answer, the header, then each section in turn.
+fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> fmt::Result {
+    o.push_str(&render_answer(r));
+    writeln!(o)?;
+    header::render_header(o, r, source)?;
+    paths::render_idle_paths(o, &r.idle_paths, opts.max_paths)?;
+    cpus::render_cpus(o, r, opts.per_cpu)?;
+    cpus::render_idle_causes(o, r, opts.per_cpu)?;
+    render_sources(o, r, opts.max_paths)?;
+    threads::render_threads(o, r, opts.max_threads)?;
+    render_more(o, r)
+}
+
+/// Each source's own section, where the report has it, then why there is
+/// no call tree.
+fn render_sources(o: &mut String, r: &Report, max_paths: usize) -> fmt::Result {
+    if let Some(af) = &r.arcflow {
+        arcflow::render_arcflow(o, af)?;
+    }
+    if let Some(jw) = &r.java_waits {
+        java_waits::render_java_waits(o, jw, max_paths)?;
+    }
+    if let Some(cp) = &r.call_paths {
+        paths::render_call_paths(o, cp, max_paths)?;
+    }
+    if let Some(bp) = &r.blocking_paths {
+        paths::render_blocking_paths(o, bp, max_paths)?;
+    }
+    if let Some(kw) = &r.kernel_waits {
+        paths::render_kernel_waits(o, kw, max_paths)?;
+    }
+    if !r.no_tree.is_empty() {
+        writeln!(o)?;
+        writeln!(o, "## No call tree")?;
+        for why in &r.no_tree {
+            writeln!(o, "{}", layout::fit(&format!("# {why}"), WIDTH))?;
+        }
+    }
+    Ok(())
+}
+
+/// The last lines: what else the report can show.
+fn render_more(o: &mut String, r: &Report) -> fmt::Result {
+    writeln!(o)?;
+    let mut views = Vec::new();
+    if r.arcflow.is_none() {
+        views.push("tree");
+    }
+    if r.java_waits.is_none() {
+        views.push("java");
+    }
+    if r.call_paths.is_none() {
+        views.push("user");
+    }
+    if r.kernel_waits.is_none() {
+        views.push("kernel");
+    }
+    if r.blocking_paths.is_none() {
+        views.push("blocking");
+    }
+    writeln!(
+        o,
+        "{}",
+        layout::fit(
+            &format!(
+                "# more: --paths N, --threads N, --per-cpu; each source's own section: --view {}",
+                views.join("|")
+            ),
+            WIDTH
+        )
+    )
+}
