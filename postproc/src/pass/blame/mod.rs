@@ -27,305 +27,28 @@
 //! distinct (root, chain) keys, never by the number of records; idleflow's
 //! own threads' idle is never blamed (the report lists it apart).
 
-use std::collections::VecDeque;
-
 use idleflow_format::{Dispatch, PrevState, Wakeup, IDLE_TID};
 use rustc_hash::FxHashMap;
-use serde::Serialize;
+
+mod roots;
+mod timeline;
+mod walk;
+
+pub use roots::RootKind;
+pub(crate) use roots::{Chains, RootKey};
+pub use timeline::MAX_SEGMENTS;
+pub(crate) use timeline::{Extra, Extras, WakeStacks};
+
+use roots::{key_of, Leaf, Out};
+use timeline::{id32, Line, Pending, Piece, Segment, Waker, What};
+use walk::{scale, Walk, WALK_BUDGET};
 
 use crate::pass::idle_paths::RowKey;
 use crate::pass::java_waits::JavaWaits;
 use crate::pass::nodes::OwnThreads;
 
-/// Segments kept per thread, at most: a wait longer than that much of its
-/// waker's history is resolved as far as it reaches, the rest unknown.
-pub const MAX_SEGMENTS: usize = 1 << 12;
-/// Links a chain follows, at most.
-const MAX_DEPTH: usize = 12;
-/// Segments one idle interval's walk may visit, at most.
-const WALK_BUDGET: u32 = 50_000;
 /// Dispatches between two prunings of the timelines.
 const PRUNE_EVERY: u64 = 4096;
-
-/// What ended a wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Waker {
-    /// A thread's wake-up (an unlock, an unpark, a write).
-    Thread(u32),
-    /// An interrupt's: a timer, the network, a disk (or a switch-in from an
-    /// idle CPU with no wake-up record: this kernel drops those raised in
-    /// the idle task's context).
-    Interrupt,
-    /// No wake-up was seen.
-    Unknown,
-}
-
-/// What a thread did during a segment.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum What {
-    Running,
-    Runnable,
-    /// Waiting; the waker once known.
-    Blocked(Option<Waker>),
-    /// Exited.
-    Gone,
-}
-
-/// The stacks taken at a wake-up (kernel, user stack ids; 0: none): the
-/// waker's — its release site, the unlock or write that ended a wait — or,
-/// for an interrupt's, the interrupt's kernel path (which device).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct WakeStacks {
-    pub kernel: u32,
-    pub user: u32,
-}
-
-impl WakeStacks {
-    fn is_empty(self) -> bool {
-        self.kernel == 0 && self.user == 0
-    }
-}
-
-/// A stack id as a timeline keeps it (ids beyond `u32` — never seen: they
-/// count distinct stacks — read as none).
-fn id32(id: u64) -> u32 {
-    u32::try_from(id).unwrap_or(0)
-}
-
-/// One piece of a thread's timeline. A running segment's stacks are the
-/// switch-out's that ended it; a wait's, the switch-out's that began it,
-/// and `woke` the wake-up's that ended it.
-#[derive(Debug, Clone, Copy)]
-struct Segment {
-    start: u64,
-    /// `u64::MAX` while open.
-    end: u64,
-    what: What,
-    kernel: u32,
-    user: u32,
-    node: u64,
-    woke: WakeStacks,
-    /// A wait's system call's first argument (a futex's address), 0: none.
-    arg: u64,
-}
-
-impl Segment {
-    fn open(start: u64, what: What) -> Self {
-        Segment {
-            start,
-            end: u64::MAX,
-            what,
-            kernel: 0,
-            user: 0,
-            node: 0,
-            woke: WakeStacks::default(),
-            arg: 0,
-        }
-    }
-}
-
-/// Idle charged to a wait that has no waker yet.
-#[derive(Debug, Clone, Copy)]
-struct Piece {
-    /// When the wait began (the switch-out).
-    out: u64,
-    /// The idle instants: [start, end), and how much idle they are (more
-    /// than `end - start` never; less where a window cut it).
-    start: u64,
-    end: u64,
-    idle_ns: u64,
-    /// A flight-recorder wait containing `out` went on after the OS wait
-    /// that ended (spurious wake-ups): the last OS wait's waker and wake
-    /// time so far, and the flight-recorder wait's end.
-    last: Option<(Waker, u64)>,
-    jfr_end: u64,
-}
-
-/// One thread's recent life.
-#[derive(Debug)]
-struct Line {
-    segments: VecDeque<Segment>,
-    current: Segment,
-    /// Before this, nothing is known of the thread (its first dispatch, or
-    /// where pruning dropped its history).
-    known_from: u64,
-    /// Idle charged to its open wait (or to a flight-recorder wait that
-    /// goes on), waiting for the waker.
-    pieces: Vec<Piece>,
-    /// Roots in its open running segment, waiting for the switch-out's
-    /// stacks.
-    pending: Vec<Pending>,
-    /// What ended its last wait.
-    last_waker: Option<Waker>,
-    /// Its current run began on an idle CPU after an interrupt's wake-up
-    /// (its own timer) and no wake-up was raised on its time since: the idle it
-    /// leaves behind is the idle it interrupted (a housekeeping thread's
-    /// periodic tick, a timed park that found the lock still taken).
-    incidental: bool,
-    /// When its last run ended, and whether that run was incidental.
-    last_run: Option<(u64, bool)>,
-}
-
-/// A root in a running segment not yet ended: (chain id, idle ns, the
-/// wake-up stacks that go with it).
-type Pending = (u32, u64, Extra);
-
-/// What a root's idle carries besides its key: the root thread's release
-/// site (its stacks at the wake-up by which it ended the previous link's
-/// wait) and, for a device's root, the interrupt's kernel stack at the
-/// wake-up that ended its wait.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Extra {
-    pub release: WakeStacks,
-    pub irq: u64,
-}
-
-/// The wake-up stacks seen at one root's idle, with the idle they go with
-/// (at most [`MAX_EXTRAS`] distinct of each kind).
-#[derive(Debug, Default)]
-pub(crate) struct Extras {
-    pub release: Vec<(WakeStacks, u64)>,
-    pub irq: Vec<(u64, u64)>,
-}
-
-/// Distinct release sites (and interrupt stacks) kept per root.
-const MAX_EXTRAS: usize = 32;
-
-impl Extras {
-    fn add(&mut self, e: Extra, ns: u64) {
-        fn bump<K: PartialEq>(v: &mut Vec<(K, u64)>, k: K, ns: u64) {
-            if let Some(x) = v.iter_mut().find(|(x, _)| *x == k) {
-                x.1 = x.1.saturating_add(ns);
-            } else if v.len() < MAX_EXTRAS {
-                v.push((k, ns));
-            }
-        }
-        if !e.release.is_empty() {
-            bump(&mut self.release, e.release, ns);
-        }
-        if e.irq != 0 {
-            bump(&mut self.irq, e.irq, ns);
-        }
-    }
-}
-
-impl Line {
-    fn new(time: u64, what: What) -> Self {
-        Line {
-            segments: VecDeque::new(),
-            current: Segment::open(time, what),
-            known_from: time,
-            pieces: Vec::new(),
-            pending: Vec::new(),
-            last_waker: None,
-            incidental: false,
-            last_run: None,
-        }
-    }
-
-    /// Closes the current segment at `time` and opens `what`.
-    fn switch(&mut self, time: u64, what: What) {
-        let mut closed = self.current;
-        closed.end = time.max(closed.start);
-        if closed.end > closed.start || matches!(closed.what, What::Blocked(_)) {
-            if self.segments.len() >= MAX_SEGMENTS {
-                if let Some(s) = self.segments.pop_front() {
-                    self.known_from = s.end;
-                }
-            }
-            self.segments.push_back(closed);
-        }
-        self.current = Segment::open(time, what);
-    }
-
-    /// The wait that began at `out`: the current segment or a closed one.
-    fn wait_from(&self, out: u64) -> Option<&Segment> {
-        if self.current.start == out && matches!(self.current.what, What::Blocked(_)) {
-            return Some(&self.current);
-        }
-        // Usually one of the last few.
-        if let Some(s) = self
-            .segments
-            .iter()
-            .rev()
-            .take(4)
-            .find(|s| s.start == out && matches!(s.what, What::Blocked(_)))
-        {
-            return Some(s);
-        }
-        let i = self.segments.partition_point(|s| s.start < out);
-        (i.saturating_sub(1)..(i + 1).min(self.segments.len()))
-            .rev()
-            .map(|i| &self.segments[i])
-            .find(|s| s.start == out && matches!(s.what, What::Blocked(_)))
-    }
-}
-
-/// What a chain ends in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RootKind {
-    /// A thread's code: on a CPU while the others waited for it.
-    Path,
-    /// A wait that a device ended (a timer, the network, a disk): the
-    /// root's frames are that wait's.
-    Device,
-    /// The thread the others waited for was runnable, waiting for a CPU.
-    Contention,
-    /// The chain ends where nothing says more: no wake-up seen, a thread
-    /// still waiting when the recording ended, history dropped, a cycle.
-    Unknown,
-}
-
-/// One root with the chain that led to it: the links are the waits from
-/// the victim's (first) to the one before the root.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct RootKey {
-    pub kind: RootKind,
-    /// The root's path: the running thread's, the device-ended wait's, the
-    /// runnable or unknown thread's.
-    pub path: RowKey,
-    /// The links, interned ([`Chains`]).
-    pub links: u32,
-}
-
-/// The distinct chains (links, victims first), interned: a root's key
-/// carries an id, so that counting a root allocates nothing.
-#[derive(Debug, Default)]
-pub(crate) struct Chains {
-    ids: FxHashMap<Box<[RowKey]>, u32>,
-    list: Vec<Box<[RowKey]>>,
-}
-
-impl Chains {
-    /// The id of `links`.
-    fn id(&mut self, links: &[RowKey]) -> u32 {
-        if let Some(&i) = self.ids.get(links) {
-            return i;
-        }
-        let i = self.list.len() as u32;
-        self.list.push(links.into());
-        self.ids.insert(links.into(), i);
-        i
-    }
-
-    /// The links of chain `id`.
-    pub(crate) fn get(&self, id: u32) -> &[RowKey] {
-        self.list.get(id as usize).map_or(&[], |l| l)
-    }
-}
-
-/// A walk's leaf before scaling.
-#[derive(Debug, Clone, Copy)]
-enum Leaf {
-    Root(RootKey),
-    /// In the waker's running segment that is still open (thread, chain
-    /// id): named when it ends.
-    OpenRun(u32, u32),
-}
-
-/// A walk's leaf with its idle (before scaling) and wake-up stacks.
-type Out = (Leaf, u64, Extra);
 
 /// What one pass collects for the blame chains.
 #[derive(Debug, Default)]
@@ -694,23 +417,14 @@ impl BlameAcc {
                 let (kind, key) = match self.lines.get(&tid) {
                     Some(l) if state == PrevState::Preempted || state == PrevState::Dead => {
                         let s = l.segments.iter().rev().find(|s| s.end == out);
-                        (RootKind::Path, Self::key_of(java, tid, s, out))
+                        (RootKind::Path, key_of(java, tid, s, out))
                     }
-                    _ => (RootKind::Unknown, Self::key_of(java, tid, None, out)),
+                    _ => (RootKind::Unknown, key_of(java, tid, None, out)),
                 };
                 let none = self.chains.id(&[]);
                 self.add_root(kind, key, none, idle_ns);
             }
         }
-    }
-
-    fn key_of(java: &JavaWaits, tid: u32, s: Option<&Segment>, at: u64) -> RowKey {
-        let (stacks, node) = s.map_or(((0, 0), 0), |s| ((s.kernel.into(), s.user.into()), s.node));
-        let wait = java.wait_at(tid, at);
-        RowKey::new(tid, stacks, node, wait.map(|w| (w, java.wait_group(w)))).with_addr(
-            s.filter(|s| matches!(s.what, What::Blocked(_)))
-                .map_or(0, |s| s.arg),
-        )
     }
 
     fn add_root(&mut self, kind: RootKind, path: RowKey, links: u32, ns: u64) {
@@ -739,7 +453,7 @@ impl BlameAcc {
                 .rev()
                 .find(|s| s.end == woken && matches!(s.what, What::Blocked(Some(_))))
                 .map_or_else(WakeStacks::default, |s| s.woke);
-            (Self::key_of(java, tid, line.wait_from(p.out), p.out), woke)
+            (key_of(java, tid, line.wait_from(p.out), p.out), woke)
         };
         // The idle instants inside the wait; idle that went on after the
         // wait ended (or a piece that came after it) weighs the whole wait.
@@ -825,7 +539,7 @@ impl BlameAcc {
                 .lines
                 .get(&tid)
                 .and_then(|l| l.segments.iter().rev().find(|s| s.end == time));
-            Self::key_of(java, tid, s, time)
+            key_of(java, tid, s, time)
         };
         for (links, ns, extra) in pending {
             let k = RootKey {
@@ -873,7 +587,7 @@ impl BlameAcc {
                 open.push((tid, p));
             }
             for (links, ns, extra) in std::mem::take(&mut l.pending) {
-                let key = Self::key_of(java, tid, None, stop);
+                let key = key_of(java, tid, None, stop);
                 let k = RootKey {
                     kind: RootKind::Path,
                     path: key,
@@ -889,162 +603,11 @@ impl BlameAcc {
             if p.last.is_some() {
                 self.resolve(tid, p, java);
             } else {
-                let key = Self::key_of(java, tid, self.lines[&tid].wait_from(p.out), p.out);
+                let key = key_of(java, tid, self.lines[&tid].wait_from(p.out), p.out);
                 let none = self.chains.id(&[]);
                 self.add_root(RootKind::Unknown, key, none, p.idle_ns);
             }
         }
-    }
-}
-
-/// `ns * num / den` without overflow.
-fn scale(ns: u64, num: u64, den: u64) -> u64 {
-    (u128::from(ns) * u128::from(num) / u128::from(den.max(1))) as u64
-}
-
-/// One walk down a wait chain, over the timelines as they are.
-struct Walk<'a> {
-    lines: &'a FxHashMap<u32, Line>,
-    chains: &'a mut Chains,
-    java: &'a JavaWaits,
-    out: Vec<Out>,
-    /// The waits followed so far, the victim's first.
-    links: Vec<RowKey>,
-    visited: Vec<u32>,
-    budget: u32,
-    /// Time the budget or the depth cut, ns.
-    cut: u64,
-    /// The current thread's release site: its stacks at the wake-up that
-    /// ended the last link's wait.
-    release: WakeStacks,
-}
-
-impl Walk<'_> {
-    /// The last link as the root, the others as its chain; `irq` the
-    /// interrupt's stack that ended its wait.
-    fn end_here(&mut self, kind: RootKind, ns: u64, irq: u64) {
-        let (path, links) = self
-            .links
-            .split_last()
-            .expect("a walk starts with the victim's wait");
-        let links = self.chains.id(links);
-        let extra = Extra {
-            release: self.release,
-            irq,
-        };
-        self.out.push((
-            Leaf::Root(RootKey {
-                kind,
-                path: *path,
-                links,
-            }),
-            ns,
-            extra,
-        ));
-    }
-
-    fn root(&mut self, kind: RootKind, path: RowKey, ns: u64) {
-        let links = self.chains.id(&self.links);
-        let extra = Extra {
-            release: self.release,
-            irq: 0,
-        };
-        self.out
-            .push((Leaf::Root(RootKey { kind, path, links }), ns, extra));
-    }
-
-    /// What the last link waited for over `[a, b)`: its waker, whose
-    /// wake-up that ended the wait took stacks `woke`.
-    fn waker(&mut self, waker: Waker, a: u64, b: u64, woke: WakeStacks) {
-        if b <= a {
-            return;
-        }
-        match waker {
-            Waker::Interrupt => self.end_here(RootKind::Device, b - a, woke.kernel.into()),
-            Waker::Unknown => self.end_here(RootKind::Unknown, b - a, 0),
-            Waker::Thread(x) => {
-                let outer = std::mem::replace(&mut self.release, woke);
-                self.thread(x, a, b);
-                self.release = outer;
-            }
-        }
-    }
-
-    /// What thread `x` did over `[a, b)`.
-    fn thread(&mut self, x: u32, a: u64, b: u64) {
-        if self.visited.contains(&x) || self.links.len() >= MAX_DEPTH || self.budget == 0 {
-            if !self.visited.contains(&x) {
-                self.cut = self.cut.saturating_add(b - a);
-            }
-            self.end_here(RootKind::Unknown, b - a, 0);
-            return;
-        }
-        let java = self.java;
-        let Some(line) = self.lines.get(&x) else {
-            let key = BlameAcc::key_of(java, x, None, a);
-            self.root(RootKind::Unknown, key, b - a);
-            return;
-        };
-        self.visited.push(x);
-        let mut at = a;
-        let first = line.segments.partition_point(|s| s.end <= a);
-        for s in line
-            .segments
-            .range(first..)
-            .chain(std::iter::once(&line.current))
-        {
-            if at >= b {
-                break;
-            }
-            let (from, to) = (s.start.max(at), s.end.min(b));
-            if to <= from {
-                continue;
-            }
-            if from > at {
-                // Nothing known of the thread before: history dropped.
-                let key = BlameAcc::key_of(java, x, None, at);
-                self.root(RootKind::Unknown, key, from - at);
-            }
-            self.budget = self.budget.saturating_sub(1);
-            let open = s.end == u64::MAX;
-            match s.what {
-                What::Running if open => {
-                    let links = self.chains.id(&self.links);
-                    let extra = Extra {
-                        release: self.release,
-                        irq: 0,
-                    };
-                    self.out.push((Leaf::OpenRun(x, links), to - from, extra));
-                }
-                What::Running => {
-                    let key = BlameAcc::key_of(java, x, Some(s), s.end);
-                    self.root(RootKind::Path, key, to - from);
-                }
-                What::Runnable => {
-                    let key = BlameAcc::key_of(java, x, None, from);
-                    self.root(RootKind::Contention, key, to - from);
-                }
-                What::Blocked(w) => {
-                    let key = BlameAcc::key_of(java, x, Some(s), s.start);
-                    self.links.push(key);
-                    match w {
-                        Some(w) => self.waker(w, from, to, s.woke),
-                        None => self.end_here(RootKind::Unknown, to - from, 0),
-                    }
-                    self.links.pop();
-                }
-                What::Gone => {
-                    let key = BlameAcc::key_of(java, x, None, from);
-                    self.root(RootKind::Unknown, key, to - from);
-                }
-            }
-            at = to;
-        }
-        if at < b {
-            let key = BlameAcc::key_of(java, x, None, at);
-            self.root(RootKind::Unknown, key, b - at);
-        }
-        self.visited.pop();
     }
 }
 
