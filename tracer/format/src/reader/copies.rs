@@ -44,7 +44,7 @@ impl Copies {
     /// Decodes a stack copy of kind `k` (`STACK_COPY`, `STACK_COPY_DELTA`,
     /// `WAKE_STACK_COPY`, `WAKE_STACK_COPY_DELTA`) after its time, with its
     /// bytes rebuilt and owned.
-    #[inline]
+    #[inline(always)]
     pub(super) fn read(
         &mut self,
         k: u8,

@@ -8,6 +8,10 @@
 //! [`crate::Writer`] wrote them, advances the time-delta chain (`last_time`)
 //! exactly once for a timed kind, and turns every bad byte into a
 //! [`FormatError`] carrying the record's offset — never a panic.
+//!
+//! The decoders of the frequent binary kinds are `#[inline(always)]`: they
+//! were one body with [`super::Reader::next_record`], the hot path of every
+//! report, and stay so once compiled.
 
 use serde::de::DeserializeOwned;
 
@@ -18,7 +22,7 @@ use crate::record::{
 use crate::{kind, FormatError};
 
 /// Decodes a `DISPATCH` or `DISPATCH_TAGGED` (kind `k`) payload.
-#[inline]
+#[inline(always)]
 pub(super) fn dispatch(
     k: u8,
     p: &mut Payload<'_>,
@@ -54,7 +58,7 @@ pub(super) fn dispatch(
 }
 
 /// Decodes a `WAKEUP` payload.
-#[inline]
+#[inline(always)]
 pub(super) fn wakeup(p: &mut Payload<'_>, last_time: &mut u64) -> Result<Wakeup, FormatError> {
     Ok(Wakeup {
         time: p.time(last_time)?,
@@ -91,7 +95,7 @@ pub(super) fn thread(time: u64, p: &mut Payload<'_>) -> Result<ThreadInfo, Forma
 }
 
 /// Decodes an `EXIT` payload after its time.
-#[inline]
+#[inline(always)]
 pub(super) fn exit(time: u64, p: &mut Payload<'_>) -> Result<ThreadExit, FormatError> {
     Ok(ThreadExit {
         time,
@@ -101,7 +105,7 @@ pub(super) fn exit(time: u64, p: &mut Payload<'_>) -> Result<ThreadExit, FormatE
 }
 
 /// Decodes a `LOST` payload.
-#[inline]
+#[inline(always)]
 pub(super) fn lost(p: &mut Payload<'_>, last_time: &mut u64) -> Result<Lost, FormatError> {
     Ok(Lost {
         time: p.time(last_time)?,
@@ -112,7 +116,6 @@ pub(super) fn lost(p: &mut Payload<'_>, last_time: &mut u64) -> Result<Lost, For
 
 /// Decodes the payload of a record naming a stack (`SWITCH_STACK`,
 /// `SWITCH_USER_STACK`, `WAKE_STACK`, `WAKE_USER_STACK`).
-#[inline]
 pub(super) fn stack_ref(
     p: &mut Payload<'_>,
     last_time: &mut u64,
@@ -126,7 +129,7 @@ pub(super) fn stack_ref(
 }
 
 /// Decodes a `SWITCH_ARG` payload.
-#[inline]
+#[inline(always)]
 pub(super) fn switch_arg(
     p: &mut Payload<'_>,
     last_time: &mut u64,
