@@ -14,21 +14,31 @@
 //! leaves `<path>.partial` readable up to its last complete record (the
 //! reader's [`idleflow_format::Reader::next_complete_record`]); dropped
 //! before `finish`, the recorder flushes and keeps that file.
+//!
+//! Opening the events lives in `recorder/open.rs`, reading each drained
+//! round into the merge in `recorder/round.rs`; this file keeps the
+//! recorder's state and the rest of its life cycle (writing what the merge
+//! releases, stopping, finishing).
 
 use std::fs::File;
 use std::io::BufWriter;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
+mod open;
+mod round;
+
+pub use open::{IRQ_WAKE_FILTER, TASK_WAKE_FILTER};
+
 use crate::drain::{Drain, Round};
-use crate::join::{Joiner, SwitchSamples, SWITCH_SAMPLE_FILTER, WAIT_SAMPLE_FILTER};
+use crate::join::Joiner;
 use crate::merge::Merge;
 use crate::names::{TaskEvent, ThreadNames};
-use crate::parse::{parse, Layout, PerfRecord, UserStackCopy};
+use crate::parse::{Layout, UserStackCopy};
 use crate::procfs;
-use crate::ring::{page_size, read_records, Ring};
-use crate::sys::{self, EventSpec, PerfEvent, SysError};
-use crate::tracefs::{self, TracefsError, Tracepoint};
+use crate::ring::Ring;
+use crate::sys::{self, PerfEvent, SysError};
+use crate::tracefs::TracefsError;
 use crate::workarea::LiveWorkArea;
 use idleflow_format::{kind, tree};
 use idleflow_format::{
@@ -150,22 +160,6 @@ impl Default for RecordOptions {
     }
 }
 
-/// A tracefs error, or the privilege error it really is (mounting or
-/// reading tracefs is refused to unprivileged users).
-fn privilege_or(e: TracefsError) -> RecorderError {
-    let denied = match &e {
-        TracefsError::Mount { source, .. } | TracefsError::Read { source, .. } => {
-            matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES))
-        }
-        TracefsError::Format { .. } => false,
-    };
-    if denied {
-        RecorderError::Privilege(Box::new(e))
-    } else {
-        e.into()
-    }
-}
-
 struct CpuRing {
     cpu: u32,
     joiner: Joiner,
@@ -216,80 +210,6 @@ enum Merged {
     Exit(ThreadExit),
     Lost(Lost),
     Task(Box<TaskEvent>),
-}
-
-/// The filter of the `sched_waking` event that takes the interrupt's
-/// kernel stack: wake-ups raised in a hard or soft interrupt or an NMI
-/// (`TRACE_FLAG_HARDIRQ` 0x08, `SOFTIRQ` 0x10, `NMI` 0x40).
-pub const IRQ_WAKE_FILTER: &str = "common_flags & 0x58";
-
-/// The filter of the `sched_waking` events of thread-context wake-ups
-/// (the complement of [`IRQ_WAKE_FILTER`]).
-pub const TASK_WAKE_FILTER: &str = "!(common_flags & 0x58)";
-
-/// One wake-up event to open on each CPU: its spec (`wakeup_bytes` set by
-/// the caller), its filter, and its name for errors.
-type WakeEvent = (EventSpec, Option<&'static str>, &'static str);
-
-/// A `sched_waking` or `sched_wakeup_new` event of one sample per event.
-fn wake_spec(id: u64) -> EventSpec {
-    EventSpec {
-        tracepoint_id: id,
-        switch_records: false,
-        task_records: false,
-        wakeup_bytes: 0,
-        kernel_callchain: false,
-        user_stack_bytes: 0,
-        mmap_records: false,
-        sample_period: 1,
-    }
-}
-
-/// Every wake-up, without stacks.
-fn plain_wake_events(waking: u64, new: u64) -> Vec<WakeEvent> {
-    vec![
-        (wake_spec(waking), None, "sched:sched_waking"),
-        (wake_spec(new), None, "sched:sched_wakeup_new"),
-    ]
-}
-
-/// The wake-up events `options` ask for. With waker stacks: every
-/// wake-up plainly, and one in `waker_sample_period` (per CPU) again with
-/// stacks — an interrupt's with the kernel's (which device), a thread's
-/// with the waker's kernel and user stacks; the recorder joins the two
-/// samples of one wake-up. Sampling every one, the two stack events alone
-/// (their filters are disjoint).
-fn wake_events(options: &RecordOptions, waking: u64, new: u64) -> Vec<WakeEvent> {
-    let user = options.waker_stack_bytes.min(options.user_stack_bytes) & !7;
-    if !options.waker_stacks || (!options.kernel_stacks && user == 0) {
-        return plain_wake_events(waking, new);
-    }
-    let period = u64::from(options.waker_sample_period.max(1));
-    let mut v = Vec::new();
-    if period > 1 {
-        v.push((wake_spec(waking), None, "sched:sched_waking"));
-    }
-    v.push((
-        EventSpec {
-            kernel_callchain: options.kernel_stacks,
-            sample_period: period,
-            ..wake_spec(waking)
-        },
-        Some(IRQ_WAKE_FILTER),
-        "sched:sched_waking (interrupt stacks)",
-    ));
-    v.push((
-        EventSpec {
-            kernel_callchain: options.kernel_stacks,
-            user_stack_bytes: user,
-            sample_period: period,
-            ..wake_spec(waking)
-        },
-        Some(TASK_WAKE_FILTER),
-        "sched:sched_waking (waker stacks)",
-    ));
-    v.push((wake_spec(new), None, "sched:sched_wakeup_new"));
-    v
 }
 
 /// A recording in progress. See the module documentation.
@@ -344,196 +264,6 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
-    /// Opens the scheduler events and maps one ring per online CPU. Needs
-    /// root or CAP_PERFMON; nothing is recorded until [`Recorder::enable`].
-    pub fn open(options: &RecordOptions) -> Result<Self, RecorderError> {
-        let page = page_size();
-        let rb = options.ring_bytes;
-        if rb < page || !(rb / page).is_power_of_two() || !rb.is_multiple_of(page) {
-            return Err(RecorderError::RingSize(rb));
-        }
-        let tracefs = tracefs::find_or_mount().map_err(privilege_or)?;
-        let load = |name| Tracepoint::load(&tracefs, "sched", name).map_err(privilege_or);
-        let switch = load("sched_switch")?;
-        // `sched_waking`, not `sched_wakeup`: it runs in the waker's
-        // context (the kernel may raise `sched_wakeup` on the wakee's CPU,
-        // in whatever ran there), and its flags say whether an interrupt
-        // raised it.
-        let wakeup = load("sched_waking")?;
-        let wakeup_new = load("sched_wakeup_new")?;
-        let mut layout = Layout::new(&switch, &wakeup, &wakeup_new)?;
-        layout.user_stacks = options.user_stack_bytes > 0;
-        let cpus = procfs::online_cpus().map_err(|source| RecorderError::Io {
-            what: "reading",
-            path: "/sys/devices/system/cpu/online".into(),
-            source,
-        })?;
-        let priv_err = |e: SysError| {
-            if e.is_permission() {
-                RecorderError::Privilege(Box::new(e))
-            } else {
-                RecorderError::Sys(e)
-            }
-        };
-        let wakeup_bytes = (rb / 2) as u32;
-        let mut events = Vec::new();
-        let mut ring_owner = Vec::new();
-        let mut rings = Vec::new();
-        let mut mapped = Vec::new();
-        // Whether every CPU's sleeps are sampled by the second event (a
-        // kernel that refused the main filter samples them all).
-        let mut sleeps_sampled = options.stacks_at_waits;
-        for &cpu in &cpus {
-            let main = PerfEvent::open_cpu_wide(
-                &EventSpec {
-                    tracepoint_id: switch.id,
-                    switch_records: true,
-                    task_records: true,
-                    wakeup_bytes,
-                    kernel_callchain: options.kernel_stacks,
-                    user_stack_bytes: options.user_stack_bytes,
-                    mmap_records: options.user_stack_bytes > 0,
-                    sample_period: 1,
-                },
-                cpu,
-                &switch.name,
-            )
-            .map_err(priv_err)?;
-            // A kernel that refuses the filter writes every sample: the
-            // joiner then reads each state from its sample, as before.
-            // With stacks, the switches that leave the CPU idle are sampled
-            // too (their state is then read from the sample).
-            let filter = if options.kernel_stacks || options.user_stack_bytes > 0 {
-                format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0")
-            } else {
-                SWITCH_SAMPLE_FILTER.to_string()
-            };
-            let samples = if options.all_switch_samples || main.set_filter(&filter).is_err() {
-                SwitchSamples::All
-            } else {
-                SwitchSamples::Filtered
-            };
-            let ring = Ring::map(&main, rb)?;
-            sleeps_sampled &= samples == SwitchSamples::Filtered;
-            if options.stacks_at_waits && samples == SwitchSamples::Filtered {
-                // The interruptible sleeps (state 1) the main event leaves
-                // out, every `wait_sample_period`th: a second event on the
-                // same tracepoint, into the same ring, whose filter is
-                // disjoint from the main one's, so the joiner never sees
-                // two samples of one switch.
-                let waits = PerfEvent::open_cpu_wide(
-                    &EventSpec {
-                        tracepoint_id: switch.id,
-                        switch_records: false,
-                        task_records: false,
-                        wakeup_bytes,
-                        kernel_callchain: options.kernel_stacks,
-                        user_stack_bytes: options.user_stack_bytes,
-                        mmap_records: false,
-                        sample_period: u64::from(options.wait_sample_period.max(1)),
-                    },
-                    cpu,
-                    &switch.name,
-                )
-                .map_err(priv_err)?;
-                waits
-                    .set_filter(WAIT_SAMPLE_FILTER)
-                    .map_err(RecorderError::Sys)?;
-                waits.set_output(&main)?;
-                events.push(waits);
-            }
-            let wake_events = wake_events(options, wakeup.id, wakeup_new.id);
-            // A kernel that refuses the filters records every wake-up
-            // plainly, as before: the filtered events are opened as a set.
-            let mut opened = Vec::new();
-            for (spec, filter, what) in &wake_events {
-                let ev = PerfEvent::open_cpu_wide(
-                    &EventSpec {
-                        wakeup_bytes,
-                        ..*spec
-                    },
-                    cpu,
-                    what,
-                )
-                .map_err(priv_err)?;
-                if let Some(f) = filter {
-                    if ev.set_filter(f).is_err() {
-                        opened.clear();
-                        break;
-                    }
-                }
-                opened.push(ev);
-            }
-            if opened.len() != wake_events.len() {
-                for (spec, _, what) in plain_wake_events(wakeup.id, wakeup_new.id) {
-                    let ev = PerfEvent::open_cpu_wide(
-                        &EventSpec {
-                            wakeup_bytes,
-                            ..spec
-                        },
-                        cpu,
-                        what,
-                    )
-                    .map_err(priv_err)?;
-                    opened.push(ev);
-                }
-            }
-            for ev in opened {
-                ev.set_output(&main)?;
-                events.push(ev);
-            }
-            ring_owner.push(events.len());
-            events.push(main);
-            mapped.push(ring);
-            rings.push(CpuRing {
-                cpu,
-                joiner: Joiner::new(cpu, samples),
-                lost: 0,
-                stack: None,
-                last_wake: None,
-            });
-        }
-        Ok(Recorder {
-            cpus,
-            layout,
-            ring_bytes: rb,
-            events,
-            ring_owner,
-            rings,
-            mapped,
-            drain_priority: options.drain_priority,
-            drain: None,
-            merge: Merge::default(),
-            names: ThreadNames::default(),
-            start_ns: 0,
-            start_unix_ns: 0,
-            proc_stat_start: Vec::new(),
-            last_round_start: 0,
-            summary: RunSummary::default(),
-            output: None,
-            work_area: None,
-            tree_dir: None,
-            java_waits: false,
-            renamed: Vec::new(),
-            stop_ns: None,
-            kernel_stacks: FxHashMap::default(),
-            blocking: Vec::new(),
-            user_stacks: options.user_stack_bytes > 0,
-            wait_sample_period: if sleeps_sampled {
-                options.wait_sample_period.max(1)
-            } else {
-                1
-            },
-            stacks: if !options.kernel_stacks && options.user_stack_bytes == 0 {
-                ""
-            } else if options.stacks_at_waits {
-                "waits"
-            } else {
-                "idle"
-            },
-        })
-    }
-
     /// The CPUs recorded.
     pub fn cpus(&self) -> &[u32] {
         &self.cpus
@@ -742,222 +472,6 @@ impl Recorder {
             }
         }
         Ok(())
-    }
-
-    /// Reads the records of one drained round.
-    fn read_round(&mut self, round: &Round) {
-        if let Some(wa) = self.work_area.as_mut() {
-            wa.refresh(sys::monotonic_ns());
-        }
-        let work_area = self.work_area.as_ref();
-        let layout = &self.layout;
-        let merge = &mut self.merge;
-        let summary = &mut self.summary;
-        let renamed = &mut self.renamed;
-        let blocking = &mut self.blocking;
-        let kernel_stacks = &mut self.kernel_stacks;
-        let own_pid = std::process::id();
-        let mut scratch = Vec::new();
-        for (slot, bytes) in round.chunks() {
-            let Some(r) = self.rings.get_mut(slot) else {
-                continue;
-            };
-            let CpuRing {
-                cpu,
-                joiner,
-                lost,
-                stack,
-                last_wake,
-            } = r;
-            let cpu = *cpu;
-            read_records(bytes, 0, bytes.len() as u64, &mut scratch, |bytes| {
-                let Some(rec) = parse(bytes, layout) else {
-                    summary.undecodable += 1;
-                    return;
-                };
-                joiner.feed(&rec, &mut |mut d| {
-                    if let Some(wa) = work_area {
-                        wa.tag(&mut d, summary);
-                    }
-                    merge.push(slot, d.time, Merged::Dispatch(d));
-                    let Some(st) =
-                        stack.take_if(|st| st.prev == d.prev_tid && st.next == d.next_tid)
-                    else {
-                        return;
-                    };
-                    if let Some(ips) = st.kernel {
-                        let id = intern_kernel_stack(kernel_stacks, merge, slot, d.time, ips);
-                        merge.push(
-                            slot,
-                            d.time,
-                            Merged::SwitchStack(SwitchStack {
-                                time: d.time,
-                                cpu: d.cpu,
-                                tid: d.prev_tid,
-                                stack: id,
-                            }),
-                        );
-                    }
-                    // idleflow's own threads are never a cause: their
-                    // copies are not kept.
-                    if let Some(u) = st.user.filter(|_| st.pid != own_pid) {
-                        merge.push(
-                            slot,
-                            d.time,
-                            Merged::SwitchArg(SwitchArg {
-                                time: d.time,
-                                cpu: d.cpu,
-                                tid: d.prev_tid,
-                                arg: u.di,
-                            }),
-                        );
-                        merge.push(
-                            slot,
-                            d.time,
-                            Merged::StackCopy(Box::new(stack_copy(
-                                d.time, d.cpu, d.prev_tid, st.pid, *u, false,
-                            ))),
-                        );
-                    }
-                });
-                match rec {
-                    PerfRecord::SchedSwitch {
-                        id,
-                        prev_tid,
-                        next_tid,
-                        kernel_stack,
-                        user_stack,
-                        ..
-                    } if kernel_stack.is_some() || user_stack.is_some() => {
-                        *stack = Some(SampledStacks {
-                            prev: prev_tid,
-                            next: next_tid,
-                            pid: id.pid,
-                            kernel: kernel_stack,
-                            user: user_stack,
-                        })
-                    }
-                    // Written in the leaving task's context: its process.
-                    PerfRecord::Switch {
-                        id,
-                        out: true,
-                        preempt: false,
-                        ..
-                    } if !blocking.is_empty() => {
-                        if let Some(c) = blocking.iter_mut().find(|c| c.0 == id.pid) {
-                            c.1 += 1;
-                        }
-                    }
-                    PerfRecord::Mmap(m) => merge.push(slot, m.time, Merged::Module(m)),
-                    PerfRecord::Wakeup {
-                        id,
-                        wakee_tid,
-                        target_cpu,
-                        new_thread,
-                        context,
-                        kernel_stack,
-                        user_stack,
-                    } => {
-                        let key = (id.time, id.tid, wakee_tid);
-                        if *last_wake != Some(key) {
-                            *last_wake = Some(key);
-                            merge.push(
-                                slot,
-                                id.time,
-                                Merged::Wakeup(Wakeup {
-                                    time: id.time,
-                                    cpu,
-                                    waker_tid: id.tid,
-                                    wakee_tid,
-                                    target_cpu,
-                                    new_thread,
-                                    context,
-                                }),
-                            );
-                        }
-                        if let Some(ips) = kernel_stack {
-                            let stack =
-                                intern_kernel_stack(kernel_stacks, merge, slot, id.time, ips);
-                            merge.push(
-                                slot,
-                                id.time,
-                                Merged::WakeStack(SwitchStack {
-                                    time: id.time,
-                                    cpu,
-                                    tid: id.tid,
-                                    stack,
-                                }),
-                            );
-                        }
-                        // idleflow's own threads are never a cause.
-                        if let Some(u) = user_stack.filter(|_| id.pid != own_pid) {
-                            merge.push(
-                                slot,
-                                id.time,
-                                Merged::StackCopy(Box::new(stack_copy(
-                                    id.time, cpu, id.tid, id.pid, *u, true,
-                                ))),
-                            );
-                        }
-                    }
-                    PerfRecord::Comm { id, pid, tid, comm } => {
-                        // Bounded for a caller that never asks.
-                        if pid == tid && renamed.len() < 1 << 16 {
-                            renamed.push(pid);
-                        }
-                        merge.push(
-                            slot,
-                            id.time,
-                            Merged::Task(Box::new(TaskEvent::Comm {
-                                time: id.time,
-                                pid,
-                                tid,
-                                comm,
-                            })),
-                        )
-                    }
-                    PerfRecord::Fork {
-                        id,
-                        pid,
-                        ppid,
-                        tid,
-                        ptid,
-                    } => merge.push(
-                        slot,
-                        id.time,
-                        Merged::Task(Box::new(TaskEvent::Fork {
-                            time: id.time,
-                            pid,
-                            ppid,
-                            tid,
-                            ptid,
-                        })),
-                    ),
-                    PerfRecord::Exit { id, pid, tid } => merge.push(
-                        slot,
-                        id.time,
-                        Merged::Exit(ThreadExit {
-                            time: id.time,
-                            tid,
-                            pid,
-                        }),
-                    ),
-                    PerfRecord::Lost { id, count } => {
-                        *lost += count;
-                        merge.push(
-                            slot,
-                            id.time,
-                            Merged::Lost(Lost {
-                                time: id.time,
-                                cpu,
-                                count,
-                            }),
-                        );
-                    }
-                    _ => {}
-                }
-            });
-        }
     }
 
     fn release(&mut self, watermark: u64) -> Result<(), RecorderError> {
@@ -1228,61 +742,6 @@ impl Recorder {
         // its last complete record.
         result?;
         Ok((out.path, summary))
-    }
-}
-
-/// The id of kernel stack `ips`, interned: a new stack's `KERNEL_STACK`
-/// goes into the merge first, at `time`.
-fn intern_kernel_stack(
-    stacks: &mut FxHashMap<Box<[u64]>, u64>,
-    merge: &mut Merge<Merged>,
-    slot: usize,
-    time: u64,
-    ips: Box<[u64]>,
-) -> u64 {
-    let next_id = stacks.len() as u64 + 1;
-    *stacks.entry(ips).or_insert_with_key(|ips| {
-        merge.push(
-            slot,
-            time,
-            Merged::KernelStack(Box::new(KernelStack {
-                id: next_id,
-                ips: ips.to_vec(),
-            })),
-        );
-        next_id
-    })
-}
-
-/// A user stack copy of thread `tid` as the recording stores it: at its
-/// switch-out, or at a wake-up it raised (`at_wakeup`).
-fn stack_copy(
-    time: u64,
-    cpu: u32,
-    tid: u32,
-    pid: u32,
-    u: UserStackCopy,
-    at_wakeup: bool,
-) -> StackCopy {
-    let UserStackCopy {
-        ip,
-        sp,
-        bp,
-        requested,
-        bytes,
-        ..
-    } = u;
-    StackCopy {
-        time,
-        cpu,
-        tid,
-        pid,
-        ip,
-        sp,
-        bp,
-        requested,
-        bytes,
-        at_wakeup,
     }
 }
 

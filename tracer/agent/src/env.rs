@@ -22,6 +22,16 @@
 //! when it returns. Called outside a callback on a thread with no local frame
 //! of its own (e.g. a long-running native thread), each call would hold on to
 //! up to two local references until that thread returns to Java.
+//!
+//! Beside it: `env/lent.rs` (what the JVM lends a callback, copied into
+//! owned values) and `env/signatures.rs` (type signatures in Java source
+//! form).
+
+mod lent;
+mod signatures;
+
+pub use lent::{agent_options, borrowed_text, inline_records, InlinePc};
+pub use signatures::{java_class_name, java_parameters};
 
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr::{self, NonNull};
@@ -552,238 +562,9 @@ impl Drop for JvmtiString {
     }
 }
 
-/// Decodes the options string the JVM passes to `Agent_OnLoad` (the part of
-/// `-agentpath:lib.so=OPTIONS` after `=`). Null (no `=`) is the empty string.
-///
-/// # Safety
-/// `options` must be null or point to a NUL-terminated string that stays
-/// valid during the call.
-pub unsafe fn agent_options(options: *const c_char) -> Result<String, String> {
-    if options.is_null() {
-        return Ok(String::new());
-    }
-    // SAFETY: non-null and NUL-terminated by the caller's contract.
-    let options = unsafe { CStr::from_ptr(options) };
-    options
-        .to_str()
-        .map(str::to_owned)
-        .map_err(|_| format!("agent options are not UTF-8: {options:?}"))
-}
-
-/// Turns a JVM type signature into the Java source name:
-/// `Lcom/example/Pool;` → `com.example.Pool`, `[I` → `int[]`,
-/// `[Ljava/lang/String;` → `java.lang.String[]`, `I` → `int`.
-///
-/// Never fails: a string that is not a type signature comes back with `/`
-/// turned into `.`. A hidden class (JVMTI gives `Lp/Foo$$Lambda$14.0x…;`)
-/// is named without its address and number: `p.Foo$$Lambda`.
-pub fn java_class_name(signature: &str) -> String {
-    let dims = signature.bytes().take_while(|&b| b == b'[').count();
-    let element = &signature[dims..];
-    let base = match element {
-        "Z" => "boolean".to_owned(),
-        "B" => "byte".to_owned(),
-        "C" => "char".to_owned(),
-        "S" => "short".to_owned(),
-        "I" => "int".to_owned(),
-        "J" => "long".to_owned(),
-        "F" => "float".to_owned(),
-        "D" => "double".to_owned(),
-        "V" => "void".to_owned(),
-        _ => match element
-            .strip_prefix('L')
-            .and_then(|rest| rest.strip_suffix(';'))
-        {
-            // Hidden classes lose their address and lambda number
-            // (`idleflow_format::names`), as in the flight recorder's stacks.
-            Some(binary_name) if !binary_name.is_empty() => {
-                idleflow_format::names::class(binary_name)
-            }
-            _ => return signature.replace('/', "."),
-        },
-    };
-    let mut name = base;
-    for _ in 0..dims {
-        name.push_str("[]");
-    }
-    name
-}
-
-/// A method signature's parameter list in Java source form:
-/// `(Ljava/lang/String;I[J)V` → `(java.lang.String, int, long[])`, as
-/// HotSpot's own perf map writes it. A malformed signature comes back
-/// as far as it could be read.
-pub fn java_parameters(signature: &str) -> String {
-    let params = signature
-        .strip_prefix('(')
-        .and_then(|s| s.split_once(')'))
-        .map_or("", |(p, _)| p);
-    let mut names = Vec::new();
-    let mut rest = params;
-    while !rest.is_empty() {
-        let dims = rest.bytes().take_while(|&b| b == b'[').count();
-        let len = match rest.as_bytes().get(dims) {
-            Some(b'L') => match rest[dims..].find(';') {
-                Some(end) => dims + end + 1,
-                None => rest.len(),
-            },
-            Some(_) => dims + 1,
-            None => rest.len(),
-        };
-        names.push(java_class_name(&rest[..len]));
-        rest = &rest[len..];
-    }
-    format!("({})", names.join(", "))
-}
-
-/// The text of a NUL-terminated string the JVM lends to a callback
-/// (`DynamicCodeGenerated`'s name), decoded leniently as
-/// [`JvmtiString`]s are; `None` for null.
-///
-/// # Safety
-/// `text` must be null or point to a NUL-terminated string that stays
-/// valid during the call.
-pub unsafe fn borrowed_text(text: *const c_char) -> Option<String> {
-    if text.is_null() {
-        return None;
-    }
-    // SAFETY: non-null and NUL-terminated by the caller's contract.
-    let text = unsafe { CStr::from_ptr(text) };
-    Some(text.to_string_lossy().into_owned())
-}
-
-/// One address of a compiled method with the methods inlined there: what
-/// the compile-time stack holds at `pc` (an address after a call, or a
-/// safepoint), innermost first, the compiled method itself last.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InlinePc {
-    pub pc: u64,
-    pub methods: Vec<MethodId>,
-}
-
-/// The inlining records of `CompiledMethodLoad`'s `compile_info` list
-/// (`JVMTI_CMLR_INLINE_INFO`; other kinds are skipped), sorted by address.
-/// A list with no such record (or null) gives none.
-///
-/// # Safety
-/// `compile_info` must be null or the `compile_info` argument of the
-/// `CompiledMethodLoad` callback running now: the JVM keeps the list and
-/// its arrays valid for the callback, and every `jmethodID` in it is
-/// issued by this JVM.
-pub unsafe fn inline_records(compile_info: *const c_void) -> Vec<InlinePc> {
-    use crate::jvmti::{
-        jvmtiCompiledMethodLoadInlineRecord, jvmtiCompiledMethodLoadRecordHeader,
-        JVMTI_CMLR_INLINE_INFO,
-    };
-    let mut out = Vec::new();
-    let mut record = compile_info.cast::<jvmtiCompiledMethodLoadRecordHeader>();
-    // A cycle would be the JVM's bug; a bound keeps the agent from hanging.
-    for _ in 0..64 {
-        if record.is_null() {
-            break;
-        }
-        // SAFETY: non-null and valid for the callback (caller's contract).
-        let header = unsafe { &*record };
-        if header.kind == JVMTI_CMLR_INLINE_INFO {
-            // SAFETY: a record of this kind is an inline record.
-            let inline = unsafe { &*record.cast::<jvmtiCompiledMethodLoadInlineRecord>() };
-            let n = usize::try_from(inline.numpcs).unwrap_or(0);
-            if !inline.pcinfo.is_null() && n > 0 {
-                // SAFETY: `pcinfo` holds `numpcs` entries (jvmticmlr.h).
-                let pcs = unsafe { std::slice::from_raw_parts(inline.pcinfo, n) };
-                for p in pcs {
-                    let frames = usize::try_from(p.numstackframes).unwrap_or(0);
-                    if p.methods.is_null() || frames == 0 {
-                        continue;
-                    }
-                    // SAFETY: `methods` holds `numstackframes` method ids
-                    // issued by this JVM (jvmticmlr.h, caller's contract).
-                    let ids = unsafe { std::slice::from_raw_parts(p.methods, frames) };
-                    out.push(InlinePc {
-                        pc: p.pc as u64,
-                        // SAFETY: issued by this JVM, see above.
-                        methods: ids
-                            .iter()
-                            .map(|&m| unsafe { MethodId::from_raw(m) })
-                            .collect(),
-                    });
-                }
-            }
-        }
-        record = header.next;
-    }
-    out.sort_by_key(|p| p.pc);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn method_signatures_become_parameter_lists() {
-        let cases = [
-            ("()V", "()"),
-            (
-                "(Ljava/lang/String;I[J)V",
-                "(java.lang.String, int, long[])",
-            ),
-            (
-                "([[Lcom/x/Pool;Z)Ljava/lang/Object;",
-                "(com.x.Pool[][], boolean)",
-            ),
-            ("(Ljava/lang/Str)V", "(Ljava.lang.Str)"),
-            ("(Ljava/lang/Str", "()"),
-            ("garbage", "()"),
-        ];
-        for (signature, expected) in cases {
-            assert_eq!(java_parameters(signature), expected, "{signature}");
-        }
-    }
-
-    #[test]
-    fn class_signatures_become_java_names() {
-        let cases = [
-            ("Lcom/example/Pool;", "com.example.Pool"),
-            ("Ljava/lang/String;", "java.lang.String"),
-            ("LMain;", "Main"),
-            ("Lcom/example/Outer$Inner;", "com.example.Outer$Inner"),
-            ("[I", "int[]"),
-            ("[[J", "long[][]"),
-            ("[Z", "boolean[]"),
-            ("[Ljava/lang/String;", "java.lang.String[]"),
-            ("[[Lcom/example/Pool;", "com.example.Pool[][]"),
-            ("I", "int"),
-            ("V", "void"),
-            (
-                "Lcom/example/Foo$$Lambda$14.0x0000000800c03000;",
-                "com.example.Foo$$Lambda",
-            ),
-        ];
-        for (signature, expected) in cases {
-            assert_eq!(java_class_name(signature), expected, "{signature}");
-        }
-    }
-
-    #[test]
-    fn malformed_signatures_do_not_panic() {
-        for junk in [
-            "",
-            "[",
-            "[[",
-            "L",
-            "L;",
-            "Lcom/example/Pool",
-            "[Q",
-            "é/ü",
-            "[é",
-        ] {
-            let name = java_class_name(junk);
-            assert!(!name.contains('/'), "{junk:?} -> {name:?}");
-        }
-        assert_eq!(java_class_name("Lcom/example/Pool"), "Lcom.example.Pool");
-        assert_eq!(java_class_name(""), "");
-    }
 
     #[test]
     fn errors_name_the_call_and_the_code() {
@@ -811,15 +592,5 @@ mod tests {
         let err = unsafe { Jvmti::from_vm(ptr::null_mut()) }.unwrap_err();
         assert_eq!(err.call, "GetEnv");
         assert_eq!(err.code, JVMTI_ERROR_NULL_POINTER);
-    }
-
-    #[test]
-    fn agent_options_decode() {
-        // SAFETY: null and a literal C string are both allowed.
-        unsafe {
-            assert_eq!(agent_options(ptr::null()), Ok(String::new()));
-            assert_eq!(agent_options(c"a=1,b".as_ptr()), Ok("a=1,b".to_owned()));
-            assert!(agent_options(c"\xff".as_ptr()).is_err());
-        }
     }
 }

@@ -1,0 +1,159 @@
+//! The reader's input buffer: the bytes of the file read in chunks, and
+//! the framing of records in them (kind, LEB128 length, payload).
+//!
+//! Invariant: `buf[pos..end]` holds the file's bytes from offset
+//! `base + pos` on, not yet consumed; a record's payload is handed out as a
+//! `buf` range valid until the next read. The buffer grows only as far as
+//! a record's bytes actually arrive (never from a length alone), and
+//! shrinks back to [`BUF_LEN`] after a large record.
+
+use std::io::{self, Read};
+
+use crate::FormatError;
+
+use super::{Reader, BUF_LEN};
+
+/// A record's kind and the `buf` range of its payload.
+type RecordBounds = (u8, (usize, usize));
+
+/// Largest payload accepted (1 TiB); anything larger is corruption, not
+/// data. Memory is not reserved from a record's length but as its bytes
+/// arrive, so a damaged length costs no more than the file holds, while a
+/// large TREE record (a JVM with millions of call-tree nodes) still reads.
+const MAX_PAYLOAD: u64 = 1 << 40;
+
+impl<R: Read> Reader<R> {
+    /// The next record's offset, kind and payload bounds; a file that ends
+    /// before its end record is [`FormatError::Truncated`].
+    pub(super) fn next_bounds(&mut self) -> Result<(u64, u8, (usize, usize)), FormatError> {
+        let offset = self.offset();
+        match self.raw_record()? {
+            Some((k, bounds)) => Ok((offset, k, bounds)),
+            None => Err(FormatError::Truncated {
+                offset,
+                what: "no end record",
+            }),
+        }
+    }
+
+    /// Bytes of the file consumed so far (for progress displays).
+    #[inline]
+    pub fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Makes at least `n` bytes available at `pos`; `false` at end of input.
+    #[inline]
+    pub(super) fn fill(&mut self, n: usize) -> Result<bool, FormatError> {
+        if self.end - self.pos >= n {
+            return Ok(true);
+        }
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.base += self.pos as u64;
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        if n <= BUF_LEN && self.buf.len() > BUF_LEN && self.end <= BUF_LEN {
+            // Back to the usual size after a large record.
+            self.buf.truncate(BUF_LEN);
+            self.buf.shrink_to_fit();
+        }
+        while self.end < n {
+            if self.end == self.buf.len() {
+                // Grow by doubling, never past `n`: only as far as data came.
+                let len = self.buf.len();
+                self.buf
+                    .resize(n.min(len.saturating_mul(2)).max(len + 1), 0);
+            }
+            match self.input.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(false),
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(true)
+    }
+
+    /// `buf[start..end]` of the record just read, as an owned vector. A
+    /// large one (a big thread's call tree) is not copied: the grown buffer
+    /// itself is handed over and reading goes on in a fresh one.
+    pub(super) fn take_payload(&mut self, start: usize, end: usize) -> Vec<u8> {
+        if end - start <= BUF_LEN {
+            return self.buf[start..end].to_vec();
+        }
+        let keep = self.end - self.pos;
+        let mut fresh = vec![0; BUF_LEN.max(keep)];
+        fresh[..keep].copy_from_slice(&self.buf[self.pos..self.end]);
+        let mut big = std::mem::replace(&mut self.buf, fresh);
+        self.base += self.pos as u64;
+        self.pos = 0;
+        self.end = keep;
+        big.truncate(end);
+        big.drain(..start);
+        big
+    }
+
+    /// Reads one record's kind and payload; the payload is `buf[start..end]`.
+    /// `None` at a clean end of input (between records).
+    #[inline]
+    pub(super) fn raw_record(&mut self) -> Result<Option<RecordBounds>, FormatError> {
+        let offset = self.offset();
+        // kind (1) + length (at most 10 bytes of LEB128); a short read here
+        // is fine as long as the record itself is complete.
+        if self.end - self.pos < 11 {
+            if !self.fill(1)? {
+                return Ok(None);
+            }
+            let _ = self.fill(11)?;
+        }
+        let avail = &self.buf[self.pos..self.end];
+        let k = avail[0];
+        // Fast path: a payload under 128 bytes (every binary record).
+        if let Some(&len) = avail.get(1) {
+            if len < 0x80 {
+                let total = 2 + len as usize;
+                if avail.len() >= total {
+                    let start = self.pos + 2;
+                    self.pos += total;
+                    return Ok(Some((k, (start, self.pos))));
+                }
+            }
+        }
+        let mut rest = &avail[1..];
+        let before = rest.len();
+        let len = match leb128::read::unsigned(&mut rest) {
+            Ok(len) => len,
+            Err(leb128::read::Error::IoError(_)) => {
+                return Err(FormatError::Truncated {
+                    offset,
+                    what: "a record length",
+                })
+            }
+            Err(leb128::read::Error::Overflow) => {
+                return Err(FormatError::Corrupt {
+                    offset,
+                    what: "record length overflows".into(),
+                })
+            }
+        };
+        if len > MAX_PAYLOAD {
+            return Err(FormatError::Corrupt {
+                offset,
+                what: format!("record length {len} is implausible"),
+            });
+        }
+        let head = 1 + before - rest.len();
+        let total = head + len as usize;
+        if !self.fill(total)? {
+            return Err(FormatError::Truncated {
+                offset,
+                what: "a record's payload",
+            });
+        }
+        let start = self.pos + head;
+        self.pos += total;
+        Ok(Some((k, (start, self.pos))))
+    }
+}
