@@ -12,9 +12,10 @@
 //! Each output is made twice and must be the same both times (determinism),
 //! then compared with the blessed file. The recordings are self-contained
 //! (stacks resolved when they were made), so no test here records or needs
-//! root; in an output the recordings' folder is written as `{rec}`,
-//! temporary paths as `{tmp}`, the time a run was kept in a history as
-//! `{now}`.
+//! root. Each command runs in a fresh temporary folder where `rec` links to
+//! the recordings, and names files relative to it, so that no output
+//! depends on where the repository is (a path's length changes where the
+//! text wraps); the time a run was kept in a history is written as `{now}`.
 //!
 //! `IDLEFLOW_GOLDEN_BIN=PATH` runs another build instead of this one (to
 //! bless with the build from before a change, or to see what an older one
@@ -27,8 +28,8 @@ use std::path::{Path, PathBuf};
 use common::{idleflow, run, stderr};
 
 /// One output: its file name under `expected/`, and the command that makes
-/// it. In the arguments `{rec}` is the recordings' folder, `{tmp}` a fresh
-/// temporary folder and `{out}` a file in it: when a command names `{out}`,
+/// it, run in a fresh temporary folder: `{rec}` is the recordings' folder
+/// (`rec`, a link), `{out}` a file (`out`): when a command names `{out}`,
 /// that file is the output, else standard output is.
 const CASES: &[(&str, &str)] = &[
     // Native user stacks unwound by CFI, the kernel's wait under them.
@@ -94,14 +95,14 @@ const CASES: &[(&str, &str)] = &[
     // The history: two runs kept, a third checked against them.
     (
         "stages.history.txt",
-        "history add {rec}/stages-base.idleflow --job golden --history {tmp}/h.sqlite \
-         && history add {rec}/stages-base.idleflow --job golden --history {tmp}/h.sqlite \
-         && history list --history {tmp}/h.sqlite \
-         && history show 1 --history {tmp}/h.sqlite \
-         && history list -f json --history {tmp}/h.sqlite \
-         && history show 2 -f json --history {tmp}/h.sqlite \
-         && history check {rec}/stages-slower.idleflow --job golden --history {tmp}/h.sqlite \
-         && history check {rec}/stages-slower.idleflow --job golden -f json --history {tmp}/h.sqlite",
+        "history add {rec}/stages-base.idleflow --job golden --history h.sqlite \
+         && history add {rec}/stages-base.idleflow --job golden --history h.sqlite \
+         && history list --history h.sqlite \
+         && history show 1 --history h.sqlite \
+         && history list -f json --history h.sqlite \
+         && history show 2 -f json --history h.sqlite \
+         && history check {rec}/stages-slower.idleflow --job golden --history h.sqlite \
+         && history check {rec}/stages-slower.idleflow --job golden -f json --history h.sqlite",
     ),
 ];
 
@@ -116,24 +117,21 @@ const ADDED: &str = "\"added_unix_ns\": ";
 /// the `{out}` file, or standard output with each command's exit status.
 fn make(args: &str) -> Vec<u8> {
     let tmp = tempfile::tempdir().unwrap();
-    let tmp_s = tmp.path().to_str().unwrap();
-    let rec = golden_dir().join("recordings");
-    let out = tmp.path().join("out");
+    std::os::unix::fs::symlink(golden_dir().join("recordings"), tmp.path().join("rec")).unwrap();
     let mut made = Vec::new();
     for command in args.split(" && ") {
         let words: Vec<String> = command
             .split_whitespace()
-            .map(|w| {
-                w.replace("{rec}", rec.to_str().unwrap())
-                    .replace("{out}", out.to_str().unwrap())
-                    .replace("{tmp}", tmp_s)
-            })
+            .map(|w| w.replace("{rec}", "rec").replace("{out}", "out"))
             .collect();
         let mut cmd = match std::env::var_os("IDLEFLOW_GOLDEN_BIN") {
             Some(bin) => std::process::Command::new(bin),
             None => idleflow(),
         };
-        let o = run(cmd.args(&words).env_remove("IDLEFLOW_HISTORY"));
+        let o = run(cmd
+            .args(&words)
+            .current_dir(tmp.path())
+            .env_remove("IDLEFLOW_HISTORY"));
         let code = o.status.code().unwrap_or(-1);
         // `history check` exits 1 when a path rose: part of the output.
         assert!(
@@ -142,21 +140,18 @@ fn make(args: &str) -> Vec<u8> {
             stderr(&o)
         );
         if command.contains("{out}") {
-            made = std::fs::read(&out).unwrap();
+            made = std::fs::read(tmp.path().join("out")).unwrap();
         } else {
             made.extend_from_slice(format!("$ idleflow {command} (exit {code})\n").as_bytes());
             made.extend_from_slice(&o.stdout);
         }
     }
-    // Where the recordings and the temporary files are, and the time a run
-    // was kept in the history, differ between runs: name them alike.
+    // The time a run was kept in the history differs between runs.
     // (Binary outputs are compared as they are.)
-    let rec_s = rec.to_str().unwrap();
     let Ok(text) = std::str::from_utf8(&made) else {
         return made;
     };
-    if text.contains(tmp_s) || text.contains(rec_s) || text.contains(ADDED) {
-        let text = text.replace(tmp_s, "{tmp}").replace(rec_s, "{rec}");
+    if text.contains(ADDED) {
         made = text
             .split_inclusive('\n')
             .map(|l| match l.find(ADDED) {
