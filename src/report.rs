@@ -115,13 +115,13 @@ fn analyse_with(
     analyse_observed(path, w, views, windows, None)
 }
 
-/// [`analyse_with`], telling `observer` what the pass sees as it goes.
+/// [`analyse_with`], telling `observer` (one more pass handler) every event.
 fn analyse_observed(
     path: &std::path::Path,
     w: &WindowArgs,
     views: ViewOptions,
     windows: bool,
-    observer: Option<&mut dyn idleflow_postproc::pass::PassObserver>,
+    observer: Option<&mut dyn idleflow_postproc::pass::handler::Handler>,
 ) -> anyhow::Result<Analysis> {
     let opts = AnalysisOptions {
         window: if w.skip_startup {

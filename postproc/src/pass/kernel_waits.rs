@@ -15,6 +15,8 @@
 //! Invariant: memory grows with distinct stacks and (stack, thread) pairs,
 //! never with the number of dispatches.
 
+use crate::pass::handler::{Context, Credit, DispatchEvent, Handler, StackKind};
+use idleflow_format::Record;
 use idleflow_format::{CodeKind, KernelStack, KernelSymbols, SwitchStack, UserStack, UserSymbols};
 use rustc_hash::FxHashMap;
 
@@ -391,6 +393,41 @@ impl KernelWaits {
                     .collect()
             })
             .unwrap_or_default()
+    }
+}
+
+impl Handler for KernelWaits {
+    fn dispatch(&mut self, e: &DispatchEvent<'_>, _ctx: &Context<'_>) {
+        self.dispatched(e.ci, e.dispatch);
+    }
+
+    fn switch_stack(&mut self, ci: usize, s: &SwitchStack, kind: StackKind, _ctx: &Context<'_>) {
+        match kind {
+            StackKind::Kernel => KernelWaits::switch_stack(self, ci, s),
+            StackKind::User => self.switch_user_stack(ci, s),
+        }
+    }
+
+    fn other(&mut self, rec: Record, _ctx: &Context<'_>) -> Option<Record> {
+        match rec {
+            Record::KernelStack(k) => self.stack(*k),
+            Record::KernelSymbols(k) => self.symbols(*k),
+            Record::UserStack(u) => self.user_stack(*u),
+            Record::UserSymbols(u) => self.user_symbols = Some(u),
+            Record::StackCopy(_) => self.unresolved_copies += 1,
+            Record::Exit(e) => {
+                self.exited(e.tid);
+                return Some(Record::Exit(e));
+            }
+            other => return Some(other),
+        }
+        None
+    }
+
+    fn idle(&mut self, c: &Credit, _ctx: &Context<'_>) {
+        if let Some(stacks) = c.charge.stacks {
+            self.credit_idle(stacks, c.charge.tid, c.idle_ns, c.dispatches);
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod ahead;
 pub mod blame;
 pub mod call_tree;
+pub mod handler;
 pub mod idle_paths;
 pub mod java_waits;
 pub mod kernel_waits;
@@ -20,17 +21,20 @@ use std::io::{Read, Seek};
 use hdrhistogram::Histogram;
 use idleflow_accounting::{Accounting, IdleInterval};
 use idleflow_format::{
-    CutShort, Dispatch, FormatError, PrevState, Reader, Record, RunInfo, RunSummary, Wakeup,
-    IDLE_TID,
+    CutShort, FormatError, PrevState, Reader, Record, RunInfo, RunSummary, IDLE_TID,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::pass::call_tree::{BuiltViews, ViewOptions, Views};
-use crate::pass::java_waits::JavaWaits;
+use crate::pass::handler::{
+    Charge, Context, Credit, DispatchEvent, Handler, OwnThreads, StackKind,
+};
+use crate::pass::java_waits::{JavaIdle, JavaWaits};
 use crate::pass::kernel_waits::KernelWaits;
-use crate::pass::nodes::{NodeAttribution, OwnThreads};
+use crate::pass::nodes::NodeAttribution;
 use crate::pass::windows::{Series, Windows};
 use blame::BlameAcc;
+pub use idle_paths::key::PathKey;
 use idle_paths::IdlePathsAcc;
 
 /// Why a thread made a CPU idle, counted per (CPU, thread).
@@ -95,19 +99,14 @@ pub struct Analysis {
     pub windowed: bool,
     /// The window starts where the program's start-up ended (`--skip-startup`).
     pub after_startup: bool,
-    /// The JVMs' waits (their flight recorders) and what they caused.
+    /// The JVMs' waits (their flight recorders), read before the pass.
     pub java: JavaWaits,
+    /// What the dispatch stream adds to the JVMs' waits.
+    pub java_idle: JavaIdle,
     /// The kernel stacks taken at switch-outs, and what they caused.
     pub kernel: KernelWaits,
     /// What each idle-causing dispatch's merged path is made of.
     pub idle_paths: IdlePathsAcc,
-    /// Per CPU slot: while only idleflow's own threads ran since an idle
-    /// interval ended, the dispatch to idle that began it. One of those
-    /// threads waking on an idle CPU (the recorder's drain, a flight
-    /// recorder idleflow started) interrupts the idle, it does not cause
-    /// the idle after it: that is charged to this dispatch, with no second
-    /// dispatch counted.
-    carried: Vec<Option<Charge>>,
     /// Idle intervals begun by idleflow's own threads and charged to the
     /// dispatch whose idle they interrupted, and their idle (ns).
     pub continued_idle: (u64, u64),
@@ -117,56 +116,6 @@ pub struct Analysis {
     pub windows: Option<Windows>,
     /// Per CPU slot, its idle per window (with `windows`).
     pub cpu_windows: Vec<Series>,
-    /// The dispatches charged since the observer last looked (with one).
-    charged: Option<Vec<Charged>>,
-}
-
-/// A merged path's key, as the pass knows it (opaque): resolve it with
-/// [`crate::sections::idle_paths::resolve_path`] once the pass is over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PathKey(pub(crate) idle_paths::RowKey);
-
-/// One idle-causing dispatch as the pass charged it (see [`PassObserver`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Charged {
-    /// The CPU it left idle.
-    pub cpu: u32,
-    /// The thread that left.
-    pub tid: u32,
-    /// When it left, ns on the recording's clock.
-    pub time: u64,
-    /// Its merged path.
-    pub key: PathKey,
-    /// The idle that followed, ns.
-    pub idle_ns: u64,
-}
-
-/// What a caller sees of the pass as it goes, for outputs that follow
-/// time (`export --format perfetto`): the window's dispatches and wake-ups
-/// in time order, each idle-causing dispatch once its idle interval ended,
-/// with its path's key. `names`: tid → (pid, name) as known so far.
-pub trait PassObserver {
-    /// A dispatch inside the window.
-    fn dispatch(&mut self, d: &Dispatch, names: &FxHashMap<u32, (u32, String)>);
-    /// A wake-up inside the window.
-    fn wakeup(&mut self, w: &Wakeup, names: &FxHashMap<u32, (u32, String)>);
-    /// An idle-causing dispatch, charged when its idle interval ended.
-    fn charged(&mut self, c: &Charged);
-}
-
-/// An idle-causing dispatch as charged: the thread, how and when it left,
-/// and what each source knows of it then.
-#[derive(Debug, Clone, Copy)]
-struct Charge {
-    tid: u32,
-    state: PrevState,
-    time: u64,
-    /// Its kernel and user stack ids, if stacks were taken.
-    stacks: Option<(u64, u64)>,
-    /// Its call-tree node (0: none).
-    node: u64,
-    /// The JVM wait it lies in.
-    wait: Option<idleflow_format::JavaWait>,
 }
 
 /// Which part of a recording to analyse, in seconds from its start.
@@ -232,80 +181,20 @@ impl Analysis {
         Self::run_observed(input, opts, progress, None)
     }
 
-    /// [`Analysis::run_with_progress`], telling `observer` what the pass
-    /// sees as it goes ([`PassObserver`]).
+    /// [`Analysis::run_with_progress`], with one more [`Handler`] of the
+    /// caller's, told every event after the pass's own (outputs that
+    /// follow time: `export --format perfetto`).
     pub fn run_observed(
         input: impl Read + Seek + Send,
         opts: &AnalysisOptions,
         mut progress: impl FnMut(u64),
-        mut observer: Option<&mut dyn PassObserver>,
+        extra: Option<&mut dyn Handler>,
     ) -> Result<Self, FormatError> {
-        let window = opts.window;
         let mut reader = Reader::new(input)?;
         // Call trees are walked node by node, never held decoded.
         reader.keep_trees_encoded(true);
-        let info = reader.info().clone();
-        let at =
-            |s: Option<f64>| s.map(|s| info.start_ns.saturating_add((s.max(0.0) * 1e9) as u64));
-        let from = at(window.from_s).unwrap_or(info.start_ns);
-        let to = at(window.to_s).unwrap_or(u64::MAX);
-        // Without --from, records stamped a little before the window start
-        // (written between enabling the events and reading the clock) count.
-        let skip_before = if window.from_s.is_some() { from } else { 0 };
-        let mut a = Analysis {
-            window: (from, to),
-            windowed: window.from_s.is_some() || window.to_s.is_some(),
-            after_startup: window.after_startup,
-            accounting: Accounting::new(&info.cpus, from),
-            intervals: info.cpus.iter().map(|_| histogram()).collect(),
-            causes: FxHashMap::default(),
-            names: FxHashMap::default(),
-            process_names: FxHashMap::default(),
-            shown_pids: info.target_pids.iter().copied().collect(),
-            dispatches: 0,
-            wakeups: 0,
-            interrupt_wakeups: 0,
-            unknown_records: 0,
-            views: BuiltViews::default(),
-            view_options: opts.views.clone(),
-            node_idle: NodeAttribution::default(),
-            tool_tids: FxHashSet::default(),
-            cut_short: None,
-            summary: RunSummary::default(),
-            java: JavaWaits::default(),
-            kernel: KernelWaits::default(),
-            idle_paths: IdlePathsAcc::default(),
-            carried: Vec::new(),
-            continued_idle: (0, 0),
-            blame: BlameAcc::default(),
-            windows: opts
-                .windows
-                .then(|| Windows::new(from, MIN_WINDOW_NS, MAX_WINDOWS)),
-            cpu_windows: Vec::new(),
-            charged: observer.is_some().then(Vec::new),
-            info,
-        };
-        if a.info.stacks == "waits" {
-            a.kernel.track_blocked(a.info.wait_sample_period);
-        }
-        if a.info.java_waits {
-            a.java = JavaWaits::load(&mut reader)?;
-            for j in &a.java.jvms {
-                for (tid, name) in &j.threads {
-                    a.names.insert(*tid, (j.pid, name.clone()));
-                }
-            }
-        }
-        // The JVMs' threads that worked for idleflow are known before the
-        // pass, so that the idle after them continues what they interrupted.
-        for j in &a.java.jvms {
-            a.tool_tids.extend(j.own_tids.iter().copied());
-        }
-        let java_waits = !a.java.is_empty();
+        let mut pass = Pass::new(&mut reader, opts, extra)?;
         let mut batches = 0u32;
-        let mut named: FxHashSet<u32> = FxHashSet::default();
-        // Threads named like a flight recorder's: (tid, pid, when named).
-        let mut jfr_named: Vec<(u32, u32, u64)> = Vec::new();
         // The one pass over the dispatches: decoded on a second thread.
         let decoded = std::thread::scope(|scope| {
             crate::pass::ahead::read_ahead(scope, reader, |batch| {
@@ -314,249 +203,36 @@ impl Analysis {
                     progress(batch.offset);
                 }
                 for rec in batch.records {
-                    if let Some(o) = observer.as_deref_mut() {
-                        match &rec {
-                            Record::Dispatch(d) if d.time >= skip_before && d.time < to => {
-                                o.dispatch(d, &a.names)
-                            }
-                            Record::Wakeup(w) if w.time >= skip_before && w.time < to => {
-                                o.wakeup(w, &a.names)
-                            }
-                            _ => {}
-                        }
-                    }
-                    a.record(
-                        rec,
-                        java_waits,
-                        (skip_before, to),
-                        &mut named,
-                        &mut jfr_named,
-                    );
-                    if let (Some(o), Some(c)) = (observer.as_deref_mut(), a.charged.as_mut()) {
-                        for x in c.drain(..) {
-                            o.charged(&x);
-                        }
-                    }
+                    pass.record(rec);
                 }
             })
         })?;
         let (mut reader, trees_at) = (decoded.reader, decoded.trees_at);
-        let tool_pid = a.info.tool_pid;
-        if tool_pid != 0 {
-            a.tool_tids.extend(
-                a.names
-                    .iter()
-                    .filter(|(_, (pid, _))| *pid == tool_pid)
-                    .map(|(tid, _)| *tid),
-            );
-        }
-        // A JVM's flight recorder runs because idleflow turned it on: the
-        // threads the recorder noted as working for idleflow (by tid), and
-        // those the JVM named `JFR …` after idleflow's first attach (its
-        // flight recorder's: the shutdown hook comes at exit, after the
-        // recorder last looked). Recordings from before the recorder noted
-        // them: every thread named like the flight recorder's or the attach
-        // listener.
-        for j in &a.java.jvms {
-            a.tool_tids.extend(j.own_tids.iter().copied());
-            a.tool_tids.extend(
-                jfr_named
-                    .iter()
-                    .filter(|&&(_, pid, time)| pid == j.pid && time >= j.attached_ns)
-                    .map(|&(tid, _, _)| tid),
-            );
-            if j.attached_ns == 0 {
-                a.tool_tids.extend(
-                    a.names
-                        .iter()
-                        .filter(|(_, (pid, comm))| *pid == j.pid && comm == "Attach Listener")
-                        .map(|(tid, _)| *tid),
-                );
-            }
-        }
-        a.unknown_records = reader.unknown_records();
-        a.cut_short = reader.cut_short().cloned();
-        a.summary = match (reader.summary(), &a.cut_short) {
-            (Some(s), _) => s.clone(),
-            (None, Some(cut)) => RunSummary {
-                stop_ns: cut.last_time,
-                stop_reason: "cut short (no end record)".into(),
-                ..Default::default()
-            },
-            (None, None) => {
-                return Err(FormatError::Truncated {
-                    offset: reader.offset(),
-                    what: "no end record",
-                })
-            }
-        };
-        let stop = a.summary.stop_ns.max(from).min(to);
-        a.window = (from, stop);
-        for iv in a.accounting.finish(stop) {
-            let _ = a.interval(&iv);
-            let ci = a.accounting.cpu_slot(iv.cpu);
-            a.node_idle.idle_ended(ci, iv.end.saturating_sub(iv.start));
-        }
-        if let (Some(o), Some(c)) = (observer, a.charged.take()) {
-            for x in c {
-                o.charged(&x);
-            }
-        }
-        a.blame.finish(stop, &a.java);
-        if let Some(w) = &a.windows {
-            let count = w.count(stop);
-            a.idle_paths.settle(w, count);
-            a.cpu_windows
-                .resize_with(a.accounting.cpus().len(), Series::default);
-            for s in &mut a.cpu_windows {
-                w.settle(s, count);
-            }
-        }
+        pass.settle_own_threads();
+        let mut a = pass.finish(&reader)?;
         if let Some(at) = trees_at {
             a.views = a.build_views(&mut reader, at)?;
         }
         Ok(a)
     }
 
-    /// One record of the pass over the recording, `window` the times that
-    /// count (`skip_before`, `to`).
-    fn record(
-        &mut self,
-        rec: Record,
-        java_waits: bool,
-        (skip_before, to): (u64, u64),
-        named: &mut FxHashSet<u32>,
-        jfr_named: &mut Vec<(u32, u32, u64)>,
-    ) {
-        match rec {
-            // Before the window: only who had each CPU at its edge is kept.
-            Record::Dispatch(d) if d.time < skip_before => self.accounting.before_window(&d),
-            Record::Lost(l) if l.time < skip_before => self.accounting.lost_before_window(l.cpu),
-            Record::Dispatch(d) if d.time >= to => {}
-            Record::Wakeup(w) if w.time < skip_before || w.time >= to => {}
-            Record::Lost(l) if l.time >= to => {}
-            Record::Dispatch(d) => {
-                self.dispatches += 1;
-                if java_waits {
-                    let pid = self.names.get(&d.prev_tid).map(|n| n.0);
-                    self.java.dispatch(&d, pid);
-                }
-                let out = self.accounting.dispatch(&d);
-                let ci = self.accounting.cpu_slot(d.cpu);
-                if self.carried.len() <= ci {
-                    self.carried.resize(ci + 1, None);
-                }
-                self.kernel.dispatched(ci, &d);
-                let own = OwnThreads {
-                    prev: self.tool_tids.contains(&d.prev_tid),
-                    next: self.tool_tids.contains(&d.next_tid),
-                };
-                self.blame.dispatch(ci, &d, own, &self.java);
-                // The tree node stays the key; the JVM's wait adds why.
-                let wait = if java_waits && out.to_idle && d.prev_node.node().is_some() {
-                    self.java
-                        .wait_at(d.prev_tid, d.time)
-                        .map(|w| (w.reason, w.object))
-                } else {
-                    None
-                };
-                self.node_idle.dispatch(ci, &d, &out, wait, own);
-                if out.to_idle {
-                    let node = d.prev_node.node().unwrap_or(0);
-                    self.idle_paths.to_idle(ci, d.time, d.prev_tid, node);
-                }
-                // Causes are counted when their idle interval ends, so one
-                // lookup carries the count, the state and the idle time.
-                // One of idleflow's own threads woke on an idle CPU: the
-                // idle after it leaves again continues this one's.
-                let charged = out.closed_idle.and_then(|iv| self.interval(&iv));
-                if d.next_tid != IDLE_TID && !own.next {
-                    self.carried[ci] = None;
-                } else if out.closed_idle.is_some() {
-                    // An idle interval ends only when a thread comes: one
-                    // of idleflow's here.
-                    self.carried[ci] = charged;
-                }
-                if let Some((tid, state)) = out.abandoned_cause {
-                    self.cause(ci, tid, state, (d.time, d.time), 0);
-                }
-            }
-            Record::Wakeup(w) => {
-                self.wakeups += 1;
-                self.interrupt_wakeups += u64::from(w.context.is_interrupt());
-                self.accounting.wakeup(&w);
-                self.blame.wakeup(&w, &self.java);
-            }
-            Record::Lost(l) => self.accounting.lost(l.cpu, l.count),
-            Record::Thread(t) => {
-                if !self.shown_pids.is_empty()
-                    && t.tid == t.pid
-                    && self.shown_pids.contains(&t.ppid)
-                {
-                    self.shown_pids.insert(t.pid);
-                }
-                if t.tid == t.pid {
-                    self.process_names.insert(t.pid, t.comm.clone());
-                }
-                self.note_own(t.tid, t.pid, &t.comm, t.time);
-                if t.comm.starts_with("JFR ") && jfr_named.len() < 1 << 16 {
-                    jfr_named.push((t.tid, t.pid, t.time));
-                }
-                if !self.java.has_name(t.tid) {
-                    self.names.insert(t.tid, (t.pid, t.comm));
-                }
-            }
-            Record::SwitchStack(s) if s.time < skip_before || s.time >= to => {}
-            Record::SwitchStack(s) => {
-                let ci = self.accounting.cpu_slot(s.cpu);
-                self.kernel.switch_stack(ci, &s);
-                self.blame.stacks(s.tid, s.time, Some(s.stack), None);
-                self.node_idle.switch_stack(ci, s.time, s.tid, s.stack, 0);
-            }
-            Record::KernelStack(k) => self.kernel.stack(*k),
-            Record::KernelSymbols(k) => self.kernel.symbols(*k),
-            Record::SwitchUserStack(s) if s.time < skip_before || s.time >= to => {}
-            Record::SwitchUserStack(s) => {
-                let ci = self.accounting.cpu_slot(s.cpu);
-                self.kernel.switch_user_stack(ci, &s);
-                self.blame.stacks(s.tid, s.time, None, Some(s.stack));
-                self.node_idle.switch_stack(ci, s.time, s.tid, 0, s.stack);
-            }
-            Record::UserStack(u) => self.kernel.user_stack(*u),
-            Record::UserSymbols(u) => self.kernel.user_symbols = Some(u),
-            Record::StackCopy(_) => self.kernel.unresolved_copies += 1,
-            Record::WakeStack(s) | Record::WakeUserStack(s)
-                if s.time < skip_before || s.time >= to => {}
-            Record::SwitchArg(s) if s.time < skip_before || s.time >= to => {}
-            Record::SwitchArg(s) => self.blame.switch_arg(s.tid, s.time, s.arg),
-            Record::WakeStack(s) => self.blame.wake_stacks(s.tid, s.time, Some(s.stack), None),
-            Record::WakeUserStack(s) => self.blame.wake_stacks(s.tid, s.time, None, Some(s.stack)),
-            Record::ModuleMap(_) => {}
-            Record::Exit(e) => self.kernel.exited(e.tid),
-            Record::JvmWaits(_)
-            | Record::JavaSymbol(_)
-            | Record::JavaStack(_)
-            | Record::JavaWait(_) => {}
-            Record::TreeHead(h) => {
-                self.tool_tids.extend(h.agent_tids.iter().copied());
-                // A tid's first Java thread in a dump names it: the JVM
-                // renames `main` to `DestroyJavaVM` when `main` returns.
-                named.clear();
-            }
-            Record::TreeThread(_) => {} // kept encoded (below)
-            Record::TreeThreadEncoded(th) => {
-                // The JVM knows its threads' full names (the kernel's are
-                // cut to 15 characters, and a JVM's main thread is `java`).
-                // (`tid-N` is the agent's stand-in for a name it could not read.)
-                if !th.name.is_empty()
-                    && th.name != format!("tid-{}", th.tid)
-                    && named.insert(th.tid)
-                    && !self.java.has_name(th.tid)
-                {
-                    self.names.insert(th.tid, (th.pid, th.name));
-                }
-            }
-        }
+    /// The pass's handlers, in the order each event is told to them, and
+    /// the [`Context`] they read: the one place a new accumulator is
+    /// listed.
+    fn handlers(&mut self) -> (Context<'_>, [&mut dyn Handler; 5]) {
+        let ctx = Context {
+            names: &self.names,
+            own: &self.tool_tids,
+            java: &self.java,
+        };
+        let handlers: [&mut dyn Handler; 5] = [
+            &mut self.java_idle,
+            &mut self.kernel,
+            &mut self.blame,
+            &mut self.node_idle,
+            &mut self.idle_paths,
+        ];
+        (ctx, handlers)
     }
 
     /// The two passes of [`Views`] over the tree records from `at` on.
@@ -583,111 +259,6 @@ impl Analysis {
             }
         }
         Ok(views.build())
-    }
-
-    /// Accounts idle interval `iv` and charges it to its cause: the
-    /// dispatch to idle that began it, or, when one of idleflow's own
-    /// threads began it after running on an idle CPU, the dispatch whose
-    /// idle that thread interrupted ([`Analysis::carried`]). Returns what
-    /// it was charged to.
-    fn interval(&mut self, iv: &IdleInterval) -> Option<Charge> {
-        let ci = self.accounting.cpu_slot(iv.cpu);
-        if ci >= self.intervals.len() {
-            self.intervals.resize_with(ci + 1, histogram);
-        }
-        let len = iv.end.saturating_sub(iv.start);
-        if let Some(w) = &mut self.windows {
-            if self.cpu_windows.len() <= ci {
-                self.cpu_windows.resize_with(ci + 1, Series::default);
-            }
-            w.add(&mut self.cpu_windows[ci], (iv.start, iv.end), len);
-        }
-        if iv.complete {
-            // Out-of-range values are clamped by the histogram's bounds.
-            self.intervals[ci].saturating_record(len.max(1));
-        }
-        let (tid, state) = iv.caused_by?;
-        if self.tool_tids.contains(&tid) {
-            if let Some(c) = self.carried.get(ci).copied().flatten() {
-                self.continued_idle = (
-                    self.continued_idle.0 + 1,
-                    self.continued_idle.1.saturating_add(len),
-                );
-                self.charge(ci, &c, len, 0, (iv.start, iv.end));
-                return Some(c);
-            }
-        }
-        self.cause(ci, tid, state, (iv.start, iv.end), len)
-    }
-
-    /// Counts one dispatch to idle on CPU slot `ci` caused by `tid` leaving
-    /// in `state` at `span.0`, followed by `idle_ns` of idle time (until
-    /// `span.1`).
-    fn cause(
-        &mut self,
-        ci: usize,
-        tid: u32,
-        state: PrevState,
-        span: (u64, u64),
-        idle_ns: u64,
-    ) -> Option<Charge> {
-        let time = span.0;
-        if tid == IDLE_TID {
-            return None;
-        }
-        let c = Charge {
-            tid,
-            state,
-            time,
-            stacks: self.kernel.stacks_at(ci, tid, time),
-            node: self.idle_paths.node_at(ci, tid, time),
-            wait: self.java.wait_at(tid, time).copied(),
-        };
-        self.charge(ci, &c, idle_ns, 1, span);
-        Some(c)
-    }
-
-    /// Credits `idle_ns` to the dispatch to idle `c` everywhere, counting
-    /// `dispatches` (1, or 0 for idle that continued it); `span` is the
-    /// idle's instants.
-    fn charge(&mut self, ci: usize, c: &Charge, idle_ns: u64, dispatches: u64, span: (u64, u64)) {
-        if !self.tool_tids.contains(&c.tid) {
-            self.blame
-                .idle(ci, c.tid, c.state, c.time, span, idle_ns, &self.java);
-        }
-        if !self.java.is_empty() {
-            let pid = self.names.get(&c.tid).map(|n| n.0);
-            self.java
-                .credit_idle(c.tid, pid, c.time, idle_ns, dispatches);
-        }
-        if let Some(stacks) = c.stacks {
-            self.kernel.credit_idle(stacks, c.tid, idle_ns, dispatches);
-        }
-        let wait = c.wait.as_ref().map(|w| (w, self.java.wait_group(w)));
-        let key = self.idle_paths.add(
-            c.tid,
-            c.stacks.unwrap_or((0, 0)),
-            c.node,
-            wait,
-            (idle_ns, span),
-            dispatches,
-            self.windows.as_mut(),
-        );
-        if let Some(v) = &mut self.charged {
-            if dispatches > 0 && !self.tool_tids.contains(&c.tid) {
-                v.push(Charged {
-                    cpu: self.accounting.cpus().get(ci).map_or(0, |x| x.cpu),
-                    tid: c.tid,
-                    time: c.time,
-                    key: PathKey(key),
-                    idle_ns,
-                });
-            }
-        }
-        let e = self.causes.entry((ci, c.tid)).or_default();
-        e.dispatches += dispatches;
-        e.by_state[c.state.code() as usize] += dispatches;
-        e.idle_ns = e.idle_ns.saturating_add(idle_ns);
     }
 
     /// Whether `tid` is one of idleflow's own threads, as far as the pass
@@ -743,6 +314,430 @@ impl Analysis {
                 .names
                 .get(&tid)
                 .is_some_and(|(pid, _)| self.shown_pids.contains(pid))
+    }
+}
+
+/// The pass as it runs: the [`Analysis`] it fills, the caller's handler,
+/// and what it keeps only while it reads.
+struct Pass<'o> {
+    a: Analysis,
+    /// The caller's handler, told every event after the pass's own.
+    extra: Option<&'o mut dyn Handler>,
+    /// The times that count: records before `skip_before` only say who had
+    /// each CPU at the window's edge; records from `to` on are skipped.
+    skip_before: u64,
+    to: u64,
+    /// Per CPU slot: while only idleflow's own threads ran since an idle
+    /// interval ended, the dispatch to idle that began it. One of those
+    /// threads waking on an idle CPU (the recorder's drain, a flight
+    /// recorder idleflow started) interrupts the idle, it does not cause
+    /// the idle after it: that is charged to this dispatch, with no second
+    /// dispatch counted.
+    carried: Vec<Option<Charge>>,
+    /// Threads a call-tree dump named already (its first Java thread of a
+    /// tid names it).
+    named: FxHashSet<u32>,
+    /// Threads named like a flight recorder's: (tid, pid, when named).
+    jfr_named: Vec<(u32, u32, u64)>,
+}
+
+impl<'o> Pass<'o> {
+    /// The pass over the recording behind `reader`, before its first
+    /// record: the JVMs' waits are read first.
+    fn new<R: Read + Seek>(
+        reader: &mut Reader<R>,
+        opts: &AnalysisOptions,
+        extra: Option<&'o mut dyn Handler>,
+    ) -> Result<Self, FormatError> {
+        let window = opts.window;
+        let info = reader.info().clone();
+        let at =
+            |s: Option<f64>| s.map(|s| info.start_ns.saturating_add((s.max(0.0) * 1e9) as u64));
+        let from = at(window.from_s).unwrap_or(info.start_ns);
+        let to = at(window.to_s).unwrap_or(u64::MAX);
+        // Without --from, records stamped a little before the window start
+        // (written between enabling the events and reading the clock) count.
+        let skip_before = if window.from_s.is_some() { from } else { 0 };
+        let mut a = Analysis {
+            window: (from, to),
+            windowed: window.from_s.is_some() || window.to_s.is_some(),
+            after_startup: window.after_startup,
+            accounting: Accounting::new(&info.cpus, from),
+            intervals: info.cpus.iter().map(|_| histogram()).collect(),
+            causes: FxHashMap::default(),
+            names: FxHashMap::default(),
+            process_names: FxHashMap::default(),
+            shown_pids: info.target_pids.iter().copied().collect(),
+            dispatches: 0,
+            wakeups: 0,
+            interrupt_wakeups: 0,
+            unknown_records: 0,
+            views: BuiltViews::default(),
+            view_options: opts.views.clone(),
+            node_idle: NodeAttribution::default(),
+            tool_tids: FxHashSet::default(),
+            cut_short: None,
+            summary: RunSummary::default(),
+            java: JavaWaits::default(),
+            java_idle: JavaIdle::default(),
+            kernel: KernelWaits::default(),
+            idle_paths: IdlePathsAcc::default(),
+            continued_idle: (0, 0),
+            blame: BlameAcc::default(),
+            windows: opts
+                .windows
+                .then(|| Windows::new(from, MIN_WINDOW_NS, MAX_WINDOWS)),
+            cpu_windows: Vec::new(),
+            info,
+        };
+        if a.info.stacks == "waits" {
+            a.kernel.track_blocked(a.info.wait_sample_period);
+        }
+        if a.info.java_waits {
+            a.java = JavaWaits::load(reader)?;
+            for j in &a.java.jvms {
+                for (tid, name) in &j.threads {
+                    a.names.insert(*tid, (j.pid, name.clone()));
+                }
+            }
+        }
+        // The JVMs' threads that worked for idleflow are known before the
+        // pass, so that the idle after them continues what they interrupted.
+        for j in &a.java.jvms {
+            a.tool_tids.extend(j.own_tids.iter().copied());
+        }
+        Ok(Pass {
+            a,
+            extra,
+            skip_before,
+            to,
+            carried: Vec::new(),
+            named: FxHashSet::default(),
+            jfr_named: Vec::new(),
+        })
+    }
+
+    /// Tells every handler, the caller's last.
+    fn tell(&mut self, mut f: impl FnMut(&mut dyn Handler, &Context<'_>)) {
+        let (ctx, handlers) = self.a.handlers();
+        for h in handlers {
+            f(h, &ctx);
+        }
+        if let Some(x) = self.extra.as_deref_mut() {
+            f(x, &ctx);
+        }
+    }
+
+    /// Offers `rec` to each handler in turn until one keeps it.
+    fn offer(&mut self, rec: Record) {
+        let (ctx, handlers) = self.a.handlers();
+        let mut rec = Some(rec);
+        for h in handlers {
+            match rec.take() {
+                Some(r) => rec = h.other(r, &ctx),
+                None => return,
+            }
+        }
+        if let (Some(x), Some(r)) = (self.extra.as_deref_mut(), rec) {
+            x.other(r, &ctx);
+        }
+    }
+
+    /// Whether time `t` lies in the window.
+    fn inside(&self, t: u64) -> bool {
+        t >= self.skip_before && t < self.to
+    }
+
+    /// One record of the pass over the recording.
+    fn record(&mut self, rec: Record) {
+        match rec {
+            // Before the window: only who had each CPU at its edge is kept.
+            Record::Dispatch(d) if d.time < self.skip_before => self.a.accounting.before_window(&d),
+            Record::Lost(l) if l.time < self.skip_before => {
+                self.a.accounting.lost_before_window(l.cpu)
+            }
+            Record::Lost(l) if l.time >= self.to => {}
+            Record::Lost(l) => self.a.accounting.lost(l.cpu, l.count),
+            Record::Dispatch(d) if d.time >= self.to => {}
+            Record::Dispatch(d) => self.dispatch(&d),
+            Record::Wakeup(w) if !self.inside(w.time) => {}
+            Record::Wakeup(w) => {
+                self.a.wakeups += 1;
+                self.a.interrupt_wakeups += u64::from(w.context.is_interrupt());
+                self.a.accounting.wakeup(&w);
+                self.tell(|h, ctx| h.wakeup(&w, ctx));
+            }
+            Record::Thread(t) => {
+                let a = &mut self.a;
+                if !a.shown_pids.is_empty() && t.tid == t.pid && a.shown_pids.contains(&t.ppid) {
+                    a.shown_pids.insert(t.pid);
+                }
+                if t.tid == t.pid {
+                    a.process_names.insert(t.pid, t.comm.clone());
+                }
+                a.note_own(t.tid, t.pid, &t.comm, t.time);
+                if t.comm.starts_with("JFR ") && self.jfr_named.len() < 1 << 16 {
+                    self.jfr_named.push((t.tid, t.pid, t.time));
+                }
+                if !a.java.has_name(t.tid) {
+                    a.names.insert(t.tid, (t.pid, t.comm));
+                }
+            }
+            Record::SwitchStack(s) | Record::SwitchUserStack(s) if !self.inside(s.time) => {}
+            Record::SwitchStack(s) => self.switch_stack(&s, StackKind::Kernel),
+            Record::SwitchUserStack(s) => self.switch_stack(&s, StackKind::User),
+            Record::WakeStack(s) | Record::WakeUserStack(s) if !self.inside(s.time) => {}
+            Record::WakeStack(s) => self.tell(|h, ctx| h.wake_stack(&s, StackKind::Kernel, ctx)),
+            Record::WakeUserStack(s) => self.tell(|h, ctx| h.wake_stack(&s, StackKind::User, ctx)),
+            Record::SwitchArg(s) if !self.inside(s.time) => {}
+            Record::SwitchArg(s) => self.tell(|h, ctx| h.switch_arg(&s, ctx)),
+            Record::TreeHead(h) => {
+                self.a.tool_tids.extend(h.agent_tids.iter().copied());
+                // A tid's first Java thread in a dump names it: the JVM
+                // renames `main` to `DestroyJavaVM` when `main` returns.
+                self.named.clear();
+            }
+            Record::TreeThreadEncoded(th) => {
+                // The JVM knows its threads' full names (the kernel's are
+                // cut to 15 characters, and a JVM's main thread is `java`).
+                // (`tid-N` is the agent's stand-in for a name it could not read.)
+                if !th.name.is_empty()
+                    && th.name != format!("tid-{}", th.tid)
+                    && self.named.insert(th.tid)
+                    && !self.a.java.has_name(th.tid)
+                {
+                    self.a.names.insert(th.tid, (th.pid, th.name));
+                }
+            }
+            // Kept encoded (above); the JVMs' waits were read before the pass.
+            Record::TreeThread(_)
+            | Record::JvmWaits(_)
+            | Record::JavaSymbol(_)
+            | Record::JavaStack(_)
+            | Record::JavaWait(_) => {}
+            // Interned stacks and symbols, exits, module maps, and any kind
+            // a new source adds: its handler takes it.
+            other => self.offer(other),
+        }
+    }
+
+    /// A dispatch inside the window.
+    fn dispatch(&mut self, d: &idleflow_format::Dispatch) {
+        self.a.dispatches += 1;
+        let out = self.a.accounting.dispatch(d);
+        let ci = self.a.accounting.cpu_slot(d.cpu);
+        if self.carried.len() <= ci {
+            self.carried.resize(ci + 1, None);
+        }
+        let own = OwnThreads {
+            prev: self.a.tool_tids.contains(&d.prev_tid),
+            next: self.a.tool_tids.contains(&d.next_tid),
+        };
+        let e = DispatchEvent {
+            ci,
+            dispatch: d,
+            outcome: &out,
+            own,
+        };
+        self.tell(|h, ctx| h.dispatch(&e, ctx));
+        // Causes are counted when their idle interval ends, so one
+        // lookup carries the count, the state and the idle time.
+        // One of idleflow's own threads woke on an idle CPU: the
+        // idle after it leaves again continues this one's.
+        let charged = out.closed_idle.and_then(|iv| self.interval(&iv));
+        if d.next_tid != IDLE_TID && !own.next {
+            self.carried[ci] = None;
+        } else if out.closed_idle.is_some() {
+            // An idle interval ends only when a thread comes: one
+            // of idleflow's here.
+            self.carried[ci] = charged;
+        }
+        if let Some((tid, state)) = out.abandoned_cause {
+            self.cause(ci, tid, state, (d.time, d.time), 0);
+        }
+    }
+
+    /// A stack taken at the switch-out just read.
+    fn switch_stack(&mut self, s: &idleflow_format::SwitchStack, kind: StackKind) {
+        let ci = self.a.accounting.cpu_slot(s.cpu);
+        self.tell(|h, ctx| h.switch_stack(ci, s, kind, ctx));
+    }
+
+    /// Accounts idle interval `iv` and charges it to its cause: the
+    /// dispatch to idle that began it, or, when one of idleflow's own
+    /// threads began it after running on an idle CPU, the dispatch whose
+    /// idle that thread interrupted ([`Pass::carried`]). Returns what
+    /// it was charged to.
+    fn interval(&mut self, iv: &IdleInterval) -> Option<Charge> {
+        let a = &mut self.a;
+        let ci = a.accounting.cpu_slot(iv.cpu);
+        if ci >= a.intervals.len() {
+            a.intervals.resize_with(ci + 1, histogram);
+        }
+        let len = iv.end.saturating_sub(iv.start);
+        if let Some(w) = &mut a.windows {
+            if a.cpu_windows.len() <= ci {
+                a.cpu_windows.resize_with(ci + 1, Series::default);
+            }
+            w.add(&mut a.cpu_windows[ci], (iv.start, iv.end), len);
+        }
+        if iv.complete {
+            // Out-of-range values are clamped by the histogram's bounds.
+            a.intervals[ci].saturating_record(len.max(1));
+        }
+        let (tid, state) = iv.caused_by?;
+        if a.tool_tids.contains(&tid) {
+            if let Some(c) = self.carried.get(ci).copied().flatten() {
+                let a = &mut self.a;
+                a.continued_idle = (
+                    a.continued_idle.0 + 1,
+                    a.continued_idle.1.saturating_add(len),
+                );
+                self.charge(ci, &c, len, 0, (iv.start, iv.end));
+                return Some(c);
+            }
+        }
+        self.cause(ci, tid, state, (iv.start, iv.end), len)
+    }
+
+    /// Counts one dispatch to idle on CPU slot `ci` caused by `tid` leaving
+    /// in `state` at `span.0`, followed by `idle_ns` of idle time (until
+    /// `span.1`).
+    fn cause(
+        &mut self,
+        ci: usize,
+        tid: u32,
+        state: PrevState,
+        span: (u64, u64),
+        idle_ns: u64,
+    ) -> Option<Charge> {
+        let time = span.0;
+        if tid == IDLE_TID {
+            return None;
+        }
+        let c = Charge {
+            tid,
+            state,
+            time,
+            stacks: self.a.kernel.stacks_at(ci, tid, time),
+            node: self.a.idle_paths.node_at(ci, tid, time),
+            wait: self.a.java.wait_at(tid, time).copied(),
+        };
+        self.charge(ci, &c, idle_ns, 1, span);
+        Some(c)
+    }
+
+    /// Credits `idle_ns` to the dispatch to idle `c` everywhere, counting
+    /// `dispatches` (1, or 0 for idle that continued it); `span` is the
+    /// idle's instants. The merged path comes first: its key goes to every
+    /// handler with the credit.
+    fn charge(&mut self, ci: usize, c: &Charge, idle_ns: u64, dispatches: u64, span: (u64, u64)) {
+        let a = &mut self.a;
+        let wait = c.wait.as_ref().map(|w| (w, a.java.wait_group(w)));
+        let key = a.idle_paths.add(
+            c.tid,
+            c.stacks.unwrap_or((0, 0)),
+            c.node,
+            wait,
+            (idle_ns, span),
+            dispatches,
+            a.windows.as_mut(),
+        );
+        let credit = Credit {
+            ci,
+            cpu: a.accounting.cpus().get(ci).map_or(0, |x| x.cpu),
+            charge: *c,
+            idle_ns,
+            dispatches,
+            span,
+            key: PathKey(key),
+        };
+        self.tell(|h, ctx| h.idle(&credit, ctx));
+        let e = self.a.causes.entry((ci, c.tid)).or_default();
+        e.dispatches += dispatches;
+        e.by_state[c.state.code() as usize] += dispatches;
+        e.idle_ns = e.idle_ns.saturating_add(idle_ns);
+    }
+
+    /// idleflow's own threads, once every thread is named: the recorder's
+    /// process's, and the JVMs' flight-recorder threads.
+    ///
+    /// A JVM's flight recorder runs because idleflow turned it on: the
+    /// threads the recorder noted as working for idleflow (by tid), and
+    /// those the JVM named `JFR …` after idleflow's first attach (its
+    /// flight recorder's: the shutdown hook comes at exit, after the
+    /// recorder last looked). Recordings from before the recorder noted
+    /// them: every thread named like the flight recorder's or the attach
+    /// listener.
+    fn settle_own_threads(&mut self) {
+        let a = &mut self.a;
+        let tool_pid = a.info.tool_pid;
+        if tool_pid != 0 {
+            a.tool_tids.extend(
+                a.names
+                    .iter()
+                    .filter(|(_, (pid, _))| *pid == tool_pid)
+                    .map(|(tid, _)| *tid),
+            );
+        }
+        for j in &a.java.jvms {
+            a.tool_tids.extend(j.own_tids.iter().copied());
+            a.tool_tids.extend(
+                self.jfr_named
+                    .iter()
+                    .filter(|&&(_, pid, time)| pid == j.pid && time >= j.attached_ns)
+                    .map(|&(tid, _, _)| tid),
+            );
+            if j.attached_ns == 0 {
+                a.tool_tids.extend(
+                    a.names
+                        .iter()
+                        .filter(|(_, (pid, comm))| *pid == j.pid && comm == "Attach Listener")
+                        .map(|(tid, _)| *tid),
+                );
+            }
+        }
+    }
+
+    /// Ends the pass where the recording ended: the idle still open is
+    /// credited, the handlers finish, the windows settle.
+    fn finish<R: Read + Seek>(mut self, reader: &Reader<R>) -> Result<Analysis, FormatError> {
+        self.a.unknown_records = reader.unknown_records();
+        self.a.cut_short = reader.cut_short().cloned();
+        self.a.summary = match (reader.summary(), &self.a.cut_short) {
+            (Some(s), _) => s.clone(),
+            (None, Some(cut)) => RunSummary {
+                stop_ns: cut.last_time,
+                stop_reason: "cut short (no end record)".into(),
+                ..Default::default()
+            },
+            (None, None) => {
+                return Err(FormatError::Truncated {
+                    offset: reader.offset(),
+                    what: "no end record",
+                })
+            }
+        };
+        let from = self.a.window.0;
+        let stop = self.a.summary.stop_ns.max(from).min(self.to);
+        self.a.window = (from, stop);
+        for iv in self.a.accounting.finish(stop) {
+            let _ = self.interval(&iv);
+            let ci = self.a.accounting.cpu_slot(iv.cpu);
+            self.tell(|h, ctx| h.open_at_end(ci, &iv, ctx));
+        }
+        self.tell(|h, ctx| h.finish(stop, ctx));
+        let a = &mut self.a;
+        if let Some(w) = &a.windows {
+            let count = w.count(stop);
+            a.idle_paths.settle(w, count);
+            a.cpu_windows
+                .resize_with(a.accounting.cpus().len(), Series::default);
+            for s in &mut a.cpu_windows {
+                w.settle(s, count);
+            }
+        }
+        Ok(self.a)
     }
 }
 
@@ -832,5 +827,74 @@ mod tests {
         assert_eq!((drain.dispatches, drain.idle_ns), (1, 80));
         assert!(!a.causes.contains_key(&(0, 61)));
         assert!(a.tool_tids.contains(&10));
+    }
+
+    /// Counts what a caller's handler is told.
+    #[derive(Default)]
+    struct Seen {
+        dispatches: Vec<u64>,
+        credits: Vec<(u32, u64, u64)>,
+        open_at_end: usize,
+        finished: Option<u64>,
+    }
+
+    impl Handler for Seen {
+        fn dispatch(&mut self, e: &DispatchEvent<'_>, _ctx: &Context<'_>) {
+            self.dispatches.push(e.dispatch.time);
+        }
+        fn idle(&mut self, c: &Credit, _ctx: &Context<'_>) {
+            self.credits.push((c.charge.tid, c.idle_ns, c.dispatches));
+        }
+        fn open_at_end(&mut self, _ci: usize, _iv: &IdleInterval, _ctx: &Context<'_>) {
+            self.open_at_end += 1;
+        }
+        fn finish(&mut self, stop: u64, _ctx: &Context<'_>) {
+            self.finished = Some(stop);
+        }
+    }
+
+    #[test]
+    fn a_callers_handler_is_told_the_windows_dispatches_and_every_credit_once() {
+        use PrevState::{Preempted, Sleeping};
+        let info = RunInfo {
+            tool_pid: TOOL,
+            ..RunInfo::minimal(vec![0], 0)
+        };
+        let records = [
+            thread(51, 50, "worker"),
+            thread(10, TOOL, "idleflow-drain"),
+            dispatch(10, IDLE_TID, Preempted, 51),
+            dispatch(100, 51, Sleeping, IDLE_TID),
+            // The drain interrupts the worker's idle: a credit of 0 dispatches.
+            dispatch(200, IDLE_TID, Preempted, 10),
+            dispatch(210, 10, Sleeping, IDLE_TID),
+            dispatch(400, IDLE_TID, Preempted, 51),
+            // Idle still open at the end: credited, then told as open.
+            dispatch(450, 51, Sleeping, IDLE_TID),
+        ];
+        let mut w = idleflow_format::Writer::new(Vec::new(), &info).unwrap();
+        for r in &records {
+            w.write(r).unwrap();
+        }
+        let bytes = w
+            .finish(&RunSummary {
+                stop_ns: 500,
+                ..Default::default()
+            })
+            .unwrap();
+        let mut seen = Seen::default();
+        let a = Analysis::run_observed(
+            std::io::Cursor::new(bytes),
+            &AnalysisOptions::default(),
+            |_| {},
+            Some(&mut seen),
+        )
+        .unwrap();
+        assert_eq!(seen.dispatches, [10, 100, 200, 210, 400, 450]);
+        assert_eq!(seen.credits, [(51, 100, 1), (51, 190, 0), (51, 50, 1)]);
+        assert_eq!((seen.open_at_end, seen.finished), (1, Some(500)));
+        // The credits are the causes' idle, every nanosecond once.
+        let total: u64 = seen.credits.iter().map(|c| c.1).sum();
+        assert_eq!(total, a.causes[&(0, 51)].idle_ns);
     }
 }

@@ -22,7 +22,10 @@
 //! Invariant: only tags the tracer read are used; an unknown tag attributes
 //! nothing (it is counted in [`TagCounts::unknown`]).
 
+use crate::pass::handler::{Context, DispatchEvent, Handler, OwnThreads, StackKind};
 use idleflow_accounting::DispatchOutcome;
+use idleflow_accounting::IdleInterval;
+use idleflow_format::SwitchStack;
 use idleflow_format::{Dispatch, NodeTag, WaitReason, IDLE_TID};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -163,15 +166,6 @@ pub struct NodeAttribution {
 /// An open idle interval's node and wait, and its switch-out's stacks.
 type Open = (Option<(u64, Option<WaitKey>)>, Option<(u64, u32, u64, u64)>);
 
-/// Which of a dispatch's two threads are idleflow's own.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct OwnThreads {
-    /// The thread that left.
-    pub prev: bool,
-    /// The thread that came.
-    pub next: bool,
-}
-
 impl NodeAttribution {
     fn grow(&mut self, ci: usize) {
         if self.tags.len() <= ci {
@@ -301,6 +295,32 @@ impl NodeAttribution {
                 w.idle_ns = w.idle_ns.saturating_add(len);
             }
         }
+    }
+}
+
+impl Handler for NodeAttribution {
+    /// The tree node stays the key; the JVM's wait adds why.
+    fn dispatch(&mut self, e: &DispatchEvent<'_>, ctx: &Context<'_>) {
+        let d = e.dispatch;
+        let wait = if !ctx.java.is_empty() && e.outcome.to_idle && d.prev_node.node().is_some() {
+            ctx.java
+                .wait_at(d.prev_tid, d.time)
+                .map(|w| (w.reason, w.object))
+        } else {
+            None
+        };
+        NodeAttribution::dispatch(self, e.ci, d, e.outcome, wait, e.own);
+    }
+
+    fn switch_stack(&mut self, ci: usize, s: &SwitchStack, kind: StackKind, _ctx: &Context<'_>) {
+        match kind {
+            StackKind::Kernel => NodeAttribution::switch_stack(self, ci, s.time, s.tid, s.stack, 0),
+            StackKind::User => NodeAttribution::switch_stack(self, ci, s.time, s.tid, 0, s.stack),
+        }
+    }
+
+    fn open_at_end(&mut self, ci: usize, iv: &IdleInterval, _ctx: &Context<'_>) {
+        self.idle_ended(ci, iv.end.saturating_sub(iv.start));
     }
 }
 

@@ -97,7 +97,9 @@ pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
         View::Tree if a.views.jvms.is_empty() => return Err(FlameError::NoTrees),
         View::Tree => a.views.folded.clone(),
         View::Java if a.java.is_empty() => return Err(FlameError::NoWaits),
-        View::Java => crate::pass::java_waits::folded(&a.java, fold, source.by_reason),
+        View::Java => {
+            crate::pass::java_waits::folded(&a.java, &a.java_idle, fold, source.by_reason)
+        }
         View::User if a.kernel.switch_user_stacks > 0 => crate::sections::call_paths::folded(
             &a.kernel,
             caused(),

@@ -3,7 +3,7 @@
 //! *what* made it so.
 //!
 //! Written while the pass reads the recording ([`PerfettoWriter`] is a
-//! [`PassObserver`]): every dispatch of the window as a `sched_switch` on
+//! pass [`Handler`]): every dispatch of the window as a `sched_switch` on
 //! its CPU (idle shows as the gaps of the CPU tracks; the leaving thread's
 //! state as Perfetto reads it), every wake-up as `sched_waking` (threads
 //! turn runnable), in bundles per CPU, in Perfetto's compact form (the
@@ -32,10 +32,11 @@ use idleflow_export::perfetto::{
     SchedSwitchFtraceEvent, SchedWakingFtraceEvent, TracePacket,
 };
 use idleflow_export::Message;
-use idleflow_format::{Dispatch, PrevState, Wakeup, IDLE_TID};
+use idleflow_format::{PrevState, Wakeup, IDLE_TID};
 use rustc_hash::FxHashMap;
 
-use crate::pass::{Analysis, Charged, PassObserver, PathKey};
+use crate::pass::handler::{Context, Credit, DispatchEvent, Handler};
+use crate::pass::{Analysis, PathKey};
 use crate::path::FrameKind;
 
 /// Events per CPU bundle before it is written.
@@ -444,8 +445,17 @@ fn comm(names: &FxHashMap<u32, (u32, String)>, tid: u32) -> String {
         .map_or_else(|| format!("tid {tid}"), |n| n.1.clone())
 }
 
-impl<W: Write + Send + 'static> PassObserver for PerfettoWriter<W> {
-    fn dispatch(&mut self, d: &Dispatch, names: &FxHashMap<u32, (u32, String)>) {
+/// An idle-causing dispatch as a sample: where, who, when, which path.
+struct Charged {
+    cpu: u32,
+    tid: u32,
+    time: u64,
+    key: PathKey,
+}
+
+impl<W: Write + Send + 'static> Handler for PerfettoWriter<W> {
+    fn dispatch(&mut self, e: &DispatchEvent<'_>, ctx: &Context<'_>) {
+        let (d, names) = (e.dispatch, ctx.names);
         self.switches += 1;
         let b = self.bundle(d.cpu);
         if b.running == Some(d.prev_tid) && d.time >= b.last_switch {
@@ -477,7 +487,8 @@ impl<W: Write + Send + 'static> PassObserver for PerfettoWriter<W> {
         self.counted(d.cpu);
     }
 
-    fn wakeup(&mut self, w: &Wakeup, names: &FxHashMap<u32, (u32, String)>) {
+    fn wakeup(&mut self, w: &Wakeup, ctx: &Context<'_>) {
+        let names = ctx.names;
         self.wakeups += 1;
         let b = self.bundle(w.cpu);
         if w.time >= b.last_waking {
@@ -507,7 +518,18 @@ impl<W: Write + Send + 'static> PassObserver for PerfettoWriter<W> {
         self.counted(w.cpu);
     }
 
-    fn charged(&mut self, c: &Charged) {
+    /// Each idle-causing dispatch once, when its idle interval ended
+    /// (never idleflow's own threads').
+    fn idle(&mut self, credit: &Credit, ctx: &Context<'_>) {
+        if credit.dispatches == 0 || ctx.is_own(credit.charge.tid) {
+            return;
+        }
+        let c = Charged {
+            cpu: credit.cpu,
+            tid: credit.charge.tid,
+            time: credit.charge.time,
+            key: credit.key,
+        };
         let next = self.key_list.len() as u32;
         let path = *self.keys.entry(c.key).or_insert(next);
         if path == next {

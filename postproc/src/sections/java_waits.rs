@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use idleflow_format::FrameKind;
 
-use crate::pass::java_waits::{JavaWaits, PathIdle, PathKey};
+use crate::pass::java_waits::{JavaIdle, JavaWaits, PathIdle, PathKey};
 use crate::path;
 use crate::reasons::Reason;
 
@@ -120,12 +120,18 @@ pub struct JavaWaitsSection {
 }
 
 impl JavaWaitsSection {
-    /// The section for `w` over `window`, or `None` without JVM waits.
-    pub fn new(w: &JavaWaits, window: (u64, u64), notes: &[String]) -> Option<Self> {
+    /// The section for waits `w` and what the pass joined to them (`idle`)
+    /// over `window`, or `None` without JVM waits.
+    pub fn new(
+        w: &JavaWaits,
+        idle: &JavaIdle,
+        window: (u64, u64),
+        notes: &[String],
+    ) -> Option<Self> {
         if w.is_empty() && notes.is_empty() {
             return None;
         }
-        let mut paths: Vec<(&PathKey, &PathIdle)> = w.paths.iter().collect();
+        let mut paths: Vec<(&PathKey, &PathIdle)> = idle.paths.iter().collect();
         paths.sort_by(|x, y| {
             (y.1.idle_ns, y.1.dispatches, x.0).cmp(&(x.1.idle_ns, x.1.dispatches, y.0))
         });
@@ -162,16 +168,16 @@ impl JavaWaitsSection {
                     truncated: st.is_some_and(|s| s.truncated),
                     idle_dispatches_to: p.dispatches,
                     idle_ns: p.idle_ns,
-                    share_pct: if w.java_idle.1 == 0 {
+                    share_pct: if idle.java_idle.1 == 0 {
                         0.0
                     } else {
-                        (p.idle_ns as f64 * 10_000.0 / w.java_idle.1 as f64).round() / 100.0
+                        (p.idle_ns as f64 * 10_000.0 / idle.java_idle.1 as f64).round() / 100.0
                     },
                 }
             })
             .collect();
-        let (waits_in_window, waits_with_switch_out) = w
-            .waits_switched(window.0, window.1)
+        let (waits_in_window, waits_with_switch_out) = idle
+            .waits_switched(w, window.0, window.1)
             .values()
             .fold((0, 0), |s, v| (s.0 + v.0, s.1 + v.1));
         Some(JavaWaitsSection {
@@ -199,14 +205,14 @@ impl JavaWaitsSection {
                     recorded_to_ns: j.recorded_to_ns,
                 })
                 .collect(),
-            java_idle_dispatches_to: w.java_idle.0,
-            java_idle_ns: w.java_idle.1,
-            unjoined_idle_dispatches_to: w.unjoined_idle.0,
-            unjoined_idle_ns: w.unjoined_idle.1,
-            unrecorded_idle_dispatches_to: w.unrecorded_idle.0,
-            unrecorded_idle_ns: w.unrecorded_idle.1,
-            blocking_switch_outs: w.blocking_switch_outs,
-            blocking_inside_wait: w.inside_wait,
+            java_idle_dispatches_to: idle.java_idle.0,
+            java_idle_ns: idle.java_idle.1,
+            unjoined_idle_dispatches_to: idle.unjoined_idle.0,
+            unjoined_idle_ns: idle.unjoined_idle.1,
+            unrecorded_idle_dispatches_to: idle.unrecorded_idle.0,
+            unrecorded_idle_ns: idle.unrecorded_idle.1,
+            blocking_switch_outs: idle.blocking_switch_outs,
+            blocking_inside_wait: idle.inside_wait,
             waits_in_window,
             waits_with_switch_out,
             paths,

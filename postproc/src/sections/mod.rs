@@ -206,7 +206,8 @@ impl Report {
         let arcflow = arcflow::section(a, &caused);
         let tool = threads::tool_use(a, &caused, duration);
         let threads = threads::rows(a, &caused, &name);
-        let java_waits = JavaWaitsSection::new(&a.java, a.window, &no_waits_reasons(a));
+        let java_waits =
+            JavaWaitsSection::new(&a.java, &a.java_idle, a.window, &no_waits_reasons(a));
         let call_paths = call_paths(a);
         let mut idle_paths = IdlePathsSection::new(a, total.idle_ns);
         let root_causes = crate::sections::root_causes::RootCausesSection::new(a, total.idle_ns);

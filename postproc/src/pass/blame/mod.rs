@@ -27,7 +27,9 @@
 //! distinct (root, chain) keys, never by the number of records; idleflow's
 //! own threads' idle is never blamed (the report lists it apart).
 
+use crate::pass::handler::{Context, Credit, DispatchEvent, Handler, OwnThreads, StackKind};
 use idleflow_format::{Dispatch, PrevState, Wakeup, IDLE_TID};
+use idleflow_format::{SwitchArg, SwitchStack};
 use rustc_hash::FxHashMap;
 
 mod roots;
@@ -45,7 +47,6 @@ use walk::{scale, Walk, WALK_BUDGET};
 
 use crate::pass::idle_paths::RowKey;
 use crate::pass::java_waits::JavaWaits;
-use crate::pass::nodes::OwnThreads;
 
 /// Dispatches between two prunings of the timelines.
 const PRUNE_EVERY: u64 = 4096;
@@ -608,6 +609,49 @@ impl BlameAcc {
                 self.add_root(RootKind::Unknown, key, none, p.idle_ns);
             }
         }
+    }
+}
+
+impl Handler for BlameAcc {
+    fn dispatch(&mut self, e: &DispatchEvent<'_>, ctx: &Context<'_>) {
+        BlameAcc::dispatch(self, e.ci, e.dispatch, e.own, ctx.java);
+    }
+
+    fn wakeup(&mut self, w: &Wakeup, ctx: &Context<'_>) {
+        BlameAcc::wakeup(self, w, ctx.java);
+    }
+
+    fn switch_stack(&mut self, _ci: usize, s: &SwitchStack, kind: StackKind, _ctx: &Context<'_>) {
+        match kind {
+            StackKind::Kernel => self.stacks(s.tid, s.time, Some(s.stack), None),
+            StackKind::User => self.stacks(s.tid, s.time, None, Some(s.stack)),
+        }
+    }
+
+    fn wake_stack(&mut self, s: &SwitchStack, kind: StackKind, _ctx: &Context<'_>) {
+        match kind {
+            StackKind::Kernel => self.wake_stacks(s.tid, s.time, Some(s.stack), None),
+            StackKind::User => self.wake_stacks(s.tid, s.time, None, Some(s.stack)),
+        }
+    }
+
+    fn switch_arg(&mut self, a: &SwitchArg, _ctx: &Context<'_>) {
+        BlameAcc::switch_arg(self, a.tid, a.time, a.arg);
+    }
+
+    /// idleflow's own threads' idle is never blamed.
+    fn idle(&mut self, c: &Credit, ctx: &Context<'_>) {
+        let ch = &c.charge;
+        if !ctx.is_own(ch.tid) {
+            let (ci, span) = (c.ci, c.span);
+            BlameAcc::idle(
+                self, ci, ch.tid, ch.state, ch.time, span, c.idle_ns, ctx.java,
+            );
+        }
+    }
+
+    fn finish(&mut self, stop: u64, ctx: &Context<'_>) {
+        BlameAcc::finish(self, stop, ctx.java);
     }
 }
 

@@ -441,7 +441,7 @@ impl IdlePathsSection {
         // The flight recorders' own count of what came before they ran,
         // for the same threads as `java_idle_ns` (not HotSpot's own).
         java.before_recorder_ns = a
-            .java
+            .java_idle
             .unrecorded_by_thread
             .iter()
             .filter(|(tid, _)| {

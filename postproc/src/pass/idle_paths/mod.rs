@@ -7,30 +7,14 @@
 //!
 //! Invariant: memory is one entry per distinct key, never per dispatch.
 
-use idleflow_format::{JavaWait, WaitReason};
+pub mod key;
+
+use crate::pass::handler::{Context, DispatchEvent, Handler};
+pub(crate) use crate::pass::idle_paths::key::RowKey;
+use idleflow_format::JavaWait;
 use rustc_hash::FxHashMap;
 
 use crate::pass::windows::{Series, Windows};
-
-/// What covers one idle-causing dispatch: the key of its merged path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct RowKey {
-    pub(crate) tid: u32,
-    /// Kernel and user stack ids at the switch-out (0: none).
-    pub(crate) kernel: u64,
-    pub(crate) user: u64,
-    /// The tree agent's node (0: none).
-    pub(crate) node: u64,
-    /// The flight-recorder wait that contains the switch-out: its JVM,
-    /// stack group (0: no stack), reason and object symbol.
-    pub(crate) jvm: u32,
-    pub(crate) group: u64,
-    pub(crate) reason: Option<WaitReason>,
-    pub(crate) object: u64,
-    /// The first argument of the system call it waited in (0: not known):
-    /// a futex wait's address names the lock.
-    pub(crate) addr: u64,
-}
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RowAcc {
@@ -49,41 +33,6 @@ pub struct IdlePathsAcc {
     pub(crate) rows: FxHashMap<RowKey, RowAcc>,
     /// Per CPU slot, the last dispatch to idle: (time, leaving tid, its node).
     pub(crate) to_idle_node: Vec<Option<(u64, u32, u64)>>,
-}
-
-impl RowKey {
-    /// The key of `tid` leaving with `stacks` (kernel, user ids; 0: none)
-    /// in call-tree `node` (0: none), inside the flight-recorder `wait`
-    /// (with its stack group).
-    pub(crate) fn new(
-        tid: u32,
-        stacks: (u64, u64),
-        node: u64,
-        wait: Option<(&JavaWait, u64)>,
-    ) -> Self {
-        RowKey {
-            tid,
-            kernel: stacks.0,
-            user: stacks.1,
-            node,
-            jvm: wait.map_or(0, |w| w.0.pid),
-            group: wait.map_or(0, |w| w.1),
-            reason: wait.map(|w| w.0.reason),
-            object: wait.map_or(0, |w| w.0.object),
-            addr: 0,
-        }
-    }
-
-    /// The same key, waiting in a system call whose first argument was
-    /// `addr` ([`idleflow_format::SwitchArg`]).
-    pub(crate) fn with_addr(self, addr: u64) -> Self {
-        RowKey { addr, ..self }
-    }
-
-    /// The thread.
-    pub(crate) fn tid(&self) -> u32 {
-        self.tid
-    }
 }
 
 impl IdlePathsAcc {
@@ -139,6 +88,17 @@ impl IdlePathsAcc {
     pub fn settle(&mut self, windows: &Windows, count: usize) {
         for r in self.rows.values_mut() {
             windows.settle(&mut r.windows, count);
+        }
+    }
+}
+
+impl Handler for IdlePathsAcc {
+    /// A dispatch to idle: the node its thread left in, for the charge
+    /// when the idle ends ([`IdlePathsAcc::node_at`]).
+    fn dispatch(&mut self, e: &DispatchEvent<'_>, _ctx: &Context<'_>) {
+        let d = e.dispatch;
+        if e.outcome.to_idle {
+            self.to_idle(e.ci, d.time, d.prev_tid, d.prev_node.node().unwrap_or(0));
         }
     }
 }
