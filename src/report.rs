@@ -15,8 +15,10 @@ use crate::cli::{
     DiffArgs, ExportArgs, ExportFormat, FlamegraphArgs, Format, ReportArgs, ScriptArgs, SortArg,
     ViewArg, WeightArg, WindowArgs,
 };
+use idleflow_postproc::path::Fold;
 use idleflow_postproc::render::flame::{self, Weight};
 use idleflow_postproc::sections::arcflow::{ArcflowOptions, SortBy};
+use idleflow_postproc::sections::idle_paths::MergedPaths;
 
 /// Opens a recording; a missing one whose `.partial` exists (a recorder
 /// that was killed) says so.
@@ -181,12 +183,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         Format::Text => text::render(&report, &source, &text_opts),
         Format::Html => {
             use idleflow_postproc::render::html;
-            let lines = idleflow_postproc::sections::idle_paths::folded(
-                &analysis,
-                html::FOLD,
-                false,
-                false,
-            );
+            let lines = MergedPaths::all(&analysis).folded_lines(html::FOLD);
             html::render(&report, &source, &lines).context("cannot draw the flame graph")?
         }
     };
@@ -274,8 +271,8 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
         by_reason: args.by_reason,
         user_only: args.user_only,
     };
-    let lines =
-        flame::folded(&analysis, source).with_context(|| format!("{}", args.input.display()))?;
+    let lines = idleflow_postproc::sections::folded::folded(&analysis, source)
+        .with_context(|| format!("{}", args.input.display()))?;
     let out_path = &args.output;
     let file = std::fs::File::create(out_path)
         .with_context(|| format!("cannot create {}", out_path.display()))?;
@@ -368,8 +365,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
             dispatches: false,
             merge_threads: true,
         };
-        let folded =
-            |a: &Analysis| idleflow_postproc::sections::idle_paths::folded(a, fold, false, false);
+        let folded = |a: &Analysis| MergedPaths::all(a).folded_lines(fold);
         let lines = idleflow_postproc::compare::diff::differential_folded(
             &folded(&base_a),
             &folded(&new_a),

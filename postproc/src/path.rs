@@ -167,7 +167,7 @@ pub fn roots(
 
 /// Paths summed by weight, as folded stacks for `inferno` (`root;…;leaf
 /// WEIGHT`, one line per distinct path, sorted).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Folded {
     lines: BTreeMap<String, u64>,
 }
@@ -191,6 +191,14 @@ impl Folded {
         *e = e.saturating_add(weight);
     }
 
+    /// Adds every path of `other`, with its weight.
+    pub fn merge(&mut self, other: &Folded) {
+        for (line, w) in &other.lines {
+            let e = self.lines.entry(line.clone()).or_default();
+            *e = e.saturating_add(*w);
+        }
+    }
+
     /// The folded lines, paths of no weight left out.
     pub fn into_lines(self) -> Vec<String> {
         self.lines
@@ -198,6 +206,23 @@ impl Folded {
             .filter(|(_, w)| *w > 0)
             .map(|(l, w)| format!("{l} {w}"))
             .collect()
+    }
+}
+
+/// One view of the idle-causing paths as folded stacks — as inferno's
+/// `Collapse` turns any input into folded lines, every flame graph and
+/// every `--folded` output is drawn from one of these
+/// ([`crate::sections::folded::view`] picks it).
+pub trait Fold {
+    /// Adds the view's stacks to `out`, weighted and with pool threads
+    /// merged as `opts` say.
+    fn fold(&self, opts: FoldOptions, out: &mut Folded);
+
+    /// The view's folded lines (sorted, paths of no weight left out).
+    fn folded_lines(&self, opts: FoldOptions) -> Vec<String> {
+        let mut out = Folded::default();
+        self.fold(opts, &mut out);
+        out.into_lines()
     }
 }
 

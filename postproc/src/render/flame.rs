@@ -1,14 +1,11 @@
-//! Flame graphs of idle-causing paths, drawn by `inferno` from folded
-//! stacks: the merged paths of every recording by default
-//! ([`crate::sections::idle_paths::folded`]), or one source's own view: the arcflow
-//! call trees ([`crate::pass::call_tree`]), the flight recorders' Java wait stacks
-//! ([`crate::pass::java_waits::folded`]), the user stacks with the kernel's on top
-//! ([`crate::sections::call_paths::folded`]), the kernel stacks
-//! ([`crate::sections::kernel_waits::folded`]), or the blocking paths.
+//! Flame graphs of idle-causing paths, drawn by `inferno` from the folded
+//! lines of one view ([`crate::sections::folded`]: the merged paths by
+//! default, or one source's own), and the differential flame graph of two
+//! runs.
 
 use std::io::Write;
 
-use crate::pass::Analysis;
+pub use crate::sections::folded::{FoldError, Source, View};
 
 /// What a frame's width stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,117 +19,12 @@ pub enum Weight {
 /// Errors of drawing.
 #[derive(Debug, thiserror::Error)]
 pub enum FlameError {
-    /// `--view tree` asks for call trees, and the recording has none.
-    #[error("--view tree needs call trees: record with `idleflow record --java tree`")]
-    NoTrees,
-    /// `--view java` asks for Java waits, and there are none.
-    #[error("--view java needs Java waits: a JVM recorded with `--java waits` (the default) whose flight recording was read")]
-    NoWaits,
-    /// `--view user` or `--view kernel` asks for stacks, and there are none.
-    #[error("the recording has no stacks at the switch-outs (recorded with `--no-stacks`, or by an older idleflow)")]
-    NoStacks,
-    /// `--blocked` asks for blocking paths, and the recording has none.
-    #[error("--blocked needs stacks at every wait: record with `idleflow record --stacks waits`")]
-    NoBlocked,
-    /// No dispatch to idle was attributed to any path.
-    #[error("no thread of the recorded program left a CPU idle in the window: nothing to draw")]
-    Empty,
+    /// The view cannot be drawn from the recording.
+    #[error(transparent)]
+    Fold(#[from] FoldError),
     /// inferno or the output failed.
     #[error("drawing the flame graph")]
     Io(#[from] std::io::Error),
-}
-
-/// Which paths to draw.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum View {
-    /// The merged paths ([`crate::sections::idle_paths`]): any recording.
-    #[default]
-    Paths,
-    /// The arcflow call trees.
-    Tree,
-    /// The flight recorders' Java wait stacks.
-    Java,
-    /// The user stacks at the switch-outs, the kernel's on top.
-    User,
-    /// The kernel stacks at the switch-outs.
-    Kernel,
-    /// The blocking call paths (`record --stacks waits`): off-CPU.
-    Blocking,
-    /// The blame chains: victims at the bottom, root causes on top
-    /// ([`crate::sections::root_causes::folded`]).
-    Blame,
-}
-
-/// What to draw.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Source {
-    /// Which paths.
-    pub view: View,
-    /// Reasons first (merged paths, Java waits).
-    pub by_reason: bool,
-    /// The kernel frames left out (merged paths, user stacks).
-    pub user_only: bool,
-}
-
-/// The folded stacks of `a` for `source`, weighted and with pool threads
-/// merged by name pattern as its [`crate::path::FoldOptions`] say
-/// ([`crate::path::thread_pattern`]).
-pub fn folded(a: &Analysis, source: Source) -> Result<Vec<String>, FlameError> {
-    let fold = a.view_options.fold.unwrap_or(crate::path::FoldOptions {
-        dispatches: false,
-        merge_threads: true,
-    });
-    let shown = |tid| a.shows(tid) && !a.tool_tids.contains(&tid);
-    let caused = || {
-        a.kernel
-            .caused
-            .iter()
-            .map(|(&key, c)| (key, c.dispatches, c.idle_ns))
-    };
-    let lines = match source.view {
-        View::Blame => crate::sections::root_causes::folded(a, fold.merge_threads),
-        View::Paths => {
-            crate::sections::idle_paths::folded(a, fold, source.by_reason, source.user_only)
-        }
-        View::Tree if a.views.jvms.is_empty() => return Err(FlameError::NoTrees),
-        View::Tree => a.views.folded.clone(),
-        View::Java if a.java.is_empty() => return Err(FlameError::NoWaits),
-        View::Java => {
-            crate::pass::java_waits::folded(&a.java, &a.java_idle, fold, source.by_reason)
-        }
-        View::User if a.kernel.switch_user_stacks > 0 => crate::sections::call_paths::folded(
-            &a.kernel,
-            caused(),
-            &a.names,
-            shown,
-            fold,
-            source.user_only,
-        ),
-        View::User | View::Kernel if a.kernel.is_empty() => return Err(FlameError::NoStacks),
-        View::User | View::Kernel => {
-            crate::sections::kernel_waits::folded(&a.kernel, &a.names, shown, fold)
-        }
-        View::Blocking if !a.kernel.tracks_blocked() => return Err(FlameError::NoBlocked),
-        View::Blocking => {
-            let rows = a
-                .kernel
-                .blocked
-                .iter()
-                .map(|(&key, b)| (key, b.waits, b.blocked_ns));
-            crate::sections::call_paths::folded(
-                &a.kernel,
-                rows,
-                &a.names,
-                shown,
-                fold,
-                source.user_only,
-            )
-        }
-    };
-    if lines.is_empty() {
-        return Err(FlameError::Empty);
-    }
-    Ok(lines)
 }
 
 /// Writes the SVG flame graph of the folded stacks `lines` to `out`.

@@ -44,7 +44,7 @@ pub const FOLD: FoldOptions = FoldOptions {
 
 /// The HTML report of `report` (of the recording `source`), its flame
 /// graph drawn from `folded_paths` (the merged paths folded with [`FOLD`]:
-/// [`crate::sections::idle_paths::folded`]).
+/// [`crate::sections::idle_paths::MergedPaths`]).
 pub fn render(
     report: &Report,
     source: &str,

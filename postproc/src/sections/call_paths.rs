@@ -19,7 +19,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use crate::pass::kernel_waits::{KernelWaits, StacksKey};
-use crate::path::{self, Folded, Frame, FrameKind};
+use crate::path::{self, Fold, Folded, Frame, FrameKind};
 use crate::reasons::is_scheduler_frame;
 use crate::share::saturating_sum;
 
@@ -305,38 +305,67 @@ impl CallPathsSection {
 /// weighed by count with `fold.dispatches`, else by ns. Only the threads
 /// `shown` accepts, never idleflow's own. Threads without a user stack
 /// (kernel threads) show their kernel frames alone.
-pub fn folded(
-    kw: &KernelWaits,
-    rows: impl Iterator<Item = (StacksKey, u64, u64)>,
-    names: &FxHashMap<u32, (u32, String)>,
-    shown: impl Fn(u32) -> bool,
-    fold: crate::path::FoldOptions,
-    user_only: bool,
-) -> Vec<String> {
-    let mut out = Folded::default();
-    for ((kstack, ustack, tid), count, ns) in rows {
-        if !shown(tid) || (ustack == 0 && (kstack == 0 || user_only)) {
-            continue;
-        }
-        let mut frames: Vec<(FrameKind, String)> =
-            path::roots(names, tid, fold.merge_threads).into();
-        frames.extend(
-            user_path(kw, ustack)
-                .into_iter()
-                .rev()
-                .map(|f| (f.kind, f.name)),
-        );
-        if !user_only && kstack != 0 {
-            let all = kw.frames(kstack);
-            let inner = all.iter().position(|f| !is_scheduler_frame(f)).unwrap_or(0);
+#[derive(Debug, Clone, Copy)]
+pub struct CallPaths<'a, F> {
+    /// The stacks.
+    pub kernel: &'a KernelWaits,
+    /// Which rows: the idle-causing ones or the blocking ones.
+    pub rows: CallPathRows,
+    /// tid → (pid, name).
+    pub names: &'a FxHashMap<u32, (u32, String)>,
+    /// Which threads to show.
+    pub shown: F,
+    /// The kernel's frames left out.
+    pub user_only: bool,
+}
+
+/// Which (stacks, thread) rows a [`CallPaths`] view folds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallPathRows {
+    /// The idle-causing switch-outs ([`KernelWaits::caused`]): dispatches, idle ns.
+    Caused,
+    /// The blocking ones ([`KernelWaits::blocked`]): waits, blocked ns.
+    Blocked,
+}
+
+impl<F: Fn(u32) -> bool> Fold for CallPaths<'_, F> {
+    fn fold(&self, fold: path::FoldOptions, out: &mut Folded) {
+        let (kw, names, shown, user_only) = (self.kernel, self.names, &self.shown, self.user_only);
+        let rows: Vec<(StacksKey, u64, u64)> = match self.rows {
+            CallPathRows::Caused => kw
+                .caused
+                .iter()
+                .map(|(&key, c)| (key, c.dispatches, c.idle_ns))
+                .collect(),
+            CallPathRows::Blocked => kw
+                .blocked
+                .iter()
+                .map(|(&key, b)| (key, b.waits, b.blocked_ns))
+                .collect(),
+        };
+        for ((kstack, ustack, tid), count, ns) in rows {
+            if !shown(tid) || (ustack == 0 && (kstack == 0 || user_only)) {
+                continue;
+            }
+            let mut frames: Vec<(FrameKind, String)> =
+                path::roots(names, tid, fold.merge_threads).into();
             frames.extend(
-                all[inner..]
-                    .iter()
+                user_path(kw, ustack)
+                    .into_iter()
                     .rev()
-                    .map(|f| (FrameKind::Kernel, f.clone())),
+                    .map(|f| (f.kind, f.name)),
             );
+            if !user_only && kstack != 0 {
+                let all = kw.frames(kstack);
+                let inner = all.iter().position(|f| !is_scheduler_frame(f)).unwrap_or(0);
+                frames.extend(
+                    all[inner..]
+                        .iter()
+                        .rev()
+                        .map(|f| (FrameKind::Kernel, f.clone())),
+                );
+            }
+            out.add(frames, if fold.dispatches { count } else { ns });
         }
-        out.add(frames, if fold.dispatches { count } else { ns });
     }
-    out.into_lines()
 }

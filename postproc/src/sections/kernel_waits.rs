@@ -6,7 +6,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use crate::pass::kernel_waits::{Caused, KernelWaits};
-use crate::path::{self, Folded, Frame, FrameKind};
+use crate::path::{self, Fold, Folded, Frame, FrameKind};
 use crate::reasons::is_scheduler_frame;
 
 /// One idle-causing kernel path of the report.
@@ -120,34 +120,40 @@ impl KernelWaitsSection {
 /// merged by name pattern unless `fold` says otherwise; only the threads
 /// `shown` accepts (the recorded command's, or all), never idleflow's own.
 /// `names`: tid → (pid, name).
-pub fn folded(
-    kw: &KernelWaits,
-    names: &FxHashMap<u32, (u32, String)>,
-    shown: impl Fn(u32) -> bool,
-    fold: crate::path::FoldOptions,
-) -> Vec<String> {
-    let mut out = Folded::default();
-    for (&(stack, _, tid), c) in &kw.caused {
-        if stack == 0 || !shown(tid) {
-            continue;
+#[derive(Debug, Clone, Copy)]
+pub struct KernelStacks<'a, F> {
+    /// The stacks and what they caused.
+    pub kernel: &'a KernelWaits,
+    /// tid → (pid, name).
+    pub names: &'a FxHashMap<u32, (u32, String)>,
+    /// Which threads to show.
+    pub shown: F,
+}
+
+impl<F: Fn(u32) -> bool> Fold for KernelStacks<'_, F> {
+    fn fold(&self, fold: path::FoldOptions, out: &mut Folded) {
+        let (kw, names, shown) = (self.kernel, self.names, &self.shown);
+        for (&(stack, _, tid), c) in &kw.caused {
+            if stack == 0 || !shown(tid) {
+                continue;
+            }
+            let all = kw.frames(stack);
+            let inner = all.iter().position(|f| !is_scheduler_frame(f)).unwrap_or(0);
+            let frames = all[inner..]
+                .iter()
+                .rev()
+                .map(|f| (FrameKind::Kernel, f.clone()));
+            let weight = if fold.dispatches {
+                c.dispatches
+            } else {
+                c.idle_ns
+            };
+            out.add(
+                path::roots(names, tid, fold.merge_threads)
+                    .into_iter()
+                    .chain(frames),
+                weight,
+            );
         }
-        let all = kw.frames(stack);
-        let inner = all.iter().position(|f| !is_scheduler_frame(f)).unwrap_or(0);
-        let frames = all[inner..]
-            .iter()
-            .rev()
-            .map(|f| (FrameKind::Kernel, f.clone()));
-        let weight = if fold.dispatches {
-            c.dispatches
-        } else {
-            c.idle_ns
-        };
-        out.add(
-            path::roots(names, tid, fold.merge_threads)
-                .into_iter()
-                .chain(frames),
-            weight,
-        );
     }
-    out.into_lines()
 }

@@ -5,6 +5,7 @@
 
 pub mod arcflow;
 pub mod call_paths;
+pub mod folded;
 pub mod idle_paths;
 pub mod java_waits;
 pub mod kernel_waits;

@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 
 use crate::pass::java_waits::JavaWaits;
 use crate::pass::nodes::{NodeAttribution, NodeIdle};
-use crate::path::{thread_pattern, FoldOptions, Folded, FrameKind};
+use crate::path::{thread_pattern, Fold, FoldOptions, Folded, FrameKind};
 use rows::{ArcRow, ArcflowOptions, JvmSummary, Measures, SortBy};
 
 /// Which views to build.
@@ -110,8 +110,10 @@ pub struct BuiltViews {
     pub rows: Vec<ArcRow>,
     /// Total of the sort measure over all trees.
     pub total_key: u64,
-    /// Folded stacks (`frame;frame weight`), sorted, identical ones summed.
-    pub folded: Vec<String>,
+    /// Folded stacks (`frame;frame weight`), identical ones summed, folded
+    /// while the trees were read (with the views' [`ViewOptions::fold`]):
+    /// drawn through [`TreeStacks`].
+    pub folded: Folded,
     /// The method path of every node whose thread's leaving made a CPU
     /// idle: node id → method names, the node's own first, its thread's
     /// entry last (for the merged paths, [`crate::sections::idle_paths`]).
@@ -613,8 +615,19 @@ impl Views {
             jvms: self.jvms.into_iter().map(|j| j.summary).collect(),
             rows,
             total_key: total,
-            folded: self.folded.into_lines(),
+            folded: self.folded,
             node_paths: self.node_paths,
         }
+    }
+}
+
+/// The call trees' folded stacks as a [`Fold`] view: folded once while the
+/// trees were read, so the options given here are the views' own.
+#[derive(Debug, Clone, Copy)]
+pub struct TreeStacks<'a>(pub &'a BuiltViews);
+
+impl Fold for TreeStacks<'_> {
+    fn fold(&self, _: FoldOptions, out: &mut Folded) {
+        out.merge(&self.0.folded);
     }
 }

@@ -23,7 +23,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::pass::handler::{Context, Credit, DispatchEvent, Handler};
 use crate::pass::java_waits::index::path_kind;
 pub use crate::pass::java_waits::index::{JavaWaits, StackGroup};
-use crate::path::{self, Folded};
+use crate::path::{self, Fold, Folded};
 
 /// What one idle-causing path (a stack, a reason and its object, in one
 /// JVM) caused.
@@ -183,65 +183,71 @@ pub fn reason_frame(w: &JavaWaits, pid: u32, reason: WaitReason, object: u64) ->
 /// PID;THREAD;frames, root first;[reason] object WEIGHT`, or with
 /// `by_reason` the `[reason] object` frame first; each frame annotated by
 /// its [`path::FrameKind`] (JIT, inlined).
-pub fn folded(
-    w: &JavaWaits,
-    idle: &JavaIdle,
-    fold: crate::path::FoldOptions,
-    by_reason: bool,
-) -> Vec<String> {
-    let mut out = Folded::default();
-    for (&(pid, group, reason, object), p) in &idle.paths {
-        let mut frames: Vec<(path::FrameKind, String)> = w
-            .group(group)
-            .map(|g| {
-                g.frames
-                    .iter()
-                    .zip(&g.kinds)
-                    .rev()
-                    .map(|(&(m, _), &bits)| (path_kind(bits), w.symbol(pid, m).to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if frames.is_empty() {
-            frames.push((path::FrameKind::Unknown, "[no stack]".into()));
-        }
-        let why = (
-            path::FrameKind::Reason,
-            reason_frame(w, pid, reason, object),
-        );
-        for (&tid, &(n, ns)) in &p.by_thread {
-            let name = w
-                .named
-                .get(&tid)
-                .map_or_else(|| tid.to_string(), Clone::clone);
-            let thread = if fold.merge_threads {
-                crate::path::thread_pattern(&name)
-            } else {
-                name
-            };
-            let head = [
-                (path::FrameKind::Process, format!("java {pid}")),
-                (path::FrameKind::Thread, thread),
-            ];
-            let weight = if fold.dispatches { n } else { ns };
-            if by_reason {
-                out.add(
-                    std::iter::once(why.clone())
-                        .chain(head)
-                        .chain(frames.iter().cloned()),
-                    weight,
-                );
-            } else {
-                out.add(
-                    head.into_iter()
-                        .chain(frames.iter().cloned())
-                        .chain(std::iter::once(why.clone())),
-                    weight,
-                );
+#[derive(Debug, Clone, Copy)]
+pub struct JavaWaitStacks<'a> {
+    /// The waits.
+    pub waits: &'a JavaWaits,
+    /// What the pass joined to them.
+    pub idle: &'a JavaIdle,
+    /// The `[reason] object` frame first.
+    pub by_reason: bool,
+}
+
+impl Fold for JavaWaitStacks<'_> {
+    fn fold(&self, fold: path::FoldOptions, out: &mut Folded) {
+        let (w, idle, by_reason) = (self.waits, self.idle, self.by_reason);
+        for (&(pid, group, reason, object), p) in &idle.paths {
+            let mut frames: Vec<(path::FrameKind, String)> = w
+                .group(group)
+                .map(|g| {
+                    g.frames
+                        .iter()
+                        .zip(&g.kinds)
+                        .rev()
+                        .map(|(&(m, _), &bits)| (path_kind(bits), w.symbol(pid, m).to_string()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if frames.is_empty() {
+                frames.push((path::FrameKind::Unknown, "[no stack]".into()));
+            }
+            let why = (
+                path::FrameKind::Reason,
+                reason_frame(w, pid, reason, object),
+            );
+            for (&tid, &(n, ns)) in &p.by_thread {
+                let name = w
+                    .named
+                    .get(&tid)
+                    .map_or_else(|| tid.to_string(), Clone::clone);
+                let thread = if fold.merge_threads {
+                    crate::path::thread_pattern(&name)
+                } else {
+                    name
+                };
+                let head = [
+                    (path::FrameKind::Process, format!("java {pid}")),
+                    (path::FrameKind::Thread, thread),
+                ];
+                let weight = if fold.dispatches { n } else { ns };
+                if by_reason {
+                    out.add(
+                        std::iter::once(why.clone())
+                            .chain(head)
+                            .chain(frames.iter().cloned()),
+                        weight,
+                    );
+                } else {
+                    out.add(
+                        head.into_iter()
+                            .chain(frames.iter().cloned())
+                            .chain(std::iter::once(why.clone())),
+                        weight,
+                    );
+                }
             }
         }
     }
-    out.into_lines()
 }
 
 impl Handler for JavaIdle {

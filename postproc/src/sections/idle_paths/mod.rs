@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use crate::pass::windows::Series;
 use crate::pass::Analysis;
-use crate::path::{Folded, FrameKind, PathFrame};
+use crate::path::{Fold, Folded, FrameKind, PathFrame};
 use crate::reasons::Reason;
 use crate::share::pct;
 
@@ -535,48 +535,70 @@ impl IdlePathsSection {
     }
 }
 
-/// Folded stacks of the merged paths for `inferno`: `PROCESS;THREAD;frames
+/// The merged paths as folded stacks for `inferno`: `PROCESS;THREAD;frames
 /// outermost first;[reason] object WEIGHT` (the JVM's reason on top where
 /// one covers the dispatch; with `by_reason` the reason first, at the
 /// root; with `user_only` the kernel's frames left out). Only the threads
 /// the report shows, never idleflow's own.
-pub fn folded(
-    a: &Analysis,
-    fold: crate::path::FoldOptions,
-    by_reason: bool,
-    user_only: bool,
-) -> Vec<String> {
-    let mut out = Folded::default();
-    for row in resolve(a, false) {
-        let weight = if fold.dispatches {
-            row.dispatches
-        } else {
-            row.idle_ns
-        };
-        let [_, thread] = crate::path::roots(&a.names, row.tid, fold.merge_threads);
-        let roots = [(FrameKind::Process, row.process), thread];
-        let why = row.jvm_reason.map(|r| {
-            let frame = if row.object.is_empty() {
-                format!("[{}]", r.words())
-            } else {
-                format!("[{}] {}", r.words(), row.object)
-            };
-            (FrameKind::Reason, frame)
-        });
-        let frames = row
-            .frames
-            .into_iter()
-            .rev()
-            .filter(|f| !(user_only && f.frame.kind == FrameKind::Kernel))
-            .map(|f| (f.frame.kind, f.frame.name));
-        if by_reason {
-            let why = why.unwrap_or((FrameKind::Reason, format!("[{}]", row.reason)));
-            out.add(std::iter::once(why).chain(roots).chain(frames), weight);
-        } else {
-            out.add(roots.into_iter().chain(frames).chain(why), weight);
+#[derive(Debug, Clone, Copy)]
+pub struct MergedPaths<'a> {
+    /// The pass's results.
+    pub analysis: &'a Analysis,
+    /// The reason first, at the root.
+    pub by_reason: bool,
+    /// The kernel's frames left out.
+    pub user_only: bool,
+}
+
+impl<'a> MergedPaths<'a> {
+    /// Every merged path of `analysis`, as the report draws them: reasons on
+    /// top, kernel frames kept.
+    pub fn all(analysis: &'a Analysis) -> Self {
+        MergedPaths {
+            analysis,
+            by_reason: false,
+            user_only: false,
         }
     }
-    out.into_lines()
+}
+
+impl Fold for MergedPaths<'_> {
+    fn fold(&self, fold: crate::path::FoldOptions, out: &mut Folded) {
+        let MergedPaths {
+            analysis: a,
+            by_reason,
+            user_only,
+        } = *self;
+        for row in resolve(a, false) {
+            let weight = if fold.dispatches {
+                row.dispatches
+            } else {
+                row.idle_ns
+            };
+            let [_, thread] = crate::path::roots(&a.names, row.tid, fold.merge_threads);
+            let roots = [(FrameKind::Process, row.process), thread];
+            let why = row.jvm_reason.map(|r| {
+                let frame = if row.object.is_empty() {
+                    format!("[{}]", r.words())
+                } else {
+                    format!("[{}] {}", r.words(), row.object)
+                };
+                (FrameKind::Reason, frame)
+            });
+            let frames = row
+                .frames
+                .into_iter()
+                .rev()
+                .filter(|f| !(user_only && f.frame.kind == FrameKind::Kernel))
+                .map(|f| (f.frame.kind, f.frame.name));
+            if by_reason {
+                let why = why.unwrap_or((FrameKind::Reason, format!("[{}]", row.reason)));
+                out.add(std::iter::once(why).chain(roots).chain(frames), weight);
+            } else {
+                out.add(roots.into_iter().chain(frames).chain(why), weight);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

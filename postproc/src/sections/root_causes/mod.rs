@@ -9,8 +9,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::pass::Analysis;
-use crate::path::FrameKind;
 use crate::path::PathFrame;
+use crate::path::{Fold, FoldOptions, Folded, FrameKind};
 use crate::reasons::{Device, Reason};
 use crate::sections::idle_paths::{resolve_key, PathThreads, RowKey};
 use crate::share::pct;
@@ -363,67 +363,71 @@ fn release_site(
 /// (`← indexer [park] ReentrantLock$NonfairSync in Catalog.indexOne`), and
 /// on top the root (`[root: timer] writer`) with its frames, outermost
 /// first. Only idle the report's threads opened; never idleflow's own.
-pub fn folded(a: &Analysis, merge_threads: bool) -> Vec<String> {
-    let mut cache: FxHashMap<RowKey, crate::sections::idle_paths::ResolvedRow> =
-        FxHashMap::default();
-    let mut out = crate::path::Folded::default();
-    let pool = |tid: u32| {
-        let [_, (_, thread)] = crate::path::roots(&a.names, tid, merge_threads);
-        thread
-    };
-    for (k, &ns) in &a.blame.roots {
-        let victim = a.blame.chains.get(k.links).first().unwrap_or(&k.path).tid();
-        if !a.shows(victim) || ns == 0 || through_tool(a, k) {
-            continue;
-        }
-        let [process, thread] = crate::path::roots(&a.names, victim, merge_threads);
-        let mut frames: Vec<(FrameKind, String)> = vec![process, thread];
-        // A convoy's hand-offs (the same pool waiting at the same code,
-        // each woken by the one before) are one frame.
-        let mut last = String::new();
-        for (i, l) in a.blame.chains.get(k.links).iter().enumerate() {
-            let r = cache.entry(*l).or_insert_with(|| resolve_key(a, l));
-            let program = r.frames.iter().position(|f| !f.runtime);
-            let mut words = format!("[{}]", r.reason);
-            if !r.object.is_empty() {
-                words.push_str(&format!(" {}", r.object));
-            }
-            if let Some(f) = frame_of(&r.frames, program) {
-                words.push_str(&format!(" in {}", f.frame.name));
-            }
-            let who = pool(l.tid());
-            let key = format!("{who} {words}");
-            if key == last {
+#[derive(Debug, Clone, Copy)]
+pub struct BlameChains<'a>(pub &'a Analysis);
+
+impl Fold for BlameChains<'_> {
+    fn fold(&self, fold: FoldOptions, out: &mut Folded) {
+        let (a, merge_threads) = (self.0, fold.merge_threads);
+        let mut cache: FxHashMap<RowKey, crate::sections::idle_paths::ResolvedRow> =
+            FxHashMap::default();
+        let pool = |tid: u32| {
+            let [_, (_, thread)] = crate::path::roots(&a.names, tid, merge_threads);
+            thread
+        };
+        for (k, &ns) in &a.blame.roots {
+            let victim = a.blame.chains.get(k.links).first().unwrap_or(&k.path).tid();
+            if !a.shows(victim) || ns == 0 || through_tool(a, k) {
                 continue;
             }
-            last = key;
-            if i > 0 {
-                words = format!("← {who} {words}");
+            let [process, thread] = crate::path::roots(&a.names, victim, merge_threads);
+            let mut frames: Vec<(FrameKind, String)> = vec![process, thread];
+            // A convoy's hand-offs (the same pool waiting at the same code,
+            // each woken by the one before) are one frame.
+            let mut last = String::new();
+            for (i, l) in a.blame.chains.get(k.links).iter().enumerate() {
+                let r = cache.entry(*l).or_insert_with(|| resolve_key(a, l));
+                let program = r.frames.iter().position(|f| !f.runtime);
+                let mut words = format!("[{}]", r.reason);
+                if !r.object.is_empty() {
+                    words.push_str(&format!(" {}", r.object));
+                }
+                if let Some(f) = frame_of(&r.frames, program) {
+                    words.push_str(&format!(" in {}", f.frame.name));
+                }
+                let who = pool(l.tid());
+                let key = format!("{who} {words}");
+                if key == last {
+                    continue;
+                }
+                last = key;
+                if i > 0 {
+                    words = format!("← {who} {words}");
+                }
+                frames.push((FrameKind::Reason, words));
             }
-            frames.push((FrameKind::Reason, words));
+            let r = cache
+                .entry(k.path)
+                .or_insert_with(|| resolve_key(a, &k.path));
+            let what = match k.kind {
+                RootKind::Path => "running".to_string(),
+                RootKind::Device => Device::of_wait(&r.frames, &r.reason, &pool(k.path.tid()))
+                    .words()
+                    .to_string(),
+                RootKind::Contention => "runnable".to_string(),
+                RootKind::Unknown => "unknown".to_string(),
+            };
+            frames.push((
+                FrameKind::Reason,
+                format!("[root: {what}] {}", pool(k.path.tid())),
+            ));
+            frames.extend(
+                r.frames
+                    .iter()
+                    .rev()
+                    .map(|f| (f.frame.kind, f.frame.name.clone())),
+            );
+            out.add(frames, ns);
         }
-        let r = cache
-            .entry(k.path)
-            .or_insert_with(|| resolve_key(a, &k.path));
-        let what = match k.kind {
-            RootKind::Path => "running".to_string(),
-            RootKind::Device => Device::of_wait(&r.frames, &r.reason, &pool(k.path.tid()))
-                .words()
-                .to_string(),
-            RootKind::Contention => "runnable".to_string(),
-            RootKind::Unknown => "unknown".to_string(),
-        };
-        frames.push((
-            FrameKind::Reason,
-            format!("[root: {what}] {}", pool(k.path.tid())),
-        ));
-        frames.extend(
-            r.frames
-                .iter()
-                .rev()
-                .map(|f| (f.frame.kind, f.frame.name.clone())),
-        );
-        out.add(frames, ns);
     }
-    out.into_lines()
 }
