@@ -140,7 +140,7 @@ pub struct Drain {
 impl Drain {
     /// Starts draining `rings`; `fds` are the descriptors that become
     /// readable when a ring passes its watermark. The caller keeps those
-    /// descriptors open until [`Drain::stop`] (a closed one only makes
+    /// descriptors open until [`Drain::finish`] (a closed one only makes
     /// `poll` report it, never a fault).
     /// `fifo` is its `SCHED_FIFO` priority (0: ordinary priority);
     /// `max_in_flight` bounds the bytes drained and not yet processed

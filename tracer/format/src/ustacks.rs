@@ -10,7 +10,7 @@
 //!   dispatch (same time, CPU and thread). Only in a recording that was
 //!   not resolved (the resolver replaces each with a `SWITCH_USER_STACK`).
 //! - `STACK_COPY_DELTA` (14, timed): a `STACK_COPY` written as its
-//!   difference from the same thread's previous copy ([`CopyReferences`]):
+//!   difference from the same thread's previous copy (`CopyReferences`):
 //!   a thread that blocks again where it blocked before has nearly the same
 //!   bytes at the same addresses, so a copy of 8 KiB becomes tens of bytes
 //!   on disk. Readers hand it out as a whole `STACK_COPY`.

@@ -17,7 +17,7 @@
 //!   frees the slot (`tid` → 0) once it has read every dispatch up to that
 //!   time, so that a thread's last dispatches are still tagged.
 //! - The agent publishes the current node with a seqlock (`seq` odd while
-//!   writing): [`Slot::publish`]. When the node it replaces had been current
+//!   writing): [`SlotRef::publish`]. When the node it replaces had been current
 //!   for at least `delta_ns`, it first appends `(start, end, node)` to the
 //!   slot's history ring and then advances `ring_head` (release).
 //! - The tracer reads with [`SlotRef::node_at`]: *before the claim* if `t`

@@ -1,4 +1,4 @@
-//! The key of a merged path ([`RowKey`]): what covers one idle-causing
+//! The key of a merged path (`RowKey`, [`PathKey`] outside the crate): what covers one idle-causing
 //! dispatch — its thread, the stacks taken at its switch-out, the call-tree
 //! node it left in, the flight-recorder wait that contains it, the system
 //! call's argument. Every source meets in it; the pass's handlers and the

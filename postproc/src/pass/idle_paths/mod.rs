@@ -1,6 +1,6 @@
 //! What the pass collects for the merged paths (`ARCHITECTURE.md`, "One
 //! attribution model"): each idle-causing dispatch keyed by what covers
-//! *it* ([`RowKey`]: its thread, the kernel and user stacks taken at its
+//! *it* (`RowKey`: its thread, the kernel and user stacks taken at its
 //! switch-out, the tree agent's node it left in, the flight-recorder wait
 //! that contains it), with the idle that followed, summed per key. The
 //! report's section ([`crate::sections::idle_paths`]) resolves each key into one path.

@@ -27,7 +27,7 @@ pub struct StackGroup {
 }
 
 /// Every JVM's waits, indexed per thread: read before the pass and never
-/// changed by it (what the dispatch stream adds is [`JavaIdle`]'s).
+/// changed by it (what the dispatch stream adds is [`super::JavaIdle`]'s).
 #[derive(Debug, Default)]
 pub struct JavaWaits {
     /// What was read of each JVM.
@@ -131,7 +131,7 @@ impl JavaWaits {
         }
     }
 
-    /// A stack group by its id (see [`PathKey`]).
+    /// A stack group by its id (see [`super::PathKey`]).
     pub fn group(&self, id: u64) -> Option<&StackGroup> {
         self.groups.get(usize::try_from(id).ok()?.checked_sub(1)?)
     }
@@ -158,7 +158,7 @@ impl JavaWaits {
             .unwrap_or_default()
     }
 
-    /// The stack group (see [`PathKey`]) of wait `w`'s stack, 0 if none.
+    /// The stack group (see [`super::PathKey`]) of wait `w`'s stack, 0 if none.
     pub fn wait_group(&self, w: &JavaWait) -> u64 {
         self.group_of.get(&(w.pid, w.stack)).copied().unwrap_or(0)
     }

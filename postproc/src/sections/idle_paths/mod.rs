@@ -3,7 +3,7 @@
 //! when its leaving made a CPU idle meets here, per dispatch, never per
 //! recording.
 //!
-//! While the recording is read ([`IdlePathsAcc`]), each dispatch to idle
+//! While the recording is read ([`crate::pass::idle_paths::IdlePathsAcc`]), each dispatch to idle
 //! is keyed by what covers *it*: its thread, the kernel and user stacks
 //! taken at its switch-out, the tree agent's node it left in, and the
 //! flight-recorder wait that contains it (its stack group, reason and
@@ -17,7 +17,7 @@
 //! source that named it; reason, object, holder and notifier are the
 //! dispatch's attributes. Paths are then summed by (process, reason,
 //! object, frames), most idle first ([`IdlePathsSection`]), and the same
-//! resolved rows give the folded stacks of the flame graph ([`folded`]).
+//! resolved rows give the folded stacks of the flame graph ([`MergedPaths`]).
 //!
 //! Invariants: memory is one entry per distinct key (thread × stacks ×
 //! node × wait path), never per dispatch; the paths' idle plus what

@@ -28,12 +28,12 @@ pub struct ResolvedRow {
     pub tid: u32,
     /// Its process's name.
     pub process: String,
-    /// See [`IdlePath::reason`].
+    /// See [`super::IdlePath::reason`].
     pub reason: Reason,
     /// The JVM's reason, where a wait covers it or the JVM's native frames
-    /// say it ([`jvm_wait`]).
+    /// say it ([`crate::reasons::jvm_reason_of_native_frames`]).
     pub jvm_reason: Option<WaitReason>,
-    /// See [`IdlePath::object`].
+    /// See [`super::IdlePath::object`].
     pub object: String,
     /// Other threads named, with counts.
     pub others: Vec<(String, u64)>,

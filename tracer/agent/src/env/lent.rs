@@ -31,7 +31,7 @@ pub unsafe fn agent_options(options: *const c_char) -> Result<String, String> {
 
 /// The text of a NUL-terminated string the JVM lends to a callback
 /// (`DynamicCodeGenerated`'s name), decoded leniently as
-/// [`super::JvmtiString`]s are; `None` for null.
+/// `JvmtiString`s are; `None` for null.
 ///
 /// # Safety
 /// `text` must be null or point to a NUL-terminated string that stays
