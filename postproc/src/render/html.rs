@@ -15,6 +15,7 @@ use std::fmt::Write;
 use base64::Engine;
 use html_escape::encode_text as esc;
 
+use crate::pass::Analysis;
 use crate::path::FoldOptions;
 use crate::render::flame::{self, FlameError, Weight};
 use crate::render::text;
@@ -43,17 +44,14 @@ pub const FOLD: FoldOptions = FoldOptions {
 };
 
 /// The HTML report of `report` (of the recording `source`), its flame
-/// graph drawn from `folded_paths` (the merged paths folded with [`FOLD`]:
-/// [`crate::sections::idle_paths::folded`]).
-pub fn render(
-    report: &Report,
-    source: &str,
-    folded_paths: &[String],
-) -> Result<String, FlameError> {
+/// graph drawn from the merged paths of `analysis` (the report's) folded
+/// with [`FOLD`] ([`crate::sections::idle_paths::folded`]).
+pub fn render(report: &Report, source: &str, analysis: &Analysis) -> Result<String, FlameError> {
+    let folded_paths = crate::sections::idle_paths::folded(analysis, FOLD, false, false);
     let answer = text::render_answer(report);
     let mut svg = Vec::new();
     if !folded_paths.is_empty() {
-        flame::svg(folded_paths, Weight::IdleNs, flame::View::Paths, &mut svg)?;
+        flame::svg(&folded_paths, Weight::IdleNs, flame::View::Paths, &mut svg)?;
     }
     let mut o = String::new();
     let _ = render_into(
