@@ -5,6 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod record;
+
+pub use record::{JavaMode, JfrConvertArgs, RecordArgs, ResolveArgs, StacksAt};
+
 /// Which code paths make the processors go idle, and why.
 ///
 /// idleflow records every dispatch (context switch) on every CPU, counts the
@@ -164,268 +168,11 @@ pub enum Command {
     Resolve(ResolveArgs),
 }
 
-/// `record --stacks`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum StacksAt {
-    /// At the switch-outs that leave a CPU idle.
-    Idle,
-    /// At every blocking switch-out too.
-    Waits,
-}
-
-/// The arguments of `__resolve`.
-#[derive(Debug, Args)]
-pub struct ResolveArgs {
-    /// The recording, rewritten in place.
-    pub input: PathBuf,
-}
-
-/// The arguments `record` gives its `__jfr-convert` child, in the order of
-/// `idleflow_session::ConvertJob::args`.
-#[derive(Debug, Args)]
-pub struct JfrConvertArgs {
-    /// The JVM's `.jfr`.
-    pub input: PathBuf,
-    /// Where to write the records (an idleflow recording of them alone).
-    pub output: PathBuf,
-    /// The JVM's pid.
-    pub pid: u32,
-    /// `idleflow_jfr::Options::offset_ns`.
-    #[arg(allow_negative_numbers = true)]
-    pub offset_ns: i64,
-    /// The threshold the JVM recorded with, ns.
-    pub threshold_ns: u64,
-    /// The threshold of its contended monitor enters, ns.
-    pub monitor_threshold_ns: u64,
-    /// When it recorded every wait (`idleflow_jfr::Options::all_waits`):
-    /// `FROM-TO,…` in ns on the recording's clock, `-` for none.
-    pub all_waits: String,
-    /// The ephemeral port range's first port.
-    pub ports_from: u16,
-    /// Its last port.
-    pub ports_to: u16,
-}
-
 #[derive(Debug, Args)]
 pub struct ScriptArgs {
     /// The recording to read.
     #[arg(default_value = "run.idleflow")]
     pub input: PathBuf,
-}
-
-#[derive(Debug, Args)]
-pub struct RecordArgs {
-    /// Where to write the recording.
-    #[arg(short, long, default_value = "run.idleflow")]
-    pub output: PathBuf,
-
-    /// Stop after this many seconds (system-wide when no command is given;
-    /// a command still running then keeps running, as with --pid).
-    #[arg(short, long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
-
-    /// Show this running process's threads in the report; records until it exits,
-    /// --duration passes or Ctrl-C.
-    #[arg(short, long, conflicts_with = "command")]
-    pub pid: Option<u32>,
-
-    /// Ring buffer per CPU, in bytes (K and M suffixes), a power-of-two number of pages.
-    #[arg(long, default_value = "4M", value_parser = parse_size)]
-    pub ring_size: usize,
-
-    /// What to record in the JVMs the command starts (or --pid's),
-    /// comma-separated (default `waits,stacks`: the Java frames of long
-    /// waits from the flight recorder, of short ones from the stacks at the
-    /// switch-outs): `waits` starts each JVM's flight recorder (JFR)
-    /// through its attach mechanism, as `jcmd PID JFR.start` does, for its
-    /// waits — monitor enter/wait, park, sleep, socket and file I/O — each
-    /// with its exact Java stack and the JVM's reason, joined to the
-    /// dispatches (no instrumentation, no JVM option: safe on a production
-    /// server; JFR takes a second or two to start); `tree` injects the
-    /// entry/exit agent for the exact arcflow call tree (commands only; Java
-    /// then runs interpreted: 25-200x slower). `--java tree,waits` gives both.
-    /// `stacks` names the JIT-compiled frames of the user stacks taken at
-    /// the switch-outs, at full speed: the command's JVMs run with
-    /// -XX:+PreserveFramePointer (frame pointers walk through JIT code) and
-    /// the agent's light mode, which records no method entries or exits and
-    /// only writes the JVM's perf map (/tmp/perf-PID.map) as it compiles;
-    /// --pid's JVMs are asked for theirs when the window closes (`jcmd PID
-    /// Compiler.perfmap`).
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_values = ["waits", "stacks"],
-        value_name = "MODES"
-    )]
-    pub java: Vec<JavaMode>,
-
-    /// JVM waits shorter than this many ms are not recorded (fractions
-    /// allowed). The default, JFR's own `profile` setting, kept a queue
-    /// hand-off of 90k waits/s within 1.08x; 1 ms cost 1.15x there and 0
-    /// (every wait) about as much, with 50x the events (docs/PERFORMANCE.md).
-    #[arg(long, default_value_t = 10.0, value_name = "MS")]
-    pub wait_threshold: f64,
-
-    /// Contended monitor enters (a thread blocked entering `synchronized`)
-    /// shorter than this many ms are not recorded. 0 records each one with
-    /// its Java stack, the monitor's class and its previous owner: what
-    /// names a --pid JVM's short monitor waits (its JIT code has no frame
-    /// pointers for the stacks at the switch-outs to walk), at a cost that
-    /// grows with the contention: H2 under a hot-row update load ran at
-    /// 0.82x with 0, median of 4 alternating windows (docs/PERFORMANCE.md
-    /// 3o). Default: --wait-threshold's.
-    #[arg(long, value_name = "MS")]
-    pub monitor_threshold: Option<f64>,
-
-    /// While a JVM's threads block fewer than RATE times a second per CPU,
-    /// its flight recorder records every wait, whatever its length (a
-    /// second recording at 0 ms, stopped as soon as the rate exceeds 1.5x
-    /// RATE, started again when it falls back): short waits of a program
-    /// that waits rarely get their Java frames at little cost, while a
-    /// server that waits tens of thousands of times a second keeps the
-    /// thresholds above. Measured every quarter second from the recorder's
-    /// own switch records; the report says when every wait was recorded.
-    /// 0: never, the thresholds alone.
-    #[arg(long, default_value_t = 1500.0, value_name = "RATE")]
-    pub all_waits_below: f64,
-
-    /// The JVM agent to inject for `--java tree` and `--java stacks`
-    /// (default: libidleflow_agent.so beside the idleflow executable).
-    #[arg(long, value_name = "PATH")]
-    pub agent: Option<PathBuf>,
-
-    /// Leave the JVMs alone: neither their flight recorder nor the agent
-    /// (no Java paths; dispatches stay untagged).
-    #[arg(long, conflicts_with = "agent")]
-    pub no_agent: bool,
-
-    /// How often each JVM dumps its call trees, in ms (so that a JVM killed
-    /// mid-run still leaves its last snapshot).
-    #[arg(long, default_value_t = 1000, value_name = "MS")]
-    pub snapshot_interval: u64,
-
-    /// Δ: a call-tree node must have been current this long (ns) to be kept
-    /// in a thread's history for tagging dispatches.
-    #[arg(long, default_value_t = 2000, value_name = "NS")]
-    pub delta: u64,
-
-    /// Java threads the work area has room for (threads beyond it run untagged).
-    #[arg(long, default_value_t = 1024, value_name = "N")]
-    pub max_threads: u32,
-
-    /// Real-time priority (SCHED_FIFO, 1-99) of the thread that drains the
-    /// rings, so that a saturated machine cannot starve it (it only copies
-    /// bytes; everything else runs at ordinary priority). 0: ordinary
-    /// priority, as perf without -r.
-    #[arg(long, default_value_t = 10, value_name = "PRIO",
-          value_parser = clap::value_parser!(i32).range(0..=99))]
-    pub drain_priority: i32,
-
-    /// Have the kernel write its sched_switch sample for every switch. By
-    /// default it writes one only for the states a switch-out record cannot
-    /// tell (D, stopped, dead, parked, idle waits): a sleep (S) is a
-    /// switch-out that is not a preemption. One kernel record fewer per
-    /// switch (docs/PERFORMANCE.md); either way, states agree with perf's
-    /// samples of every switch on 99.96-100 % of switches (tested).
-    #[arg(long)]
-    pub all_switch_samples: bool,
-
-    /// Take no stacks. By default, at every switch-out that leaves a CPU
-    /// idle, the leaving thread's kernel call chain (up to 48 frames) and a
-    /// copy of the top of its user stack with its registers are recorded;
-    /// when the recording ends (after the program's window) the copies are
-    /// unwound (CFI from .eh_frame, frame pointers through JIT code) and
-    /// every address is named (kallsyms, ELF and DWARF symbols, perf maps)
-    /// into the recording, so it reports the same on another machine. The
-    /// report's "Idle-causing call paths" and "kernel waits" say where the
-    /// threads waited: read ← pipe_read, pthread_cond_wait ← futex_wait, ...
-    #[arg(long)]
-    pub no_stacks: bool,
-
-    /// Bytes of each thread's user stack to copy at an idle-causing
-    /// switch-out (K suffix allowed; at most 65528). A stack deeper than the
-    /// copy keeps its innermost frames and is counted as truncated in the
-    /// report. 0 takes kernel stacks only.
-    #[arg(long, default_value = "8K", value_parser = parse_stack_size, value_name = "BYTES")]
-    pub stack_size: u32,
-
-    /// Where to take the stacks: `idle`, at the switch-outs that leave a CPU
-    /// idle (the report's "Idle-causing call paths"); `waits`, at every
-    /// blocking switch-out too (a sleep on a lock, a socket, a timer; not a
-    /// preemption): the report adds "Blocking call paths", where the
-    /// recorded program's threads waited, by blocked time, and `flamegraph
-    /// --blocked` draws them (an off-CPU flame graph). `waits` copies a
-    /// stack at every wait of every thread on the machine (the kernel's
-    /// filter cannot tell processes apart); the report keeps the recorded
-    /// program's. On a busy machine, add --wait-sample.
-    #[arg(
-        long,
-        value_enum,
-        default_value = "idle",
-        value_name = "WHEN",
-        conflicts_with = "no_stacks"
-    )]
-    pub stacks: StacksAt,
-
-    /// With `--stacks waits`: copy the stacks at one interruptible sleep in
-    /// N on each CPU (the other sleeps are still recorded, without
-    /// stacks); the blocking paths count each sampled wait N times, an
-    /// estimate. For a busy or saturated machine, where every switch is a
-    /// wait and an 8 KiB copy at each overflows the rings: the summary line
-    /// says when records were lost. Uninterruptible waits (disk I/O) and
-    /// the switch-outs that leave a CPU idle keep their stacks every time.
-    #[arg(long, default_value_t = 1, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub wait_sample: u32,
-
-    /// Take no stacks at wake-ups. By default, with the stacks above, every
-    /// wake-up an interrupt raised keeps the kernel's call chain (which
-    /// device: a timer, the network, a disk), and a wake-up a thread raised
-    /// keeps the waker's kernel and user stacks, one in --waker-sample per
-    /// CPU: its release site (the unlock, unpark, notify or write that
-    /// ended a wait), which names the code at the root of a chain of waits
-    /// when the root's own wait has no stack ("Root causes of idle").
-    #[arg(long, conflicts_with = "no_stacks")]
-    pub no_waker_stacks: bool,
-
-    /// Keep the waker's stacks at one thread-context wake-up in N on each
-    /// CPU (the other wake-ups are still recorded, without stacks).
-    #[arg(long, default_value_t = idleflow_tracer::DEFAULT_WAKER_SAMPLE_PERIOD, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub waker_sample: u32,
-
-    /// Bytes of the waker's user stack to copy at a sampled wake-up (K
-    /// suffix allowed; at most --stack-size): the release site is in the
-    /// innermost frames. 0 keeps the waker's kernel stack only.
-    #[arg(long, default_value = "2K", value_parser = parse_stack_size, value_name = "BYTES")]
-    pub waker_stack_size: u32,
-
-    /// (internal, for the resolver's benchmark) Keep the raw stack copies:
-    /// `idleflow __resolve FILE` resolves them later.
-    #[arg(long, hide = true)]
-    pub no_resolve: bool,
-
-    /// Print no summary line.
-    #[arg(short, long)]
-    pub quiet: bool,
-
-    /// The command to run and record; its exit code becomes idleflow's.
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
-}
-
-/// A kind of Java recording (`record --java`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum JavaMode {
-    /// The JVMs' flight recorders: Java wait stacks and reasons.
-    Waits,
-    /// The entry/exit agent: the arcflow call tree.
-    Tree,
-    /// JIT-compiled Java frames in the user stacks at the switch-outs:
-    /// HotSpot's frame pointers and the agent's light mode (the perf map
-    /// only, no entries or exits).
-    Stacks,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -516,7 +263,7 @@ pub struct ReportArgs {
 }
 
 /// The part of a recording to report.
-#[derive(Debug, Args, Clone, Copy)]
+#[derive(Debug, Args, Clone, Copy, Default)]
 pub struct WindowArgs {
     /// Report from this many seconds after the recording's start (e.g. to
     /// leave out a server's start-up); the header says which part it is.
@@ -787,46 +534,9 @@ pub struct FlamegraphArgs {
     pub per_thread: bool,
 }
 
-fn parse_stack_size(s: &str) -> Result<u32, String> {
-    if s.trim() == "0" {
-        return Ok(0);
-    }
-    let n = parse_size(s)?;
-    if n > 65528 {
-        return Err(format!("{n} bytes is more than the kernel copies (65528)"));
-    }
-    if n % 8 != 0 {
-        return Err(format!("{n} is not a multiple of 8"));
-    }
-    Ok(n as u32)
-}
-
-fn parse_size(s: &str) -> Result<usize, String> {
-    let (num, mult) = match s.trim().to_ascii_uppercase() {
-        t if t.ends_with('K') => (t[..t.len() - 1].to_string(), 1 << 10),
-        t if t.ends_with('M') => (t[..t.len() - 1].to_string(), 1 << 20),
-        t if t.ends_with('G') => (t[..t.len() - 1].to_string(), 1 << 30),
-        t => (t, 1),
-    };
-    num.parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("`{s}` is not a size such as 512K or 4M"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4M"), Ok(4 << 20));
-        assert_eq!(parse_size("512k"), Ok(512 << 10));
-        assert_eq!(parse_size("8192"), Ok(8192));
-        assert!(parse_size("lots").is_err());
-        assert!(parse_size("0").is_err());
-    }
 
     #[test]
     fn the_grammar_is_consistent() {

@@ -1,30 +1,17 @@
 //! `idleflow history add|list|show|check`: the CLI over the history store
-//! (`idleflow_history`) and the check (`idleflow_postproc::compare::history_check`).
+//! and its check (`idleflow_history`, `idleflow_postproc::compare::history_check`).
 //! Recordings are summarized as `diff` reads them ([`crate::report::summarize`]).
-
-use std::io::Write;
 
 use anyhow::Context;
 use idleflow_history::Store;
-use idleflow_postproc::compare::history_check::{self, MAX_BASELINE};
-use idleflow_postproc::compare::history_text::{self, Kept};
+use idleflow_postproc::compare::history_text;
 
 use crate::cli::{Format, HistoryCommand, HistoryStore};
+use crate::report::print;
 
 /// Opens the store the options name (the default SQLite file without one).
 fn open(store: &HistoryStore) -> anyhow::Result<Store> {
-    let spec = store
-        .history
-        .clone()
-        .unwrap_or_else(|| idleflow_history::default_path().display().to_string());
-    Store::open(&spec).context("cannot open the history")
-}
-
-fn print(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
-    Ok(())
+    Store::open_or_default(store.history.as_deref()).context("cannot open the history")
 }
 
 fn json(v: &impl serde::Serialize) -> anyhow::Result<String> {
@@ -55,33 +42,9 @@ pub fn run(cmd: HistoryCommand) -> anyhow::Result<u8> {
             let mut store = open(&a.store)?;
             let runs = store.runs(a.job.as_deref(), a.last)?;
             let out = match a.format {
-                Format::Json => json(
-                    &runs
-                        .iter()
-                        .map(|r| {
-                            serde_json::json!({
-                                "id": r.id, "job": r.job, "added_unix_ns": r.added_unix_ns,
-                                "file": r.summary.file, "host": r.summary.host,
-                                "kernel": r.summary.kernel, "cpus": r.summary.cpus,
-                                "command": r.summary.command,
-                                "start_unix_ns": r.summary.start_unix_ns,
-                                "duration_ns": r.summary.duration_ns,
-                                "idle_ns": r.summary.idle_ns,
-                                "idle_pct": r.summary.idle_pct(),
-                                "paths": r.summary.paths.len(),
-                            })
-                        })
-                        .collect::<Vec<_>>(),
-                )?,
+                Format::Json => json(&runs.iter().map(|r| r.list_json()).collect::<Vec<_>>())?,
                 Format::Text => {
-                    let kept: Vec<Kept> = runs
-                        .iter()
-                        .map(|r| Kept {
-                            id: r.id,
-                            job: &r.job,
-                            run: &r.summary,
-                        })
-                        .collect();
+                    let kept: Vec<_> = runs.iter().map(|r| r.kept()).collect();
                     history_text::render_list(&kept, &store.location())
                 }
                 Format::Html => anyhow::bail!("history list writes text or JSON"),
@@ -93,18 +56,8 @@ pub fn run(cmd: HistoryCommand) -> anyhow::Result<u8> {
             let mut store = open(&a.store)?;
             let r = store.load(a.id)?;
             let out = match a.format {
-                Format::Json => json(&serde_json::json!({
-                    "id": r.id, "job": r.job, "added_unix_ns": r.added_unix_ns,
-                    "run": r.summary,
-                }))?,
-                Format::Text => history_text::render_show(
-                    Kept {
-                        id: r.id,
-                        job: &r.job,
-                        run: &r.summary,
-                    },
-                    a.paths,
-                ),
+                Format::Json => json(&r.show_json())?,
+                Format::Text => history_text::render_show(r.kept(), a.paths),
                 Format::Html => anyhow::bail!("history show writes text or JSON"),
             };
             print(&out)?;
@@ -118,10 +71,7 @@ pub fn run(cmd: HistoryCommand) -> anyhow::Result<u8> {
             }
             let new = crate::report::summarize(&a.input)?;
             let mut store = open(&a.store)?;
-            // Enough of the newest runs to find the similar ones among.
-            let runs = store.runs(Some(&a.job), 10 * MAX_BASELINE)?;
-            let history: Vec<_> = runs.into_iter().map(|r| (r.id, r.summary)).collect();
-            let Some(c) = history_check::check(&a.job, &history, &new, a.min_change) else {
+            let Some(c) = store.check(&a.job, &new, a.min_change)? else {
                 anyhow::bail!(
                     "job {} has no runs in {} to compare with: keep some first (idleflow history add RUN --job {})",
                     a.job,

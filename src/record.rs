@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Context;
-use idleflow_session::{ConvertJob, JavaOptions, Options, Progress, Recorded, Status};
+use idleflow_session::{ConvertJob, JavaOptions, Options, Progress, Status};
 use idleflow_tracer::RecordOptions;
 use indicatif::ProgressBar;
 
@@ -18,9 +18,10 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("cannot install the Ctrl-C handler")?;
     }
-    let recorded = idleflow_session::record(&options(&args), &stop, &mut Printer::default())?;
+    let opts = options(&args);
+    let recorded = idleflow_session::record(&opts, &stop, &mut Printer::default())?;
     if !args.quiet {
-        summary(&args, &recorded);
+        eprintln!("idleflow: {}", recorded.summary_line(&opts));
     }
     Ok(recorded.exit.map_or(0, |c| c.clamp(0, 255) as u8))
 }
@@ -88,38 +89,6 @@ fn options(args: &RecordArgs) -> Options {
         resolve: !args.no_resolve,
         quiet: args.quiet,
     }
-}
-
-/// The line that ends `record`.
-fn summary(args: &RecordArgs, r: &Recorded) {
-    let s = &r.summary;
-    let bytes = std::fs::metadata(&r.path).map(|m| m.len()).unwrap_or(0);
-    let lost: u64 = s.lost_per_cpu.iter().sum();
-    eprintln!(
-        "idleflow: {} dispatches, {} wakeups in {:.2} s, {} lost{}; {:.1} KiB ({:.1} bytes/dispatch) written to {}",
-        s.dispatches,
-        s.wakeups,
-        r.started.elapsed().as_secs_f64(),
-        lost,
-        if lost > 0 {
-            format!(
-                " (per CPU: {:?}; try a larger --ring-size{})",
-                s.lost_per_cpu,
-                if args.stacks == StacksAt::Waits && !args.no_stacks {
-                    ", or --wait-sample N (the stacks of one wait in N) or a smaller \
-                     --stack-size: --stacks waits copies a stack at every wait, which a \
-                     saturated machine makes hundreds of thousands a second"
-                } else {
-                    ""
-                }
-            )
-        } else {
-            String::new()
-        },
-        bytes as f64 / 1024.0,
-        bytes as f64 / s.dispatches.max(1) as f64,
-        r.path.display()
-    );
 }
 
 /// The session's account on stderr; its bars only on a terminal.

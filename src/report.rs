@@ -1,14 +1,18 @@
-//! `idleflow report` and `idleflow script`: read a recording, print it.
+//! `idleflow report`, `script`, `flamegraph`, `export` and `diff`: read
+//! recordings through the post-processor, print or write what it renders.
 
-use std::fs::File;
 use std::io::Write;
+use std::path::Path;
 
 use anyhow::Context;
 use idleflow_postproc::compare::summary::RunSummary;
 use idleflow_postproc::pass::call_tree::ViewOptions;
-use idleflow_postproc::pass::startup::{startup_end, StartupEnd};
+use idleflow_postproc::pass::file::{self, RecordingFile};
+use idleflow_postproc::pass::handler::Handler;
 use idleflow_postproc::path::FoldOptions;
+use idleflow_postproc::render::flame::{self, Weight};
 use idleflow_postproc::render::text;
+use idleflow_postproc::sections::arcflow::{ArcflowOptions, SortBy};
 use idleflow_postproc::{Analysis, AnalysisOptions, Report, Window};
 
 use crate::cli::{
@@ -16,131 +20,33 @@ use crate::cli::{
     ViewArg, WeightArg, WindowArgs,
 };
 use idleflow_postproc::path::Fold;
-use idleflow_postproc::render::flame::{self, Weight};
-use idleflow_postproc::sections::arcflow::{ArcflowOptions, SortBy};
 use idleflow_postproc::sections::idle_paths::MergedPaths;
 
-/// Opens a recording; a missing one whose `.partial` exists (a recorder
-/// that was killed) says so.
-fn open(path: &std::path::Path) -> anyhow::Result<File> {
-    File::open(path).with_context(|| {
-        let mut partial = path.as_os_str().to_owned();
-        partial.push(".partial");
-        let partial = std::path::PathBuf::from(partial);
-        if partial.exists() {
-            format!(
-                "cannot open {}; {} exists: the recorder did not finish (killed, or an error); \
-                 `idleflow report {}` reads it up to its last complete record",
-                path.display(),
-                partial.display(),
-                partial.display()
-            )
-        } else {
-            format!("cannot open {}", path.display())
-        }
-    })
-}
-
-/// The window `--from` / `--to` ask for, checked.
-fn window(w: &WindowArgs) -> anyhow::Result<Window> {
-    for (name, v) in [("--from", w.from), ("--to", w.to)] {
-        if let Some(v) = v {
-            if !(v.is_finite() && v >= 0.0) {
-                anyhow::bail!(
-                    "{name} must be a number of seconds from the recording's start, not {v}"
-                );
-            }
-        }
-    }
-    if let (Some(f), Some(t)) = (w.from, w.to) {
-        if f >= t {
-            anyhow::bail!("--from {f} must come before --to {t}");
-        }
-    }
-    Ok(Window {
+/// Reads and analyses the recording at `path` (the part `w` asks for),
+/// building the call-tree `views`, splitting the idle into time windows
+/// with `windows`, telling `observer` what the pass sees, with a progress
+/// bar on a terminal.
+fn analyse(
+    path: &Path,
+    w: &WindowArgs,
+    views: ViewOptions,
+    windows: bool,
+    observer: Option<&mut dyn Handler>,
+) -> anyhow::Result<Analysis> {
+    let asked = Window {
         from_s: w.from,
         to_s: w.to,
-        after_startup: false,
-    })
-}
-
-/// How long the program must go without a new thread for its start-up to
-/// be over (`--skip-startup`).
-const STARTUP_QUIET_NS: u64 = 1_000_000_000;
-
-/// The window of `--skip-startup`: from the end of the program's start-up.
-fn after_startup(path: &std::path::Path, w: &WindowArgs) -> anyhow::Result<Window> {
-    let mut window = window(w)?;
-    let file = std::io::BufReader::new(open(path)?);
-    let start = idleflow_format::Reader::new(open(path)?)
-        .with_context(|| format!("cannot read {}", path.display()))?
-        .info()
-        .start_ns;
-    let end = startup_end(file, STARTUP_QUIET_NS)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let from = match end {
-        StartupEnd::At(ns) => ns.saturating_sub(start) as f64 / 1e9,
-        StartupEnd::NoProgram => anyhow::bail!(
-            "--skip-startup needs a recorded program ({} was recorded system-wide, without a \
-             command or --pid); give --from SECONDS instead",
-            path.display()
-        ),
-        StartupEnd::NeverQuiet { last_new_ns } => anyhow::bail!(
-            "--skip-startup: the program never went a second without starting a thread or \
-             process (the last started {:.3} s into the recording); give --from SECONDS instead",
-            last_new_ns.saturating_sub(start) as f64 / 1e9
-        ),
+        after_startup: w.skip_startup,
     };
-    if let Some(to) = window.to_s {
-        if from >= to {
-            anyhow::bail!("--skip-startup: the start-up ends at {from:.3} s, after --to {to}");
-        }
-    }
-    window.from_s = Some(from);
-    window.after_startup = true;
-    Ok(window)
-}
-
-/// Reads and analyses the recording at `path`, building the call-tree
-/// `views`, with a progress bar on a terminal.
-fn analyse(path: &std::path::Path, w: &WindowArgs, views: ViewOptions) -> anyhow::Result<Analysis> {
-    analyse_with(path, w, views, false)
-}
-
-/// [`analyse`], also splitting the idle into time windows when `windows`.
-fn analyse_with(
-    path: &std::path::Path,
-    w: &WindowArgs,
-    views: ViewOptions,
-    windows: bool,
-) -> anyhow::Result<Analysis> {
-    analyse_observed(path, w, views, windows, None)
-}
-
-/// [`analyse_with`], telling `observer` (one more pass handler) every event.
-fn analyse_observed(
-    path: &std::path::Path,
-    w: &WindowArgs,
-    views: ViewOptions,
-    windows: bool,
-    observer: Option<&mut dyn idleflow_postproc::pass::handler::Handler>,
-) -> anyhow::Result<Analysis> {
+    let window = file::window(path, asked)?;
     let opts = AnalysisOptions {
-        window: if w.skip_startup {
-            after_startup(path, w)?
-        } else {
-            window(w)?
-        },
+        window,
         views,
         windows,
     };
-    let file = open(path)?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let bar = crate::progress::bytes_bar(size, "reading");
-    // Buffered: the call trees are read in passes of small records.
-    let input = std::io::BufReader::with_capacity(1 << 16, file);
-    let analysis = Analysis::run_observed(input, &opts, |bytes| bar.set_position(bytes), observer)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let recording = RecordingFile::open(path)?;
+    let bar = crate::progress::bytes_bar(recording.bytes, "reading");
+    let analysis = recording.analyse(&opts, |bytes| bar.set_position(bytes), observer)?;
     bar.finish_and_clear();
     Ok(analysis)
 }
@@ -161,15 +67,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         min_share_pct: args.min_share,
     };
     let html = matches!(args.format, Format::Html);
-    let analysis = analyse_with(
-        path,
-        &args.window,
-        ViewOptions {
-            arcflow,
-            fold: None,
-        },
-        html,
-    )?;
+    let views = ViewOptions {
+        arcflow,
+        fold: None,
+    };
+    let analysis = analyse(path, &args.window, views, html, None)?;
     let mut report = Report::new(&analysis, args.causes);
     report.keep_views(report_views(&args.view));
     let text_opts = text::TextOptions {
@@ -189,13 +91,16 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     };
     match &args.output {
         Some(file) => std::fs::write(file, out.as_bytes())
-            .with_context(|| format!("cannot write {}", file.display()))?,
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(out.as_bytes())?;
-            stdout.flush()?;
-        }
+            .with_context(|| format!("cannot write {}", file.display())),
+        None => print(&out),
     }
+}
+
+/// Writes `text` to standard output.
+pub fn print(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
     Ok(())
 }
 
@@ -218,7 +123,7 @@ fn report_views(asked: &[ViewArg]) -> idleflow_postproc::sections::Views {
 
 pub fn script(args: ScriptArgs) -> anyhow::Result<()> {
     let path = &args.input;
-    let file = open(path)?;
+    let file = RecordingFile::open(path)?.file;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let cut = match idleflow_postproc::render::script::print(file, &mut out) {
         Err(idleflow_postproc::render::script::ScriptError::Output(e)) => Err(e.into()),
@@ -248,7 +153,7 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
         }),
         ..Default::default()
     };
-    let analysis = analyse(&args.input, &args.window, views)?;
+    let analysis = analyse(&args.input, &args.window, views, false, None)?;
     if args.blame && weight == Weight::Dispatches {
         anyhow::bail!("--blame weighs by idle time only (--weight idle-ns)");
     }
@@ -299,19 +204,20 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     if args.format == ExportFormat::Perfetto {
         let mut writer = idleflow_postproc::render::perfetto::PerfettoWriter::new(file)
             .context("cannot create a temporary file for the samples")?;
-        let analysis = analyse_observed(
+        let observer = Some(&mut writer as &mut dyn Handler);
+        let analysis = analyse(
             &args.input,
             &args.window,
-            ViewOptions::default(),
+            Default::default(),
             false,
-            Some(&mut writer),
+            observer,
         )?;
         writer
             .finish(&analysis)
             .with_context(|| format!("cannot write {}", out_path.display()))?;
         return Ok(());
     }
-    let analysis = analyse(&args.input, &args.window, ViewOptions::default())?;
+    let analysis = analyse(&args.input, &args.window, Default::default(), false, None)?;
     let report = Report::new(&analysis, 0);
     let mut out = std::io::BufWriter::new(file);
     match args.format {
@@ -330,17 +236,15 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The summary of a whole recording (its paths' idle per time window), as
-/// `diff` and `history` compare it.
-pub fn summarize(path: &std::path::Path) -> anyhow::Result<RunSummary> {
-    let whole = WindowArgs {
-        from: None,
-        to: None,
-        skip_startup: false,
-    };
-    let a = analyse_with(path, &whole, ViewOptions::default(), true)?;
-    let r = Report::new(&a, 0);
-    RunSummary::new(path.display().to_string(), &r)
+/// The analysis of a whole recording with its time windows, as `diff` and
+/// `history` compare it.
+fn whole(path: &Path) -> anyhow::Result<Analysis> {
+    analyse(path, &WindowArgs::default(), Default::default(), true, None)
+}
+
+/// The summary of a whole recording (its paths' idle per time window).
+pub fn summarize(path: &Path) -> anyhow::Result<RunSummary> {
+    RunSummary::of_analysis(path.display().to_string(), &whole(path)?)
         .context("internal: the analysis kept no time windows")
 }
 
@@ -348,28 +252,9 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
     if !(args.min_change.is_finite() && (0.0..=100.0).contains(&args.min_change)) {
         anyhow::bail!("--min-change must be points of share between 0 and 100");
     }
-    let whole = WindowArgs {
-        from: None,
-        to: None,
-        skip_startup: false,
-    };
-    let read = |path: &std::path::Path| -> anyhow::Result<(Analysis, Report)> {
-        let a = analyse_with(path, &whole, ViewOptions::default(), true)?;
-        let r = Report::new(&a, 0);
-        Ok((a, r))
-    };
-    let (base_a, base) = read(&args.base)?;
-    let (new_a, new) = read(&args.new)?;
+    let (base_a, new_a) = (whole(&args.base)?, whole(&args.new)?);
     if args.svg {
-        let fold = FoldOptions {
-            dispatches: false,
-            merge_threads: true,
-        };
-        let folded = |a: &Analysis| MergedPaths::all(a).folded_lines(fold);
-        let lines = idleflow_postproc::compare::diff::differential_folded(
-            &folded(&base_a),
-            &folded(&new_a),
-        )?;
+        let lines = idleflow_postproc::compare::diff::differential_of(&base_a, &new_a)?;
         if lines.is_empty() {
             anyhow::bail!("neither recording has idle-causing paths to draw");
         }
@@ -381,8 +266,8 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
         out.flush()?;
         return Ok(());
     }
-    let base_run = RunSummary::new(args.base.display().to_string(), &base);
-    let new_run = RunSummary::new(args.new.display().to_string(), &new);
+    let base_run = RunSummary::of_analysis(args.base.display().to_string(), &base_a);
+    let new_run = RunSummary::of_analysis(args.new.display().to_string(), &new_a);
     let (Some(base_run), Some(new_run)) = (base_run, new_run) else {
         anyhow::bail!("internal: the analyses kept no time windows");
     };
@@ -392,8 +277,5 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
         Format::Text => idleflow_postproc::compare::diff_text::render_diff(&d, args.paths),
         Format::Html => anyhow::bail!("diff writes text or JSON (--svg for a flame graph)"),
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(out.as_bytes())?;
-    stdout.flush()?;
-    Ok(())
+    print(&out)
 }

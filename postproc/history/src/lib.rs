@@ -4,7 +4,8 @@
 //! a job's name, in SQLite (one file, embedded: the default) or PostgreSQL
 //! (a server a team or a fleet shares). Comparing a run with its job's
 //! history is the post-processor's ([`idleflow_postproc::compare::history_check`]); this
-//! crate only stores and loads.
+//! crate stores and loads, and hands that check a job's newest runs
+//! ([`Store::check`]).
 //!
 //! Both stores have one schema ([`SCHEMA`]): `idleflow_runs` (a row per
 //! run) and `idleflow_paths` (a row per path of a run, its frames and
@@ -20,6 +21,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use idleflow_postproc::compare::history_check::{self, Check, MAX_BASELINE};
+use idleflow_postproc::compare::history_text::Kept;
 use idleflow_postproc::compare::summary::{PathSummary, RunSummary};
 use idleflow_postproc::reasons::Reason;
 
@@ -120,6 +123,41 @@ pub struct StoredRun {
     pub added_unix_ns: u64,
     /// What was stored of it.
     pub summary: RunSummary,
+}
+
+impl StoredRun {
+    /// It as `history list` and `history show` print it.
+    pub fn kept(&self) -> Kept<'_> {
+        Kept {
+            id: self.id,
+            job: &self.job,
+            run: &self.summary,
+        }
+    }
+
+    /// Its line of `history list --format json`: its facts, without the paths'.
+    pub fn list_json(&self) -> serde_json::Value {
+        let r = self;
+        serde_json::json!({
+            "id": r.id, "job": r.job, "added_unix_ns": r.added_unix_ns,
+            "file": r.summary.file, "host": r.summary.host,
+            "kernel": r.summary.kernel, "cpus": r.summary.cpus,
+            "command": r.summary.command,
+            "start_unix_ns": r.summary.start_unix_ns,
+            "duration_ns": r.summary.duration_ns,
+            "idle_ns": r.summary.idle_ns,
+            "idle_pct": r.summary.idle_pct(),
+            "paths": r.summary.paths.len(),
+        })
+    }
+
+    /// `history show --format json`: its id, job, when it was added, and the whole run.
+    pub fn show_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id, "job": self.job, "added_unix_ns": self.added_unix_ns,
+            "run": self.summary,
+        })
+    }
 }
 
 /// A history store (see the crate documentation).
@@ -297,6 +335,14 @@ impl Store {
             Self::open_postgres(spec)
         } else {
             Self::open_sqlite(Path::new(spec))
+        }
+    }
+
+    /// [`Store::open`] of `spec`, else of the SQLite file at [`default_path`].
+    pub fn open_or_default(spec: Option<&str>) -> Result<Store, HistoryError> {
+        match spec {
+            Some(spec) => Self::open(spec),
+            None => Self::open(&default_path().display().to_string()),
         }
     }
 
@@ -490,6 +536,21 @@ impl Store {
     ) -> Result<Vec<StoredRun>, HistoryError> {
         let ids = self.ids(job, limit)?;
         ids.into_iter().map(|id| self.load(id)).collect()
+    }
+
+    /// `new` checked against the history of `job`
+    /// ([`history_check::check`]): among the job's newest runs, enough to
+    /// find the similar ones in (10 × [`MAX_BASELINE`]). `None` when the
+    /// job has no run to compare with.
+    pub fn check(
+        &mut self,
+        job: &str,
+        new: &RunSummary,
+        min_change_pts: Option<f64>,
+    ) -> Result<Option<Check>, HistoryError> {
+        let runs = self.runs(Some(job), 10 * MAX_BASELINE)?;
+        let history: Vec<_> = runs.into_iter().map(|r| (r.id, r.summary)).collect();
+        Ok(history_check::check(job, &history, new, min_change_pts))
     }
 
     /// The ids of `job`'s runs (every job's with `None`), oldest start

@@ -23,6 +23,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::compare::summary::{PathSummary, RunSummary};
+use crate::pass::Analysis;
+use crate::path::FoldOptions;
 use crate::path::PathFrame;
 use crate::reasons::Reason;
 use crate::share::pct;
@@ -257,6 +259,20 @@ pub fn diff(base: &RunSummary, new: &RunSummary, min_change_pts: f64) -> Diff {
 /// A path's change of idle per second, ns/s.
 fn idle_change(c: &PathChange) -> f64 {
     c.new.idle_per_s_ns as f64 - c.base.idle_per_s_ns as f64
+}
+
+/// [`differential_folded`] of two analyses' merged paths, by idle time,
+/// pool threads merged (what `diff --svg` draws).
+pub fn differential_of(base: &Analysis, new: &Analysis) -> std::io::Result<Vec<String>> {
+    let fold = FoldOptions {
+        dispatches: false,
+        merge_threads: true,
+    };
+    let folded = |a| {
+        use crate::path::Fold;
+        crate::sections::idle_paths::MergedPaths::all(a).folded_lines(fold)
+    };
+    differential_folded(&folded(base), &folded(new))
 }
 
 /// Folded stacks of both runs' merged paths, matched by their names, as

@@ -18,6 +18,7 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::pass::Analysis;
 use crate::path::FrameKind;
 use crate::path::PathFrame;
 use crate::reasons::Reason;
@@ -106,6 +107,12 @@ impl PathSummary {
 }
 
 impl RunSummary {
+    /// The summary of a whole recording's `analysis` (of the recording
+    /// `file`, made with its time windows); `None` without them.
+    pub fn of_analysis(file: impl Into<String>, analysis: &Analysis) -> Option<Self> {
+        Self::new(file, &Report::new(analysis, 0))
+    }
+
     /// The summary of `report` (of the recording `file`); `None` when its
     /// analysis kept no windows (`AnalysisOptions::windows`).
     pub fn new(file: impl Into<String>, report: &Report) -> Option<Self> {

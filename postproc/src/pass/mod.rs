@@ -8,6 +8,7 @@
 pub mod ahead;
 pub mod blame;
 pub mod call_tree;
+pub mod file;
 pub mod handler;
 pub mod idle_paths;
 pub mod java_waits;

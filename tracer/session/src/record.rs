@@ -52,6 +52,43 @@ pub struct Recorded {
     pub exit: Option<i32>,
 }
 
+impl Recorded {
+    /// The line that ends `record` (`idleflow: LINE`): what was recorded,
+    /// in how long, what was lost and what might avoid it (with the
+    /// session's `opts`), and how big the file is.
+    pub fn summary_line(&self, opts: &Options) -> String {
+        let s = &self.summary;
+        let bytes = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
+        let lost: u64 = s.lost_per_cpu.iter().sum();
+        let r = &opts.recorder;
+        format!(
+            "{} dispatches, {} wakeups in {:.2} s, {} lost{}; {:.1} KiB ({:.1} bytes/dispatch) written to {}",
+            s.dispatches,
+            s.wakeups,
+            self.started.elapsed().as_secs_f64(),
+            lost,
+            if lost > 0 {
+                format!(
+                    " (per CPU: {:?}; try a larger --ring-size{})",
+                    s.lost_per_cpu,
+                    if r.stacks_at_waits && r.kernel_stacks {
+                        ", or --wait-sample N (the stacks of one wait in N) or a smaller \
+                         --stack-size: --stacks waits copies a stack at every wait, which a \
+                         saturated machine makes hundreds of thousands a second"
+                    } else {
+                        ""
+                    }
+                )
+            } else {
+                String::new()
+            },
+            bytes as f64 / 1024.0,
+            bytes as f64 / s.dispatches.max(1) as f64,
+            self.path.display()
+        )
+    }
+}
+
 /// What the recording follows.
 enum Target {
     /// The command idleflow started.
