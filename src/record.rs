@@ -28,22 +28,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
 
 /// `__jfr-convert`: the session's converter child.
 pub fn convert_child(a: JfrConvertArgs) -> anyhow::Result<()> {
-    Ok(idleflow_session::convert_child(&job(a))?)
-}
-
-/// The session's job from its child's arguments.
-fn job(a: JfrConvertArgs) -> ConvertJob {
-    ConvertJob {
-        input: a.input,
-        output: a.output,
-        pid: a.pid,
-        offset_ns: a.offset_ns,
-        threshold_ns: a.threshold_ns,
-        monitor_threshold_ns: a.monitor_threshold_ns,
-        all_waits: a.all_waits,
-        ports_from: a.ports_from,
-        ports_to: a.ports_to,
-    }
+    let job = ConvertJob::from_args(&a.args)?;
+    Ok(idleflow_session::convert_child(&job)?)
 }
 
 /// `__resolve`: resolves the stacks of a recording made with `--no-resolve`.
@@ -148,7 +134,7 @@ mod tests {
     use crate::cli::{Cli, Command};
 
     #[test]
-    fn the_converter_child_reads_the_arguments_the_session_gives_it() {
+    fn the_converter_child_gets_the_arguments_the_session_gives_it() {
         let sent = ConvertJob {
             input: "/tmp/a b.jfr".into(),
             output: "/tmp/out.idleflow".into(),
@@ -168,6 +154,7 @@ mod tests {
         let Command::JfrConvert(args) = Cli::try_parse_from(argv).unwrap().command else {
             panic!("not the converter");
         };
-        assert_eq!(format!("{:?}", job(args)), format!("{sent:?}"));
+        let read = ConvertJob::from_args(&args.args).unwrap();
+        assert_eq!(format!("{read:?}"), format!("{sent:?}"));
     }
 }

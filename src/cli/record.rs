@@ -26,30 +26,13 @@ pub struct ResolveArgs {
     pub input: PathBuf,
 }
 
-/// The arguments `record` gives its `__jfr-convert` child, in the order of
-/// `idleflow_session::ConvertJob::args`.
+/// The arguments `record` gives its `__jfr-convert` child
+/// (`idleflow_session::ConvertJob::args`), read by the session that wrote them.
 #[derive(Debug, Args)]
 pub struct JfrConvertArgs {
-    /// The JVM's `.jfr`.
-    pub input: PathBuf,
-    /// Where to write the records (an idleflow recording of them alone).
-    pub output: PathBuf,
-    /// The JVM's pid.
-    pub pid: u32,
-    /// `idleflow_jfr::Options::offset_ns`.
-    #[arg(allow_negative_numbers = true)]
-    pub offset_ns: i64,
-    /// The threshold the JVM recorded with, ns.
-    pub threshold_ns: u64,
-    /// The threshold of its contended monitor enters, ns.
-    pub monitor_threshold_ns: u64,
-    /// When it recorded every wait (`idleflow_jfr::Options::all_waits`):
-    /// `FROM-TO,…` in ns on the recording's clock, `-` for none.
-    pub all_waits: String,
-    /// The ephemeral port range's first port.
-    pub ports_from: u16,
-    /// Its last port.
-    pub ports_to: u16,
+    /// The job's arguments, in `ConvertJob::args`'s order.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]

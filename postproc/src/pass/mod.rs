@@ -746,6 +746,17 @@ impl<'o> Pass<'o> {
 /// post-processor's unit tests) that ended at `stop_ns`.
 #[cfg(test)]
 pub(crate) fn analyse_records(info: &RunInfo, records: &[Record], stop_ns: u64) -> Analysis {
+    analyse_records_told(info, records, stop_ns, None)
+}
+
+/// [`analyse_records`], telling `extra` every event of the pass.
+#[cfg(test)]
+pub(crate) fn analyse_records_told(
+    info: &RunInfo,
+    records: &[Record],
+    stop_ns: u64,
+    extra: Option<&mut dyn Handler>,
+) -> Analysis {
     let mut w = idleflow_format::Writer::new(Vec::new(), info).unwrap();
     for r in records {
         w.write(r).unwrap();
@@ -756,7 +767,8 @@ pub(crate) fn analyse_records(info: &RunInfo, records: &[Record], stop_ns: u64) 
             ..Default::default()
         })
         .unwrap();
-    Analysis::run(std::io::Cursor::new(bytes)).unwrap()
+    let opts = AnalysisOptions::default();
+    Analysis::run_observed(std::io::Cursor::new(bytes), &opts, |_| {}, extra).unwrap()
 }
 
 #[cfg(test)]
@@ -788,11 +800,15 @@ mod tests {
     }
 
     fn analyse(records: &[Record], stop_ns: u64) -> Analysis {
+        analyse_told(records, stop_ns, None)
+    }
+
+    fn analyse_told(records: &[Record], stop_ns: u64, extra: Option<&mut dyn Handler>) -> Analysis {
         let info = RunInfo {
             tool_pid: TOOL,
             ..RunInfo::minimal(vec![0], 0)
         };
-        analyse_records(&info, records, stop_ns)
+        analyse_records_told(&info, records, stop_ns, extra)
     }
 
     #[test]
@@ -857,10 +873,6 @@ mod tests {
     #[test]
     fn a_callers_handler_is_told_the_windows_dispatches_and_every_credit_once() {
         use PrevState::{Preempted, Sleeping};
-        let info = RunInfo {
-            tool_pid: TOOL,
-            ..RunInfo::minimal(vec![0], 0)
-        };
         let records = [
             thread(51, 50, "worker"),
             thread(10, TOOL, "idleflow-drain"),
@@ -873,24 +885,8 @@ mod tests {
             // Idle still open at the end: credited, then told as open.
             dispatch(450, 51, Sleeping, IDLE_TID),
         ];
-        let mut w = idleflow_format::Writer::new(Vec::new(), &info).unwrap();
-        for r in &records {
-            w.write(r).unwrap();
-        }
-        let bytes = w
-            .finish(&RunSummary {
-                stop_ns: 500,
-                ..Default::default()
-            })
-            .unwrap();
         let mut seen = Seen::default();
-        let a = Analysis::run_observed(
-            std::io::Cursor::new(bytes),
-            &AnalysisOptions::default(),
-            |_| {},
-            Some(&mut seen),
-        )
-        .unwrap();
+        let a = analyse_told(&records, 500, Some(&mut seen));
         assert_eq!(seen.dispatches, [10, 100, 200, 210, 400, 450]);
         assert_eq!(seen.credits, [(51, 100, 1), (51, 190, 0), (51, 50, 1)]);
         assert_eq!((seen.open_at_end, seen.finished), (1, Some(500)));

@@ -105,6 +105,9 @@ pub enum SessionError {
     /// The converter child was handed spans it cannot read.
     #[error("{0}")]
     Spans(String),
+    /// A converter child's arguments are not those [`crate::ConvertJob::args`] gives.
+    #[error("__jfr-convert: {0}")]
+    ConvertArgs(String),
 }
 
 impl SessionError {

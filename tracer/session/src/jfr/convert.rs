@@ -66,6 +66,34 @@ impl ConvertJob {
         );
         args
     }
+
+    /// The job from a converter child's arguments (what [`ConvertJob::args`]
+    /// gave, in its order).
+    pub fn from_args(args: &[OsString]) -> Result<Self, SessionError> {
+        let bad = |what: &str| SessionError::ConvertArgs(format!("{what} expected"));
+        let [input, output, rest @ ..] = args else {
+            return Err(bad("the input and output files"));
+        };
+        let text: Vec<&str> = rest.iter().map(|a| a.to_str().unwrap_or("")).collect();
+        let [pid, offset, threshold, monitor, all_waits, from, to] = text[..] else {
+            return Err(bad("7 values after the files"));
+        };
+        fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, SessionError> {
+            v.parse()
+                .map_err(|_| SessionError::ConvertArgs(format!("{name} is not a number: {v:?}")))
+        }
+        Ok(ConvertJob {
+            input: input.into(),
+            output: output.into(),
+            pid: number("pid", pid)?,
+            offset_ns: number("offset_ns", offset)?,
+            threshold_ns: number("threshold_ns", threshold)?,
+            monitor_threshold_ns: number("monitor_threshold_ns", monitor)?,
+            all_waits: all_waits.to_string(),
+            ports_from: number("ports_from", from)?,
+            ports_to: number("ports_to", to)?,
+        })
+    }
 }
 
 /// This machine's ephemeral port range (Linux's default if unreadable).
@@ -219,6 +247,28 @@ impl Waits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_converter_child_reads_the_arguments_the_session_gives_it() {
+        let sent = ConvertJob {
+            input: "/tmp/a b.jfr".into(),
+            output: "/tmp/out.idleflow".into(),
+            pid: 42,
+            offset_ns: -17,
+            threshold_ns: 10_000_000,
+            monitor_threshold_ns: 0,
+            all_waits: "1-2,30-40".into(),
+            ports_from: 32768,
+            ports_to: 60999,
+        };
+        let read = ConvertJob::from_args(&sent.args()).unwrap();
+        assert_eq!(format!("{read:?}"), format!("{sent:?}"));
+        let mut args = sent.args();
+        args[2] = "forty-two".into();
+        let e = ConvertJob::from_args(&args).unwrap_err().to_string();
+        assert_eq!(e, "__jfr-convert: pid is not a number: \"forty-two\"");
+        assert!(ConvertJob::from_args(&args[..5]).is_err());
+    }
 
     #[test]
     fn jfr_file_names_give_the_pid() {
