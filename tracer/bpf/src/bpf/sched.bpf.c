@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * idleflow's scheduler programs: one 32-byte record per context switch, per
+ * waking and per new task's first wake-up, written in the kernel at the
+ * scheduler's tracepoints into the ring buffer of the CPU it happened on.
+ *
+ * Layout (little-endian, 32 bytes; decoded by src/record.rs, which owns the
+ * meaning of every field):
+ *
+ *   0  u64 time     bpf_ktime_get_ns(): CLOCK_MONOTONIC
+ *   8  u8  kind     KIND_*
+ *   9  u8  flags    switch: FLAG_PREEMPT; wake-ups: FLAG_CONTEXT_KNOWN
+ *  10  u16 aux      switch: prev's exit_state; wake-ups: preempt_count >> 8
+ *                   (its softirq, hardirq and NMI counts)
+ *  12  u32 tid_a    switch: prev's tid;  wake-ups: the running task's (waker)
+ *  16  u32 tgid_a   switch: prev's tgid; wake-ups: the running task's
+ *  20  u32 tid_b    switch: next's tid;  wake-ups: the woken task's
+ *  24  u32 tgid_b   switch: next's tgid; wake-ups: the woken task's
+ *  28  u32 arg      switch: prev_state as the scheduler passed it;
+ *                   wake-ups: target CPU (task_cpu of the woken task)
+ *
+ * Invariants:
+ * - every record goes into the ring of the CPU whose program wrote it, so
+ *   CPUs never share a ring (nor its lock) and each ring is in the order
+ *   the CPU reserved its records;
+ * - a record that cannot be written is counted, never dropped silently:
+ *   no ring for this CPU (no_ring) or the ring full (ring_full), per CPU in
+ *   `counters`; a waking whose context could not be read is written with
+ *   FLAG_CONTEXT_KNOWN clear and counted (context_unknown). Program runs
+ *   the kernel skipped (recursion on one CPU) are the programs' own
+ *   `recursion_misses`, read by user space;
+ * - the reader is woken only when a ring holds `wakeup_bytes` or more: a
+ *   wake-up per record would make records of its own (the reader's switch
+ *   and waking) and feed itself. The reader polls with a timeout for the
+ *   rest.
+ */
+#include "kernel.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+enum {
+	KIND_SWITCH = 1,
+	KIND_WAKING = 2,
+	KIND_WAKEUP_NEW = 3,
+};
+
+enum {
+	FLAG_PREEMPT = 1,
+	FLAG_CONTEXT_KNOWN = 2,
+};
+
+struct record {
+	__u64 time;
+	__u8 kind;
+	__u8 flags;
+	__u16 aux;
+	__u32 tid_a;
+	__u32 tgid_a;
+	__u32 tid_b;
+	__u32 tgid_b;
+	__u32 arg;
+};
+
+_Static_assert(sizeof(struct record) == 32, "the record is 32 bytes");
+
+/* Records that were not written, per CPU. */
+struct counters {
+	__u64 ring_full;
+	__u64 no_ring;
+	__u64 context_unknown;
+};
+
+/* The inner map's template: user space creates one ring per CPU (its size
+ * chosen there) and puts it at the CPU's index of `rings`. */
+struct ring {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 16);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1); /* set to the number of possible CPUs */
+	__type(key, __u32);
+	__array(values, struct ring);
+} rings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct counters);
+} counters SEC(".maps");
+
+/* Set by user space before the load (then frozen: the verifier folds them). */
+
+/* Where the preempt count sits in the per-CPU area relative to the run
+ * queue: &__preempt_count - &runqueues, from the kernel BTF's per-CPU data
+ * section. 0: not known, wake-ups are written without their context. */
+const volatile __s64 preempt_count_from_rq = 0;
+
+/* Wake the reader when a ring holds this many bytes. */
+const volatile __u64 wakeup_bytes = 65536;
+
+static __always_inline struct counters *counters_here(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&counters, &zero);
+}
+
+/* A record in this CPU's ring, or NULL (counted). `*ring` receives the
+ * ring, for submit(). */
+static __always_inline struct record *reserve(void **ring)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct counters *c;
+	struct record *r;
+
+	*ring = bpf_map_lookup_elem(&rings, &cpu);
+	if (!*ring) {
+		c = counters_here();
+		if (c)
+			__sync_fetch_and_add(&c->no_ring, 1);
+		return NULL;
+	}
+	r = bpf_ringbuf_reserve(*ring, sizeof(*r), 0);
+	if (!r) {
+		c = counters_here();
+		if (c)
+			__sync_fetch_and_add(&c->ring_full, 1);
+	}
+	return r;
+}
+
+static __always_inline void submit(void *ring, struct record *r)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(r, flags);
+}
+
+/* This CPU's preempt count, which says whether the code running is a
+ * thread's or an interrupt's (the kernel's own in_nmi(), in_hardirq(),
+ * in_serving_softirq(), and what tracepoints put in common_flags). On
+ * x86-64 it is the per-CPU variable __preempt_count, which a typed ksym
+ * cannot reach on a kernel without CONFIG_KALLSYMS_ALL; so it is found from
+ * another per-CPU variable whose address this CPU's current task gives
+ * away: its run queue. Returns 0 when *pc was read. */
+static __always_inline int read_preempt_count(__u32 *pc)
+{
+	struct task_struct *cur;
+	struct rq *rq;
+
+	if (!preempt_count_from_rq)
+		return -1;
+	cur = bpf_get_current_task_btf();
+	rq = cur->se.cfs_rq->rq;
+	/* The current task always runs on its run queue's CPU; a mismatch
+	 * means the walk went wrong, and nothing is guessed. */
+	if (!rq || rq->cpu != bpf_get_smp_processor_id())
+		return -1;
+	return bpf_probe_read_kernel(pc, sizeof(*pc), (void *)rq + preempt_count_from_rq);
+}
+
+static __always_inline __u32 task_cpu(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->thread_info.cpu))
+		return BPF_CORE_READ(p, thread_info.cpu);
+	return BPF_CORE_READ(p, cpu);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	void *ring;
+	struct record *r = reserve(&ring);
+
+	if (!r)
+		return 0;
+	r->time = bpf_ktime_get_ns();
+	r->kind = KIND_SWITCH;
+	r->flags = preempt ? FLAG_PREEMPT : 0;
+	r->aux = (__u16)prev->exit_state;
+	r->tid_a = prev->pid;
+	r->tgid_a = prev->tgid;
+	r->tid_b = next->pid;
+	r->tgid_b = next->tgid;
+	r->arg = prev_state;
+	submit(ring, r);
+	return 0;
+}
+
+static __always_inline int on_wake(struct task_struct *p, __u8 kind)
+{
+	void *ring;
+	struct record *r = reserve(&ring);
+	__u64 id;
+	__u32 pc;
+
+	if (!r)
+		return 0;
+	r->time = bpf_ktime_get_ns();
+	r->kind = kind;
+	if (read_preempt_count(&pc) == 0) {
+		r->flags = FLAG_CONTEXT_KNOWN;
+		r->aux = (__u16)(pc >> 8);
+	} else {
+		struct counters *c = counters_here();
+
+		if (c)
+			__sync_fetch_and_add(&c->context_unknown, 1);
+		r->flags = 0;
+		r->aux = 0;
+	}
+	id = bpf_get_current_pid_tgid();
+	r->tid_a = (__u32)id;
+	r->tgid_a = id >> 32;
+	r->tid_b = p->pid;
+	r->tgid_b = p->tgid;
+	r->arg = task_cpu(p);
+	submit(ring, r);
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	return on_wake(p, KIND_WAKING);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p)
+{
+	return on_wake(p, KIND_WAKEUP_NEW);
+}
+
+/* GPL-compatible, as bpf_probe_read_kernel and BTF tracing require; the
+ * source's own license (above) is MIT OR Apache-2.0. */
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

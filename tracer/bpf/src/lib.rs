@@ -1,0 +1,46 @@
+//! idleflow's eBPF recorder of switches and wake-ups.
+//!
+//! BPF programs at the scheduler's tracepoints (`tp_btf/sched_switch`,
+//! `sched_waking`, `sched_wakeup_new`; source in `src/bpf/sched.bpf.c`)
+//! write one 32-byte record per event, in the kernel, into a BPF ring
+//! buffer of the CPU it happened on; [`SchedRecorder`] loads and attaches
+//! them and reads the rings as [`SchedEvent`]s, which carry what the
+//! recording's [`Dispatch`](idleflow_format::Dispatch) and
+//! [`Wakeup`](idleflow_format::Wakeup) need ([`Switch::to_dispatch`],
+//! [`Wake::to_wakeup`]), with the same [`PrevState`] and [`WakeContext`]
+//! the perf path gives for the same event. Unlike perf's tracepoint
+//! samples, the programs also run while a CPU is idle on kernels that drop
+//! those samples (`docs/PERFORMANCE.md`, "eBPF switch and wake-up records").
+//!
+//! [`probe`] tells whether eBPF can be used here, and if not why (no BTF,
+//! no CAP_BPF/CAP_PERFMON, lockdown, the verifier), so the recorder can
+//! fall back to perf and say so.
+//!
+//! Modules, one job each: [`record`] (the record's bytes → [`SchedEvent`]),
+//! [`state`] (raw task state → [`PrevState`]), [`context`] (preempt count →
+//! [`WakeContext`]), `percpu` (where the preempt count is, from the kernel
+//! BTF), [`probe`] (can eBPF be used here), `loader` (the BPF object
+//! loaded), `rings` (one ring per CPU and their reader), [`stats`] (the
+//! programs' run counts and times), [`recorder`] (the life cycle), and
+//! [`error`]. All use of libbpf-rs stays inside this crate: no libbpf-rs
+//! type is part of its API.
+
+pub mod context;
+pub mod error;
+mod loader;
+mod percpu;
+pub mod probe;
+pub mod record;
+pub mod recorder;
+mod rings;
+mod skel;
+pub mod state;
+pub mod stats;
+
+pub use error::BpfError;
+pub use idleflow_format::{PrevState, WakeContext};
+pub use percpu::WakeContextSource;
+pub use probe::{probe, Probe};
+pub use record::{decode, DecodeError, SchedEvent, Switch, Wake, RECORD_BYTES};
+pub use recorder::{CpuLost, Lost, SchedRecorder, RING_BYTES_PER_RECORD, WAKEUP_BYTES};
+pub use stats::{ProgramStats, RunTimeStats};

@@ -1,0 +1,127 @@
+//! The BPF object, opened, configured and loaded into the kernel (not yet
+//! attached): the one place that drives the generated skeleton
+//! ([`crate::skel`]) and captures what libbpf and the verifier say.
+//!
+//! Invariant: a [`Loaded`] holds programs the verifier accepted, with the
+//! read-only settings (preempt count offset, wake-up threshold) frozen into
+//! them; the outer ring map has one slot per possible CPU, all empty until
+//! [`crate::rings`] fills them.
+
+use std::mem::MaybeUninit;
+use std::sync::Mutex;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{OpenObject, PrintLevel};
+
+use crate::error::BpfError;
+use crate::percpu::{wake_context_here, WakeContextSource};
+use crate::skel::{SchedSkel, SchedSkelBuilder};
+
+/// The loaded programs and maps.
+pub(crate) struct Loaded {
+    pub skel: SchedSkel<'static>,
+    wake_context: WakeContextSource,
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded")
+            .field("wake_context", &self.wake_context)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Loaded {
+    /// Opens and loads the programs with `cpu_slots` ring slots, waking the
+    /// reader when a ring holds `wakeup_bytes` (0: the programs' default).
+    pub fn load(cpu_slots: u32, wakeup_bytes: u64) -> Result<Self, BpfError> {
+        // The skeleton borrows the object's storage for as long as it
+        // lives; the storage is one pointer, given up for good so that the
+        // skeleton can be kept in a struct (8 bytes per load, never
+        // reclaimed). The object itself is closed when the skeleton drops.
+        let storage: &'static mut MaybeUninit<OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let (wake_context, offset) = wake_context_here();
+        let (loaded, log) = capture_log(|| {
+            let mut open = SchedSkelBuilder::default().open(storage)?;
+            if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+                rodata.preempt_count_from_rq = offset;
+                if wakeup_bytes > 0 {
+                    rodata.wakeup_bytes = wakeup_bytes;
+                }
+            }
+            open.maps.rings.set_max_entries(cpu_slots)?;
+            open.load()
+        });
+        let skel = loaded.map_err(|e| BpfError::Refused {
+            reason: reason(&log, &e.to_string()),
+            source: Box::new(e),
+        })?;
+        Ok(Loaded { skel, wake_context })
+    }
+
+    /// Where the wake-ups' context comes from.
+    pub fn wake_context(&self) -> &WakeContextSource {
+        &self.wake_context
+    }
+}
+
+/// What libbpf printed while [`capture_log`] ran.
+static LOG: Mutex<String> = Mutex::new(String::new());
+/// One capture at a time (libbpf's print callback is process-wide).
+static CAPTURING: Mutex<()> = Mutex::new(());
+
+fn keep(level: PrintLevel, msg: String) {
+    if level != PrintLevel::Debug {
+        if let Ok(mut log) = LOG.lock() {
+            log.push_str(&msg);
+        }
+    }
+}
+
+/// Runs `f` with libbpf's messages captured instead of printed; returns
+/// its result and the messages.
+fn capture_log<T>(f: impl FnOnce() -> T) -> (T, String) {
+    let _one = CAPTURING.lock().unwrap_or_else(|p| p.into_inner());
+    let previous = libbpf_rs::set_print(Some((PrintLevel::Info, keep)));
+    let out = f();
+    libbpf_rs::set_print(previous);
+    let log = LOG
+        .lock()
+        .map(|mut l| std::mem::take(&mut *l))
+        .unwrap_or_default();
+    (out, log)
+}
+
+/// The lines of a failed load's log worth showing a user: the end of the
+/// verifier's log (its verdict) and libbpf's own error lines.
+fn reason(log: &str, error: &str) -> String {
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty() && !l.contains("-- END PROG LOAD LOG --"))
+        .collect();
+    let tail = &lines[lines.len().saturating_sub(8)..];
+    if tail.is_empty() {
+        error.to_string()
+    } else {
+        format!("{error}\n{}", tail.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_shows_the_end_of_the_log() {
+        let log = (1..=20)
+            .map(|i| format!("line {i}\n"))
+            .chain(["-- END PROG LOAD LOG --\n".to_string()])
+            .collect::<String>();
+        let r = reason(&log, "Permission denied");
+        assert!(r.starts_with("Permission denied\nline 13\n"), "{r}");
+        assert!(r.ends_with("line 20"));
+        assert_eq!(reason("", "Invalid argument"), "Invalid argument");
+    }
+}

@@ -1,0 +1,328 @@
+//! The record the BPF programs write (`src/bpf/sched.bpf.c`), decoded into
+//! a [`SchedEvent`].
+//!
+//! One record is [`RECORD_BYTES`] bytes, native-endian, the same layout for
+//! every kind: `time u64 | kind u8 | flags u8 | aux u16 | tid_a u32 |
+//! tgid_a u32 | tid_b u32 | tgid_b u32 | arg u32`. The programs copy what
+//! the kernel hands the tracepoint; what it *means* (the `ps` state of the
+//! thread that left, whether an interrupt raised a wake-up) is decided
+//! here, in Rust, where it is tested: [`crate::state`] and
+//! [`crate::context`].
+//!
+//! Invariant: decoding reads only the bytes it was given and never panics;
+//! a record of a kind this version does not know, or of the wrong length,
+//! is a [`DecodeError`] (the reader counts it, never guesses).
+
+use idleflow_format::{Dispatch, PrevState, WakeContext, Wakeup, IDLE_TID};
+
+use crate::context::wake_context;
+use crate::state::prev_state;
+
+/// The size of one record.
+pub const RECORD_BYTES: usize = 32;
+
+/// `kind` of a context switch (`sched_switch`).
+pub const KIND_SWITCH: u8 = 1;
+/// `kind` of a waking (`sched_waking`, in the waker's context).
+pub const KIND_WAKING: u8 = 2;
+/// `kind` of a new task's first wake-up (`sched_wakeup_new`).
+pub const KIND_WAKEUP_NEW: u8 = 3;
+
+/// `flags` of a switch: the scheduler was entered by preemption.
+pub const FLAG_PREEMPT: u8 = 1;
+/// `flags` of a wake-up: `aux` holds the preempt count's context bits.
+pub const FLAG_CONTEXT_KNOWN: u8 = 2;
+
+/// One event, as read from the ring of the CPU it happened on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedEvent {
+    /// A context switch.
+    Switch(Switch),
+    /// A thread made runnable (`sched_waking`, in the waker's context).
+    Waking(Wake),
+    /// A new thread made runnable for the first time (`sched_wakeup_new`).
+    WakeupNew(Wake),
+}
+
+impl SchedEvent {
+    /// Nanoseconds on `CLOCK_MONOTONIC`, the clock of the perf path's
+    /// events (`use_clockid`).
+    pub fn time(&self) -> u64 {
+        match self {
+            SchedEvent::Switch(s) => s.time,
+            SchedEvent::Waking(w) | SchedEvent::WakeupNew(w) => w.time,
+        }
+    }
+}
+
+/// A context switch: `prev` left the CPU, `next` got it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switch {
+    /// When the scheduler switched (in `prev`'s context, just before the
+    /// switch), ns on `CLOCK_MONOTONIC`.
+    pub time: u64,
+    /// The thread that left ([`IDLE_TID`]: the CPU's idle task).
+    pub prev_tid: u32,
+    /// Its process (thread group).
+    pub prev_tgid: u32,
+    /// The thread that got the CPU.
+    pub next_tid: u32,
+    /// Its process.
+    pub next_tgid: u32,
+    /// Why `prev` left, as the perf path says it for the same switch:
+    /// [`PrevState::Preempted`] when the scheduler was entered by
+    /// preemption, [`PrevState::Unknown`] for the idle task, else from the
+    /// state it was in.
+    pub prev_state: PrevState,
+    /// The scheduler's own `prev_state` (the task's `__state` bits).
+    pub raw_state: u32,
+    /// The scheduler was entered by preemption.
+    pub preempt: bool,
+}
+
+impl Switch {
+    /// The recording's dispatch for this switch on `cpu`.
+    pub fn to_dispatch(&self, cpu: u32) -> Dispatch {
+        Dispatch {
+            time: self.time,
+            cpu,
+            prev_tid: self.prev_tid,
+            prev_state: self.prev_state,
+            next_tid: self.next_tid,
+            prev_node: Default::default(),
+        }
+    }
+}
+
+/// A wake-up, raised on the CPU whose ring it is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wake {
+    /// ns on `CLOCK_MONOTONIC`.
+    pub time: u64,
+    /// The thread running when it was raised (0: idle): the waker when
+    /// `context` is [`WakeContext::Task`]; in an interrupt only the thread
+    /// it happened to hit.
+    pub waker_tid: u32,
+    /// Its process.
+    pub waker_tgid: u32,
+    /// The thread made runnable.
+    pub wakee_tid: u32,
+    /// Its process.
+    pub wakee_tgid: u32,
+    /// The CPU the wakee last ran on (the tracepoint's `target_cpu`).
+    pub target_cpu: u32,
+    /// A thread's code or an interrupt's; [`WakeContext::Unknown`] when the
+    /// programs could not read it on this kernel.
+    pub context: WakeContext,
+}
+
+impl Wake {
+    /// The recording's wake-up for this event on `cpu`; `new_thread` for a
+    /// [`SchedEvent::WakeupNew`].
+    pub fn to_wakeup(&self, cpu: u32, new_thread: bool) -> Wakeup {
+        Wakeup {
+            time: self.time,
+            cpu,
+            waker_tid: self.waker_tid,
+            wakee_tid: self.wakee_tid,
+            target_cpu: self.target_cpu,
+            new_thread,
+            context: self.context,
+        }
+    }
+}
+
+/// Why a record could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The ring gave a record of another size.
+    #[error("a record of {0} bytes (expected {RECORD_BYTES})")]
+    Length(usize),
+    /// A kind this version does not know.
+    #[error("a record of unknown kind {0}")]
+    Kind(u8),
+}
+
+fn u32_at(b: &[u8; RECORD_BYTES], at: usize) -> u32 {
+    u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Decodes one record.
+pub fn decode(bytes: &[u8]) -> Result<SchedEvent, DecodeError> {
+    let b: &[u8; RECORD_BYTES] = bytes
+        .try_into()
+        .map_err(|_| DecodeError::Length(bytes.len()))?;
+    let time = u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+    let (kind, flags) = (b[8], b[9]);
+    let aux = u16::from_ne_bytes([b[10], b[11]]);
+    let (tid_a, tgid_a, tid_b, tgid_b, arg) = (
+        u32_at(b, 12),
+        u32_at(b, 16),
+        u32_at(b, 20),
+        u32_at(b, 24),
+        u32_at(b, 28),
+    );
+    let wake = || Wake {
+        time,
+        waker_tid: tid_a,
+        waker_tgid: tgid_a,
+        wakee_tid: tid_b,
+        wakee_tgid: tgid_b,
+        target_cpu: arg,
+        context: if flags & FLAG_CONTEXT_KNOWN != 0 {
+            wake_context(aux)
+        } else {
+            WakeContext::Unknown
+        },
+    };
+    match kind {
+        KIND_SWITCH => {
+            let preempt = flags & FLAG_PREEMPT != 0;
+            Ok(SchedEvent::Switch(Switch {
+                time,
+                prev_tid: tid_a,
+                prev_tgid: tgid_a,
+                next_tid: tid_b,
+                next_tgid: tgid_b,
+                prev_state: if tid_a == IDLE_TID {
+                    PrevState::Unknown
+                } else {
+                    prev_state(preempt, arg, u32::from(aux))
+                },
+                raw_state: arg,
+                preempt,
+            }))
+        }
+        KIND_WAKING => Ok(SchedEvent::Waking(wake())),
+        KIND_WAKEUP_NEW => Ok(SchedEvent::WakeupNew(wake())),
+        k => Err(DecodeError::Kind(k)),
+    }
+}
+
+/// A record's bytes, as the programs write them (tests and fakes).
+#[allow(clippy::too_many_arguments)]
+pub fn encode(
+    time: u64,
+    kind: u8,
+    flags: u8,
+    aux: u16,
+    a: (u32, u32),
+    b: (u32, u32),
+    arg: u32,
+) -> [u8; RECORD_BYTES] {
+    let mut r = [0u8; RECORD_BYTES];
+    r[0..8].copy_from_slice(&time.to_ne_bytes());
+    r[8] = kind;
+    r[9] = flags;
+    r[10..12].copy_from_slice(&aux.to_ne_bytes());
+    for (at, v) in [(12, a.0), (16, a.1), (20, b.0), (24, b.1), (28, arg)] {
+        r[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switch_to_sleep_is_read_field_by_field() {
+        // Thread 1234 of process 1200 sleeps (S) and CPU goes to 77 of 70.
+        let r = encode(5_000, KIND_SWITCH, 0, 0, (1234, 1200), (77, 70), 0x1);
+        let SchedEvent::Switch(s) = decode(&r).unwrap() else {
+            panic!("a switch")
+        };
+        assert_eq!(
+            (s.time, s.prev_tid, s.prev_tgid, s.next_tid, s.next_tgid),
+            (5_000, 1234, 1200, 77, 70)
+        );
+        assert_eq!(s.prev_state, PrevState::Sleeping);
+        assert!(!s.preempt);
+        let d = s.to_dispatch(3);
+        assert_eq!(
+            (d.cpu, d.prev_tid, d.next_tid, d.time),
+            (3, 1234, 77, 5_000)
+        );
+        assert_eq!(d.prev_state, PrevState::Sleeping);
+    }
+
+    #[test]
+    fn preemption_wins_over_the_state_and_idle_has_no_state() {
+        // Preempted while it had set TASK_UNINTERRUPTIBLE (not yet asleep).
+        let r = encode(1, KIND_SWITCH, FLAG_PREEMPT, 0, (9, 9), (8, 8), 0x2);
+        let SchedEvent::Switch(s) = decode(&r).unwrap() else {
+            panic!()
+        };
+        assert_eq!(s.prev_state, PrevState::Preempted);
+        assert!(s.preempt);
+        assert_eq!(s.raw_state, 2, "the raw state is kept");
+        // The idle task leaving: the perf path knows nothing of why.
+        let r = encode(2, KIND_SWITCH, 0, 0, (0, 0), (8, 8), 0);
+        let SchedEvent::Switch(s) = decode(&r).unwrap() else {
+            panic!()
+        };
+        assert_eq!(s.prev_state, PrevState::Unknown);
+        // An exiting task: exit_state (aux) says dead.
+        let r = encode(3, KIND_SWITCH, 0, 0x10, (9, 9), (0, 0), 0x80);
+        let SchedEvent::Switch(s) = decode(&r).unwrap() else {
+            panic!()
+        };
+        assert_eq!(s.prev_state, PrevState::Dead);
+    }
+
+    #[test]
+    fn wakings_carry_their_context() {
+        // A hard interrupt (hardirq count 1 = preempt_count 0x10000) on an
+        // idle CPU wakes 55 of 50, which last ran on CPU 1.
+        let r = encode(
+            7,
+            KIND_WAKING,
+            FLAG_CONTEXT_KNOWN,
+            0x0100,
+            (0, 0),
+            (55, 50),
+            1,
+        );
+        let SchedEvent::Waking(w) = decode(&r).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (w.time, w.waker_tid, w.wakee_tid, w.wakee_tgid, w.target_cpu),
+            (7, 0, 55, 50, 1)
+        );
+        assert_eq!(w.context, WakeContext::HardIrq);
+        let u = w.to_wakeup(0, false);
+        assert_eq!(
+            (u.cpu, u.waker_tid, u.wakee_tid, u.target_cpu),
+            (0, 0, 55, 1)
+        );
+        assert_eq!(u.context, WakeContext::HardIrq);
+        // A thread's waking, preemption disabled once (count 1, no context bits).
+        let r = encode(8, KIND_WAKING, FLAG_CONTEXT_KNOWN, 0, (12, 10), (55, 50), 0);
+        assert!(matches!(
+            decode(&r),
+            Ok(SchedEvent::Waking(Wake {
+                context: WakeContext::Task,
+                ..
+            }))
+        ));
+        // Without the flag, the context was not read: never guessed.
+        let r = encode(9, KIND_WAKEUP_NEW, 0, 0x0100, (12, 10), (56, 10), 1);
+        let SchedEvent::WakeupNew(w) = decode(&r).unwrap() else {
+            panic!()
+        };
+        assert_eq!(w.context, WakeContext::Unknown);
+        assert!(w.to_wakeup(1, true).new_thread);
+    }
+
+    #[test]
+    fn foreign_records_are_errors_not_panics() {
+        let r = encode(1, 9, 0, 0, (1, 1), (2, 2), 0);
+        assert_eq!(decode(&r), Err(DecodeError::Kind(9)));
+        assert_eq!(decode(&r[..31]), Err(DecodeError::Length(31)));
+        assert_eq!(decode(&[]), Err(DecodeError::Length(0)));
+        let mut long = r.to_vec();
+        long.push(0);
+        assert_eq!(decode(&long), Err(DecodeError::Length(33)));
+    }
+}

@@ -1,0 +1,278 @@
+//! [`SchedRecorder`]: the life of an eBPF recording of switches and
+//! wake-ups — open (check, load, make the rings, attach) → poll … →
+//! detach → poll what is left → drop.
+//!
+//! Invariant: from `open` until `detach` every switch and wake-up on every
+//! CPU is either a record in its CPU's ring or counted in [`Lost`]; after
+//! `detach` the programs write nothing more and `poll` reads what the rings
+//! still hold.
+
+use std::os::fd::{AsFd, RawFd};
+use std::time::Duration;
+
+use libbpf_rs::skel::Skel;
+use libbpf_rs::{MapCore, MapFlags};
+
+use crate::error::BpfError;
+use crate::loader::Loaded;
+use crate::percpu::WakeContextSource;
+use crate::probe::preconditions;
+use crate::record::{SchedEvent, RECORD_BYTES};
+use crate::rings::Rings;
+use crate::stats::{program_stats, ProgramStats};
+
+/// What a record costs in a ring: the record and libbpf's 8-byte header.
+pub const RING_BYTES_PER_RECORD: usize = RECORD_BYTES + 8;
+
+/// The programs wake the reader when a ring holds this much (or a quarter
+/// of the ring, if less).
+pub const WAKEUP_BYTES: usize = 64 * 1024;
+
+/// Records the recording did not get.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lost {
+    /// Per CPU: each recorded CPU, and any other CPU that had events.
+    pub per_cpu: Vec<CpuLost>,
+    /// Program runs the kernel skipped because a program was already
+    /// running on that CPU (recursion): their events are lost, on a CPU
+    /// the kernel does not say.
+    pub skipped_runs: u64,
+    /// Records read that did not decode (a kind this version does not know).
+    pub undecodable: u64,
+}
+
+impl Lost {
+    /// Every record lost, whatever the reason.
+    pub fn total(&self) -> u64 {
+        self.per_cpu
+            .iter()
+            .map(|c| c.ring_full + c.no_ring)
+            .sum::<u64>()
+            + self.skipped_runs
+            + self.undecodable
+    }
+}
+
+/// One CPU's lost records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuLost {
+    /// The CPU.
+    pub cpu: u32,
+    /// Its ring was full (the reader was late).
+    pub ring_full: u64,
+    /// It has no ring (it was not in the recorder's list of CPUs).
+    pub no_ring: u64,
+    /// Wake-ups written without their context (not lost; counted so that
+    /// [`crate::WakeContext::Unknown`] is never a surprise).
+    pub context_unknown: u64,
+}
+
+/// An eBPF recording of every switch and wake-up on a set of CPUs.
+#[derive(Debug)]
+pub struct SchedRecorder {
+    // Field order is drop order: the reader before the programs and maps.
+    rings: Rings,
+    loaded: Loaded,
+    cpus: Vec<u32>,
+    possible: usize,
+    attached: bool,
+}
+
+impl SchedRecorder {
+    /// Loads the programs, gives each CPU of `cpus` a ring of
+    /// `ring_bytes_per_cpu` (rounded up to a power of two of at least a
+    /// page; a CPU writes [`RING_BYTES_PER_RECORD`] per event), and
+    /// attaches them: recording starts on return. Events on CPUs not in
+    /// `cpus` are counted as [`CpuLost::no_ring`].
+    pub fn open(cpus: &[u32], ring_bytes_per_cpu: usize) -> Result<Self, BpfError> {
+        preconditions()?;
+        let possible = libbpf_rs::num_possible_cpus()
+            .map_err(|e| BpfError::kernel("counting the possible CPUs", e))?;
+        if let Some(&cpu) = cpus.iter().find(|&&c| c as usize >= possible) {
+            return Err(BpfError::NoSuchCpu { cpu, possible });
+        }
+        let mut cpus = cpus.to_vec();
+        cpus.sort_unstable();
+        cpus.dedup();
+        let bytes = ring_size(ring_bytes_per_cpu);
+        let wakeup = WAKEUP_BYTES.min(bytes as usize / 4) as u64;
+        let mut loaded = Loaded::load(possible as u32, wakeup)?;
+        let rings = Rings::create(&loaded.skel.maps.rings, &cpus, bytes)?;
+        loaded.skel.attach().map_err(|e| BpfError::Attach {
+            source: Box::new(e),
+        })?;
+        Ok(SchedRecorder {
+            rings,
+            loaded,
+            cpus,
+            possible,
+            attached: true,
+        })
+    }
+
+    /// The CPUs recorded, in order.
+    pub fn cpus(&self) -> &[u32] {
+        &self.cpus
+    }
+
+    /// Where the wake-ups' context comes from on this kernel.
+    pub fn wake_context(&self) -> &WakeContextSource {
+        self.loaded.wake_context()
+    }
+
+    /// Waits up to `timeout` for a ring to fill past the wake-up threshold,
+    /// then reads every ring and calls `f(cpu, event)` for each record —
+    /// each CPU's in the order the CPU wrote them (time order but for a
+    /// program run interrupted by another on the same CPU, which only an
+    /// NMI or an interrupt during a task's waking of itself can do), the
+    /// CPUs one after the other: merge them by time. Returns how many
+    /// events it passed on. A timeout of 0 reads without waiting.
+    pub fn poll(
+        &mut self,
+        timeout: Duration,
+        f: impl FnMut(u32, SchedEvent),
+    ) -> Result<usize, BpfError> {
+        self.rings.read(timeout, f)
+    }
+
+    /// A descriptor that polls readable when a ring passed the wake-up
+    /// threshold, for a caller's own `poll`/`epoll` loop (then call
+    /// [`SchedRecorder::poll`] with a zero timeout). Readable does not
+    /// mean every record: below the threshold nothing wakes, so read on a
+    /// timer too.
+    pub fn wait_fd(&self) -> RawFd {
+        self.rings.wait_fd()
+    }
+
+    /// Stops the programs; the rings keep what they hold for
+    /// [`SchedRecorder::poll`].
+    pub fn detach(&mut self) {
+        self.loaded.skel.links = Default::default();
+        self.attached = false;
+    }
+
+    /// Attaches the programs again after [`SchedRecorder::detach`].
+    pub fn attach(&mut self) -> Result<(), BpfError> {
+        if !self.attached {
+            self.loaded.skel.attach().map_err(|e| BpfError::Attach {
+                source: Box::new(e),
+            })?;
+            self.attached = true;
+        }
+        Ok(())
+    }
+
+    /// What was lost so far.
+    pub fn lost(&self) -> Result<Lost, BpfError> {
+        let counters = self.per_cpu_counters()?;
+        let per_cpu = counters
+            .into_iter()
+            .enumerate()
+            .map(|(cpu, [ring_full, no_ring, context_unknown])| CpuLost {
+                cpu: cpu as u32,
+                ring_full,
+                no_ring,
+                context_unknown,
+            })
+            .filter(|c| {
+                self.cpus.binary_search(&c.cpu).is_ok()
+                    || c.ring_full + c.no_ring + c.context_unknown > 0
+            })
+            .collect();
+        let skipped_runs = self.program_stats()?.iter().map(|p| p.skipped).sum();
+        Ok(Lost {
+            per_cpu,
+            skipped_runs,
+            undecodable: self.rings.undecodable(),
+        })
+    }
+
+    /// The programs' counters: runs, run time (while a
+    /// [`crate::RunTimeStats`] is held), skipped runs.
+    pub fn program_stats(&self) -> Result<Vec<ProgramStats>, BpfError> {
+        let progs = &self.loaded.skel.progs;
+        [
+            ("on_switch", progs.on_switch.as_fd()),
+            ("on_waking", progs.on_waking.as_fd()),
+            ("on_wakeup_new", progs.on_wakeup_new.as_fd()),
+        ]
+        .into_iter()
+        .map(|(name, fd)| program_stats(name, fd))
+        .collect()
+    }
+
+    /// The `counters` map: per possible CPU, ring_full, no_ring,
+    /// context_unknown.
+    fn per_cpu_counters(&self) -> Result<Vec<[u64; 3]>, BpfError> {
+        let values = self
+            .loaded
+            .skel
+            .maps
+            .counters
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| BpfError::kernel("reading the lost-record counters", e))?
+            .unwrap_or_default();
+        let word = |v: &[u8], i: usize| {
+            v.get(i * 8..i * 8 + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_ne_bytes)
+                .unwrap_or(0)
+        };
+        Ok(values
+            .iter()
+            .take(self.possible)
+            .map(|v| [word(v, 0), word(v, 1), word(v, 2)])
+            .collect())
+    }
+}
+
+/// A ring size the kernel takes: a power of two, at least a page.
+fn ring_size(bytes: usize) -> u32 {
+    let page = page_size();
+    let size = bytes.max(page).next_power_of_two();
+    u32::try_from(size).unwrap_or(1 << 31)
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_sizes_are_powers_of_two_of_at_least_a_page() {
+        let page = page_size() as u32;
+        assert_eq!(ring_size(0), page);
+        assert_eq!(ring_size(1), page);
+        assert_eq!(ring_size(1 << 20), 1 << 20);
+        assert_eq!(ring_size((1 << 20) + 1), 1 << 21);
+        assert_eq!(ring_size(usize::MAX / 4), 1 << 31);
+    }
+
+    #[test]
+    fn the_total_adds_every_kind_of_loss_but_unknown_contexts() {
+        let lost = Lost {
+            per_cpu: vec![
+                CpuLost {
+                    cpu: 0,
+                    ring_full: 2,
+                    no_ring: 0,
+                    context_unknown: 100,
+                },
+                CpuLost {
+                    cpu: 3,
+                    ring_full: 0,
+                    no_ring: 5,
+                    context_unknown: 0,
+                },
+            ],
+            skipped_runs: 1,
+            undecodable: 1,
+        };
+        assert_eq!(lost.total(), 9);
+    }
+}
