@@ -11,7 +11,7 @@ use std::mem::MaybeUninit;
 use std::sync::Mutex;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{OpenObject, PrintLevel};
+use libbpf_rs::{Link, OpenObject, PrintLevel};
 
 use crate::error::BpfError;
 use crate::percpu::{wake_context_here, WakeContextSource};
@@ -58,6 +58,21 @@ impl Loaded {
             source: Box::new(e),
         })?;
         Ok(Loaded { skel, wake_context })
+    }
+
+    /// Attaches every program to its tracepoint; they run until the
+    /// links are dropped. (Not the skeleton's own attach: it keeps the
+    /// links' pointers, so links dropped by us would be destroyed twice
+    /// and never attached again.)
+    pub fn attach(&self) -> Result<Vec<Link>, BpfError> {
+        let progs = &self.skel.progs;
+        [&progs.on_switch, &progs.on_waking, &progs.on_wakeup_new]
+            .into_iter()
+            .map(|p| p.attach())
+            .collect::<Result<_, _>>()
+            .map_err(|e| BpfError::Attach {
+                source: Box::new(e),
+            })
     }
 
     /// Where the wake-ups' context comes from.

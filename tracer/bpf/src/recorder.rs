@@ -10,8 +10,7 @@
 use std::os::fd::{AsFd, RawFd};
 use std::time::Duration;
 
-use libbpf_rs::skel::Skel;
-use libbpf_rs::{MapCore, MapFlags};
+use libbpf_rs::{Link, MapCore, MapFlags};
 
 use crate::error::BpfError;
 use crate::loader::Loaded;
@@ -70,12 +69,13 @@ pub struct CpuLost {
 /// An eBPF recording of every switch and wake-up on a set of CPUs.
 #[derive(Debug)]
 pub struct SchedRecorder {
-    // Field order is drop order: the reader before the programs and maps.
+    // Field order is drop order: the programs detached first, then the
+    // reader, then the programs and maps.
+    links: Vec<Link>,
     rings: Rings,
     loaded: Loaded,
     cpus: Vec<u32>,
     possible: usize,
-    attached: bool,
 }
 
 impl SchedRecorder {
@@ -96,17 +96,15 @@ impl SchedRecorder {
         cpus.dedup();
         let bytes = ring_size(ring_bytes_per_cpu);
         let wakeup = WAKEUP_BYTES.min(bytes as usize / 4) as u64;
-        let mut loaded = Loaded::load(possible as u32, wakeup)?;
+        let loaded = Loaded::load(possible as u32, wakeup)?;
         let rings = Rings::create(&loaded.skel.maps.rings, &cpus, bytes)?;
-        loaded.skel.attach().map_err(|e| BpfError::Attach {
-            source: Box::new(e),
-        })?;
+        let links = loaded.attach()?;
         Ok(SchedRecorder {
+            links,
             rings,
             loaded,
             cpus,
             possible,
-            attached: true,
         })
     }
 
@@ -147,17 +145,13 @@ impl SchedRecorder {
     /// Stops the programs; the rings keep what they hold for
     /// [`SchedRecorder::poll`].
     pub fn detach(&mut self) {
-        self.loaded.skel.links = Default::default();
-        self.attached = false;
+        self.links.clear();
     }
 
     /// Attaches the programs again after [`SchedRecorder::detach`].
     pub fn attach(&mut self) -> Result<(), BpfError> {
-        if !self.attached {
-            self.loaded.skel.attach().map_err(|e| BpfError::Attach {
-                source: Box::new(e),
-            })?;
-            self.attached = true;
+        if self.links.is_empty() {
+            self.links = self.loaded.attach()?;
         }
         Ok(())
     }
