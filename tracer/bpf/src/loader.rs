@@ -35,28 +35,16 @@ impl Loaded {
     /// Opens and loads the programs with `cpu_slots` ring slots, waking the
     /// reader when a ring holds `wakeup_bytes` (0: the programs' default).
     pub fn load(cpu_slots: u32, wakeup_bytes: u64) -> Result<Self, BpfError> {
-        // The skeleton borrows the object's storage for as long as it
-        // lives; the storage is one pointer, given up for good so that the
-        // skeleton can be kept in a struct (8 bytes per load, never
-        // reclaimed). The object itself is closed when the skeleton drops.
-        let storage: &'static mut MaybeUninit<OpenObject> =
-            Box::leak(Box::new(MaybeUninit::uninit()));
         let (wake_context, offset) = wake_context_here();
-        let (loaded, log) = capture_log(|| {
-            let mut open = SchedSkelBuilder::default().open(storage)?;
-            if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
-                rodata.preempt_count_from_rq = offset;
-                if wakeup_bytes > 0 {
-                    rodata.wakeup_bytes = wakeup_bytes;
-                }
-            }
-            open.maps.rings.set_max_entries(cpu_slots)?;
-            open.load()
-        });
-        let skel = loaded.map_err(|e| BpfError::Refused {
-            reason: reason(&log, &e.to_string()),
-            source: Box::new(e),
-        })?;
+        let settings = |untrusted_loads| Settings {
+            cpu_slots,
+            wakeup_bytes,
+            preempt_count_from_rq: offset,
+            untrusted_loads,
+        };
+        // Kernels before 6.17 refuse the cheaper read of the preempt
+        // count; they get the helper call instead.
+        let skel = load_with(settings(true)).or_else(|_| load_with(settings(false)))?;
         Ok(Loaded { skel, wake_context })
     }
 
@@ -79,6 +67,40 @@ impl Loaded {
     pub fn wake_context(&self) -> &WakeContextSource {
         &self.wake_context
     }
+}
+
+/// The read-only settings and map sizes of one load.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    cpu_slots: u32,
+    wakeup_bytes: u64,
+    preempt_count_from_rq: i64,
+    untrusted_loads: bool,
+}
+
+/// Opens the object and loads it with `settings`.
+fn load_with(settings: Settings) -> Result<SchedSkel<'static>, BpfError> {
+    // The skeleton borrows the object's storage for as long as it lives;
+    // the storage is one pointer, given up for good so that the skeleton
+    // can be kept in a struct (8 bytes per load, never reclaimed). The
+    // object itself is closed when the skeleton drops.
+    let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
+    let (loaded, log) = capture_log(|| {
+        let mut open = SchedSkelBuilder::default().open(storage)?;
+        if let Some(rodata) = open.maps.rodata_data.as_deref_mut() {
+            rodata.preempt_count_from_rq = settings.preempt_count_from_rq;
+            rodata.untrusted_loads = settings.untrusted_loads;
+            if settings.wakeup_bytes > 0 {
+                rodata.wakeup_bytes = settings.wakeup_bytes;
+            }
+        }
+        open.maps.rings.set_max_entries(settings.cpu_slots)?;
+        open.load()
+    });
+    loaded.map_err(|e| BpfError::Refused {
+        reason: reason(&log, &e.to_string()),
+        source: Box::new(e),
+    })
 }
 
 /// What libbpf printed while [`capture_log`] ran.
