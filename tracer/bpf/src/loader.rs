@@ -3,8 +3,8 @@
 //! ([`crate::skel`]) and captures what libbpf and the verifier say.
 //!
 //! Invariant: a [`Loaded`] holds programs the verifier accepted, with the
-//! read-only settings (preempt count offset, wake-up threshold) frozen into
-//! them; the outer ring map has one slot per possible CPU, all empty until
+//! read-only settings (preempt count offset, how it is read, wake-up
+//! threshold) frozen into them; the outer ring map has one slot per possible CPU, all empty until
 //! [`crate::rings`] fills them.
 
 use std::mem::MaybeUninit;
