@@ -34,6 +34,29 @@ fn the_commands_exit_code_becomes_idleflows_and_a_quick_target_records_fine() {
 }
 
 #[test]
+fn a_recording_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.idleflow");
+    // A file already there, readable by all, is made private as well.
+    std::fs::write(&rec, b"old").unwrap();
+    std::fs::set_permissions(&rec, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // The default mode: the recorder's file, then the user stacks resolved
+    // into a new one that replaces it.
+    let out = run(idleflow().args(["record", "-q", "-o"]).arg(&rec).args([
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.2",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mode = std::fs::metadata(&rec).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the recording's mode is {mode:o}");
+    assert!(u(&report_json(&rec), "dispatches") > 0);
+}
+
+#[test]
 fn a_command_that_cannot_start_is_a_clear_error_and_leaves_no_file() {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();

@@ -308,11 +308,12 @@ impl Recorder {
         let mut partial = path.as_os_str().to_owned();
         partial.push(".partial");
         let partial = PathBuf::from(partial);
-        let file = File::create(&partial).map_err(|source| RecorderError::Io {
-            what: "cannot create",
-            path: partial.clone(),
-            source,
-        })?;
+        let file =
+            idleflow_format::create_private(&partial).map_err(|source| RecorderError::Io {
+                what: "cannot create",
+                path: partial.clone(),
+                source,
+            })?;
         let (kernel_release, hostname) = procfs::uname();
         let info = RunInfo {
             tool_version: env!("CARGO_PKG_VERSION").to_string(),

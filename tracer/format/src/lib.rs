@@ -47,7 +47,7 @@ pub use ustacks::{
     UserSymbols,
 };
 pub use waits::{FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, WaitReason};
-pub use writer::Writer;
+pub use writer::{create_private, Writer};
 
 /// The eight bytes every recording starts with.
 pub const MAGIC: &[u8; 8] = b"IDLEFLOW";

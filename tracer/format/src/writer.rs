@@ -7,6 +7,7 @@
 //! output ends at a record boundary.
 
 use std::io::Write;
+use std::path::Path;
 
 use crate::codec::{leb128_into, put, zigzag};
 use crate::record::{NodeTag, Record, RunInfo, RunSummary};
@@ -374,4 +375,20 @@ mod tests {
             assert_eq!(ours, reference, "{v}");
         }
     }
+}
+
+/// Creates (or truncates) a recording file at `path`, readable and
+/// writable by its owner only, as `perf.data` is: a recording holds every
+/// process's names, command lines and stacks. An existing file is made
+/// private too before anything is written to it.
+pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
 }

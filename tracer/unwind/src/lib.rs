@@ -77,7 +77,7 @@ pub fn resolve(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Resolv
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".resolving");
     let tmp = PathBuf::from(tmp);
-    let out = File::create(&tmp).map_err(io("cannot create", &tmp))?;
+    let out = idleflow_format::create_private(&tmp).map_err(io("cannot create", &tmp))?;
     let result = (|| {
         let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, out), reader.info())?;
         let tool_pid = reader.info().tool_pid;

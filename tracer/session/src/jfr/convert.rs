@@ -151,7 +151,7 @@ fn parse_spans(text: &str) -> Result<Vec<(u64, u64)>, SessionError> {
 /// wait records alone (read by `Waits::collect` in the parent process).
 pub fn convert_child(args: &ConvertJob) -> Result<(), SessionError> {
     use idleflow_format::{RunInfo, RunSummary, Writer};
-    let file = std::fs::File::create(&args.output).map_err(SessionError::io(format!(
+    let file = idleflow_format::create_private(&args.output).map_err(SessionError::io(format!(
         "cannot create {}",
         args.output.display()
     )))?;
