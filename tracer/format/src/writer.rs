@@ -361,22 +361,6 @@ impl<W: Write> Writer<W> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn leb128_matches_the_reference_encoder() {
-        for v in [0, 1, 127, 128, 4242, 1 << 32, (1 << 63) + 5, u64::MAX] {
-            let mut ours = Vec::new();
-            put(&mut ours, v);
-            let mut reference = Vec::new();
-            leb128::write::unsigned(&mut reference, v).unwrap();
-            assert_eq!(ours, reference, "{v}");
-        }
-    }
-}
-
 /// Creates (or truncates) a recording file at `path`, readable and
 /// writable by its owner only, as `perf.data` is: a recording holds every
 /// process's names, command lines and stacks. An existing file is made
@@ -391,4 +375,20 @@ pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)?;
     file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leb128_matches_the_reference_encoder() {
+        for v in [0, 1, 127, 128, 4242, 1 << 32, (1 << 63) + 5, u64::MAX] {
+            let mut ours = Vec::new();
+            put(&mut ours, v);
+            let mut reference = Vec::new();
+            leb128::write::unsigned(&mut reference, v).unwrap();
+            assert_eq!(ours, reference, "{v}");
+        }
+    }
 }
