@@ -15,17 +15,42 @@ pub use record::{JavaMode, JfrConvertArgs, RecordArgs, ResolveArgs, StacksAt};
 /// dispatches to and from idle per CPU and per thread, and reports which
 /// threads' leaving made a CPU idle, for how long, and in what state they
 /// left (sleeping, waiting for I/O, preempted).
-///
-/// Typical use:
-///
-///   sudo idleflow record -o run.idleflow -- ./my-server --threads 8
-///   idleflow report run.idleflow
 #[derive(Debug, Parser)]
-#[command(name = "idleflow", version, propagate_version = true)]
+#[command(name = "idleflow", version, propagate_version = true, after_help = MAIN_EXAMPLES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+// Examples, one command a line, printed as written after each help
+// (`tests/cli.rs` checks them at 80 and 120 columns).
+const MAIN_EXAMPLES: &str = "Examples:
+  sudo idleflow record -o run.idleflow -- ./my-server --threads 8
+  idleflow report run.idleflow";
+const RECORD_EXAMPLES: &str = "Examples:
+  sudo idleflow record -o run.idleflow -- ./my-server --threads 8
+  sudo idleflow record --pid 4242 --duration 30 -o live.idleflow
+  sudo idleflow record --stacks waits -- make -j8";
+const REPORT_EXAMPLES: &str = "Examples:
+  idleflow report run.idleflow
+  idleflow report run.idleflow --per-cpu --threads 20 --paths 10
+  idleflow report run.idleflow --from 5 --to 15 -f json -o report.json";
+const FLAMEGRAPH_EXAMPLES: &str = "Examples:
+  idleflow flamegraph run.idleflow -o idle.svg
+  idleflow flamegraph run.idleflow --blame -o blame.svg
+  idleflow flamegraph run.idleflow --folded -o idle.folded";
+const EXPORT_EXAMPLES: &str = "Examples:
+  idleflow export run.idleflow -f pprof -o idle.pb.gz
+  go tool pprof -top idle.pb.gz
+  idleflow export run.idleflow -f perfetto -o idle.pftrace";
+const DIFF_EXAMPLES: &str = "Examples:
+  idleflow diff base.idleflow new.idleflow
+  idleflow diff base.idleflow new.idleflow --svg -o diff.svg";
+const HISTORY_EXAMPLES: &str = "Examples:
+  idleflow history add run.idleflow --job checkout
+  idleflow history list --job checkout
+  idleflow history show 7
+  idleflow history check new.idleflow --job checkout   # exit 1: a path rose";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -35,6 +60,7 @@ pub enum Command {
     /// a property of CPUs, not of one process); the command or --pid only
     /// chooses which threads the report's thread table shows. Stop early
     /// with Ctrl-C: the recording stays valid.
+    #[command(after_help = RECORD_EXAMPLES)]
     Record(RecordArgs),
     /// Print the per-CPU idle breakdown and the blocked-thread table of a recording.
     ///
@@ -76,6 +102,7 @@ pub enum Command {
     /// to-idle / idle ms (dispatches to idle its leaving caused, and the idle
     /// time that followed). idleflow's own threads appear only in the header
     /// line `# idleflow itself`, never as a cause.
+    #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
     /// Print every record of a recording, one line each, in time order (like `perf script`).
     ///
@@ -95,6 +122,7 @@ pub enum Command {
     /// (`_[i]`, aqua), interpreted (`_[0]`) and native (`_[n]`). Without
     /// Java paths, from the kernel stacks taken at the switch-outs: root →
     /// process → thread → kernel frames, the wait on top (`_[k]`, orange).
+    #[command(after_help = FLAMEGRAPH_EXAMPLES)]
     Flamegraph(FlamegraphArgs),
     /// Write a recording's idle-causing paths in the format of a tool you already use.
     ///
@@ -122,6 +150,7 @@ pub enum Command {
     /// or pool, reason, object, the program's frame, the release site, the
     /// heaviest chain into it (victims first) — as the report's "Root
     /// causes of idle" lists them, for a spreadsheet, pandas or DuckDB.
+    #[command(after_help = EXPORT_EXAMPLES)]
     Export(ExportArgs),
     /// Compare two recordings: the idle-causing paths whose share of the idle grew or shrank beyond noise.
     ///
@@ -134,6 +163,7 @@ pub enum Command {
     /// changed first, each with its share of the idle in both runs, the
     /// idle per second, the interval, and the frames. `--svg` draws a
     /// differential flame graph instead (inferno: red grew, blue shrank).
+    #[command(after_help = DIFF_EXAMPLES)]
     Diff(DiffArgs),
     /// Keep runs under a job's name and check new runs against them: did a path's idle rise beyond the job's noise?
     ///
@@ -143,11 +173,6 @@ pub enum Command {
     /// Each run keeps its facts (host, kernel, CPUs, command, start, window)
     /// and per merged idle-causing path its idle and share per time window.
     ///
-    ///   idleflow history add run.idleflow --job checkout
-    ///   idleflow history list --job checkout
-    ///   idleflow history show 7
-    ///   idleflow history check new.idleflow --job checkout   # exit 1: a path rose
-    ///
     /// `check` compares the run with the job's runs at a similar time of
     /// day and week (within 2 h, weekday or weekend) where there are at
     /// least 3, else with all of them (the newest 20), pooled: a path rose
@@ -155,7 +180,7 @@ pub enum Command {
     /// with fewer than 3 runs) beyond the resampled windows' noise and, with
     /// 3 runs or more, beyond 3 standard deviations of the runs' own shares. Exit status: 0 none rose, 1 one
     /// or more rose, 2 an error.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = HISTORY_EXAMPLES)]
     History(HistoryCommand),
     /// (internal) Convert one JVM's flight recording into wait records, in
     /// a process of its own so that a damaged file cannot take `record` down.
