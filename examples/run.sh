@@ -1,32 +1,35 @@
 #!/usr/bin/env bash
-# The main job on the bundled examples: build idleflow and its JVM agent,
-# record a Java program whose workers are serialized on one lock held across
-# a blocking call (examples/java/LockedIo.java) with the entry/exit agent
-# (--java tree: the arcflow call tree), print the report and draw the flame
-# graph of idle-causing paths (idle.svg); then the same program in the
-# default Java mode (wait stacks and reasons, no instrumentation). Run as root (recording
-# needs root or CAP_PERFMON). The native duty-cycle workload is recorded too,
-# and a native program whose call path to its wait is known (its user and
-# kernel stacks at the idle-causing switch-outs).
+# The main job on the bundled examples. Run as root (recording needs root or
+# CAP_PERFMON). Builds idleflow and its JVM agent, then records, in the mode a
+# user starts with first:
+#  1. a Java program whose workers are serialized on one lock held across a
+#     blocking call (examples/java/LockedIo.java) in the default mode (no
+#     instrumentation: the JVM's flight recorder for the long waits, the
+#     stacks at the switch-outs with the JIT frames named for the short
+#     ones): the report and the flame graph waits.svg;
+#  2. the same program with the entry/exit agent (--java tree, slow: the
+#     arcflow call tree): the report with its tree and idle.svg;
+#  3. native programs: a duty-cycle workload; a program without frame
+#     pointers whose wait has a known call path (chain.svg); a chain of
+#     lock holders, followed to its root cause (blame.svg).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release            # idleflow and libidleflow_agent.so beside it
 cargo build --release --examples
 mkdir -p target/java
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac -d target/java examples/java/*.java
-./target/release/idleflow record --java tree -o run.idleflow -- \
-    /usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp target/java LockedIo 4 3
-./target/release/idleflow report run.idleflow --view tree --threads 10
-./target/release/idleflow flamegraph run.idleflow -o idle.svg
-echo "flame graph of the merged idle-causing paths (the tree's Java frames over the native ones): idle.svg"
-# The same program in the default Java mode (no instrumentation: the JVM's
-# flight recorder for the long waits, the stacks at the switch-outs with the
-# JIT frames named for the short ones): one answer, the Java frames and reasons.
+# 1. The default mode: one answer, the Java frames and reasons.
 ./target/release/idleflow record -o waits.idleflow -- \
     /usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp target/java LockedIo 4 6
 ./target/release/idleflow report waits.idleflow --threads 5 --paths 3
 ./target/release/idleflow flamegraph waits.idleflow -o waits.svg
 echo "flame graph of the merged idle-causing paths, the JVM's reason on top: waits.svg"
+# 2. The same program with the entry/exit agent: the arcflow call tree.
+./target/release/idleflow record --java tree -o run.idleflow -- \
+    /usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp target/java LockedIo 4 3
+./target/release/idleflow report run.idleflow --view tree --threads 10
+./target/release/idleflow flamegraph run.idleflow -o idle.svg
+echo "flame graph of the merged idle-causing paths (the tree's Java frames over the native ones): idle.svg"
 ./target/release/idleflow record -o dutycycle.idleflow -- ./target/release/examples/dutycycle --seconds 2
 ./target/release/idleflow report dutycycle.idleflow --threads 5
 # A native program built without frame pointers whose worker blocks in a
