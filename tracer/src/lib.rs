@@ -27,5 +27,6 @@ pub mod tracefs;
 pub mod workarea;
 
 pub use recorder::{
-    RecordOptions, Recorder, RecorderError, DEFAULT_WAKER_SAMPLE_PERIOD, DEFAULT_WAKER_STACK_BYTES,
+    Chosen, EventSource, RecordOptions, Recorded, Recorder, RecorderError,
+    DEFAULT_WAKER_SAMPLE_PERIOD, DEFAULT_WAKER_STACK_BYTES,
 };

@@ -27,8 +27,10 @@ use std::path::{Path, PathBuf};
 
 mod open;
 mod round;
+mod source;
 
 pub use open::{IRQ_WAKE_FILTER, TASK_WAKE_FILTER};
+pub use source::{choose, Chosen, EventSource, Recorded};
 
 use crate::drain::{Drain, Round};
 use crate::join::Joiner;
@@ -89,6 +91,15 @@ pub enum RecorderError {
     /// Writing the recording failed.
     #[error("writing the recording")]
     Format(#[from] FormatError),
+    /// eBPF recording was asked for (`--events bpf`) and cannot be used here.
+    #[error("eBPF recording (--events bpf) cannot be used here")]
+    NoBpf(#[source] idleflow_bpf::BpfError),
+    /// eBPF recording was asked for and the probe passed, but this
+    /// recorder does not yet take its dispatches and wake-ups from eBPF.
+    #[error(
+        "eBPF recording (--events bpf) is not wired into this recorder yet; use --events perf"
+    )]
+    BpfNotWired,
     /// A ring size that is not a power-of-two number of pages.
     #[error("ring size {0} bytes is not a power-of-two number of pages (e.g. 1M, 4M, 16M)")]
     RingSize(usize),
@@ -131,6 +142,8 @@ pub struct RecordOptions {
     /// Bytes of the waker's user stack to copy (0: kernel stacks only; at
     /// most `user_stack_bytes`): the release site is the innermost frames.
     pub waker_stack_bytes: u32,
+    /// Which kernel events record the dispatches and wake-ups.
+    pub events: EventSource,
 }
 
 /// Default [`RecordOptions::waker_stack_bytes`].
@@ -156,6 +169,7 @@ impl Default for RecordOptions {
             waker_stacks: true,
             waker_sample_period: DEFAULT_WAKER_SAMPLE_PERIOD,
             waker_stack_bytes: DEFAULT_WAKER_STACK_BYTES,
+            events: EventSource::Auto,
         }
     }
 }
@@ -252,6 +266,8 @@ pub struct Recorder {
     stacks: &'static str,
     /// `RunInfo::wait_sample_period`.
     wait_sample_period: u32,
+    /// `RunInfo::event_source` and `event_source_why`.
+    event_source: Chosen,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -336,6 +352,8 @@ impl Recorder {
             } else {
                 0
             },
+            event_source: self.event_source.source.name().into(),
+            event_source_why: self.event_source.why.clone(),
         };
         let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &info);
         let mut output = Output {

@@ -12,6 +12,7 @@
 use idleflow_format::RunSummary;
 use rustc_hash::FxHashMap;
 
+use super::source::{choose, Chosen, EventSource, Recorded};
 use super::{CpuRing, RecordOptions, Recorder, RecorderError};
 use crate::join::{Joiner, SwitchSamples, SWITCH_SAMPLE_FILTER, WAIT_SAMPLE_FILTER};
 use crate::merge::Merge;
@@ -155,6 +156,22 @@ fn priv_err(e: SysError) -> RecorderError {
     }
 }
 
+/// The source of the dispatches and wake-ups for `asked`
+/// ([`super::source`]). The eBPF event path is not wired yet: a passing
+/// probe under `Auto` records with perf and says so; `--events bpf` is
+/// refused.
+fn choose_events(asked: EventSource) -> Result<Chosen, RecorderError> {
+    let chosen = choose(asked, || idleflow_bpf::probe().map(drop)).map_err(RecorderError::NoBpf)?;
+    match (chosen.source, asked) {
+        (Recorded::Bpf, EventSource::Bpf) => Err(RecorderError::BpfNotWired),
+        (Recorded::Bpf, _) => Ok(Chosen {
+            source: Recorded::Perf,
+            why: "eBPF usable here, not yet wired into the recorder".into(),
+        }),
+        (Recorded::Perf, _) => Ok(chosen),
+    }
+}
+
 impl Recorder {
     /// Opens the scheduler events and maps one ring per online CPU. Needs
     /// root or CAP_PERFMON; nothing is recorded until [`Recorder::enable`].
@@ -164,6 +181,7 @@ impl Recorder {
         if rb < page || !(rb / page).is_power_of_two() || !rb.is_multiple_of(page) {
             return Err(RecorderError::RingSize(rb));
         }
+        let event_source = choose_events(options.events)?;
         let tp = Tracepoints::load()?;
         let mut layout = Layout::new(&tp.switch, &tp.wakeup, &tp.wakeup_new)?;
         layout.user_stacks = options.user_stack_bytes > 0;
@@ -233,6 +251,7 @@ impl Recorder {
             } else {
                 "idle"
             },
+            event_source,
         })
     }
 }
