@@ -16,7 +16,9 @@
 //! before `finish`, the recorder flushes and keeps that file.
 //!
 //! Opening the events lives in `recorder/open.rs`, reading each drained
-//! round into the merge in `recorder/round.rs`; this file keeps the
+//! round into the merge in `recorder/round.rs`, choosing the event source
+//! (perf or eBPF) in `recorder/source.rs`, the eBPF source's recorder,
+//! pairing and losses in `recorder/bpf.rs`; this file keeps the
 //! recorder's state and the rest of its life cycle (writing what the merge
 //! releases, stopping, finishing).
 
@@ -25,6 +27,7 @@ use std::io::BufWriter;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
+mod bpf;
 mod open;
 mod round;
 mod source;
@@ -94,12 +97,9 @@ pub enum RecorderError {
     /// eBPF recording was asked for (`--events bpf`) and cannot be used here.
     #[error("eBPF recording (--events bpf) cannot be used here")]
     NoBpf(#[source] idleflow_bpf::BpfError),
-    /// eBPF recording was asked for and the probe passed, but this
-    /// recorder does not yet take its dispatches and wake-ups from eBPF.
-    #[error(
-        "eBPF recording (--events bpf) is not wired into this recorder yet; use --events perf"
-    )]
-    BpfNotWired,
+    /// The eBPF recorder failed.
+    #[error("eBPF recording")]
+    Bpf(#[source] idleflow_bpf::BpfError),
     /// A ring size that is not a power-of-two number of pages.
     #[error("ring size {0} bytes is not a power-of-two number of pages (e.g. 1M, 4M, 16M)")]
     RingSize(usize),
@@ -268,6 +268,8 @@ pub struct Recorder {
     wait_sample_period: u32,
     /// `RunInfo::event_source` and `event_source_why`.
     event_source: Chosen,
+    /// With the eBPF source: its recorder and pairers.
+    bpf: Option<bpf::BpfSource>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -296,6 +298,9 @@ impl Recorder {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
         self.last_round_start = self.start_ns;
+        if let Some(b) = self.bpf.as_mut() {
+            b.start(self.start_ns).map_err(RecorderError::Bpf)?;
+        }
         self.proc_stat_start = procfs::proc_stat().unwrap_or_default();
         let fds = self
             .ring_owner
@@ -435,8 +440,8 @@ impl Recorder {
 
     /// Reads one drained round and writes what it lets the merge release.
     fn process(&mut self, round: &Round) -> Result<(), RecorderError> {
-        self.read_round(round);
         let watermark = self.last_round_start;
+        self.read_round(round, watermark)?;
         self.last_round_start = round.start_ns();
         self.release(watermark)
     }
@@ -649,6 +654,9 @@ impl Recorder {
         for e in &self.events {
             e.disable()?;
         }
+        if let Some(b) = self.bpf.as_mut() {
+            b.rec.detach();
+        }
         let stop_ns = sys::monotonic_ns();
         self.stop_ns = Some(stop_ns);
         self.summary.stop_ns = stop_ns;
@@ -671,6 +679,13 @@ impl Recorder {
             }
         }
         self.count_unreported_losses(stop_ns);
+        // What the last round left in the eBPF rings (the programs are
+        // detached: nothing more comes), then every loss.
+        self.read_bpf(u64::MAX)?;
+        if let Some(b) = self.bpf.as_mut() {
+            bpf::write_losses(b, &mut self.rings, &mut self.merge, stop_ns)
+                .map_err(RecorderError::Bpf)?;
+        }
         self.release(u64::MAX)?;
         self.embed_trees()
     }

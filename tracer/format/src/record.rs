@@ -423,6 +423,10 @@ pub struct RunSummary {
     /// ordinary and why (empty in older files).
     #[serde(default)]
     pub drain_priority: String,
+    /// With the eBPF source: perf stack samples that found no eBPF switch
+    /// or waking to go with (their stacks are not written).
+    #[serde(default)]
+    pub unpaired_stacks: u64,
 }
 
 /// One record of a recording, in stream order.
