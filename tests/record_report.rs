@@ -379,13 +379,27 @@ fn second_perf_after(recorder: u32, pdata: &Path) -> (std::process::Child, u64) 
 /// idleflow's idle must then lie between A's and B's, within 0.2 %.
 #[test]
 fn idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
+    idle_agrees_with_perf_switch_records_under_sched_pipe("perf");
+}
+
+/// The same with the eBPF event source: its dispatches give the idle of
+/// perf's own switch records on every CPU.
+#[test]
+fn ebpf_idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
+    idle_agrees_with_perf_switch_records_under_sched_pipe("bpf");
+}
+
+/// Records `perf bench sched pipe` with `--events events` between two perf
+/// recordings of switch records (A around it, B inside it) and compares
+/// each CPU's idle.
+fn idle_agrees_with_perf_switch_records_under_sched_pipe(events: &str) {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("pipe.idleflow");
     let b_data = dir.path().join("perf-b.data");
     let ((from_ns, b_script), switches_a) = under_perf_switch_records(&dir, || {
         let recorder = idleflow()
-            .args(["record", "-q", "-o"])
+            .args(["record", "-q", "--events", events, "-o"])
             .arg(&rec)
             .args([
                 "--",
@@ -418,6 +432,10 @@ fn idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
     });
     let switches_b = perf_switches(&b_script);
     let whole = report_json(&rec);
+    assert_eq!(
+        whole["event_source"], events,
+        "the recording says its source"
+    );
     assert!(
         from_ns > u(&whole, "start_ns"),
         "perf B started before idleflow's window"
@@ -444,7 +462,7 @@ fn idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
         let ours = u(c, "idle_ns");
         let (lo, hi_perf) = ((*a_ns).min(*b_ns), (*a_ns).max(*b_ns));
         println!(
-            "| CPU {pcpu} | idleflow idle {:.3} ms (unknown {:.3} ms, {} breaks) | perf A {:.3} ms, perf B {:.3} ms ({:.3} % apart) | window {:.1} ms |",
+            "| {events} | CPU {pcpu} | idleflow idle {:.3} ms (unknown {:.3} ms, {} breaks) | perf A {:.3} ms, perf B {:.3} ms ({:.3} % apart) | window {:.1} ms |",
             ours as f64 / 1e6,
             u(c, "unknown_ns") as f64 / 1e6,
             u(c, "breaks"),
@@ -871,4 +889,85 @@ fn states_agree_with_perf(options: &[&str]) {
         agree as f64 >= 0.999 * matched as f64,
         "{agree} of {matched} states agree: {disagreements:#?}"
     );
+}
+
+/// The eBPF and the perf event sources on the same small program
+/// (`examples/condvar.rs`: the worker on CPU 1, where perf's samples miss
+/// the idle context on some kernels) give the same heaviest idle-causing
+/// path and the same root cause, and the header says which recorded.
+#[test]
+fn ebpf_and_perf_sources_give_the_same_cause_and_root_cause() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = example("condvar");
+    let mut answers = Vec::new();
+    for (events, header) in [
+        ("bpf", "# events: eBPF (--events bpf)"),
+        ("perf", "# events: perf (--events perf)"),
+    ] {
+        let rec = dir.path().join(format!("{events}.idleflow"));
+        let out = run(idleflow()
+            .args(["record", "-q", "--events", events, "-o"])
+            .arg(&rec)
+            .arg("--")
+            .arg(&bin)
+            .arg("2000"));
+        assert!(
+            out.status.success(),
+            "record --events {events}: {}",
+            stderr(&out)
+        );
+        let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+        assert!(text.lines().any(|l| l == header), "{text}");
+        let r = report_json(&rec);
+        assert_eq!(r["event_source"], events);
+        let top = &r["idle_paths"]["paths"][0];
+        let frames: Vec<&str> = top["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["kind"] == "native")
+            .filter_map(|f| f["name"].as_str())
+            .collect();
+        let root = &r["root_causes"]["roots"][0];
+        let released = text
+            .lines()
+            .find(|l| l.contains("released the waiters in"))
+            .and_then(|l| l.split("released the waiters in ").nth(1))
+            .unwrap_or("")
+            .to_string();
+        println!(
+            "{events}: top path {} {} by {} ({:.1} %), {frames:?}; root {} {} ({:.1} %), released in {released}; unseen wake-ups {}",
+            top["process"],
+            top["reason"],
+            top["threads"][0]["name"],
+            f(top, "share_pct"),
+            root["kind"],
+            root["process"],
+            f(root, "share_pct"),
+            u(&r["total"], "unseen_wakeups"),
+        );
+        answers.push((
+            top["process"].clone(),
+            top["reason"].clone(),
+            top["threads"][0]["name"].clone(),
+            frames
+                .iter()
+                .take(8)
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
+            root["kind"].clone(),
+            root["process"].clone(),
+            released,
+        ));
+    }
+    assert_eq!(
+        answers[0], answers[1],
+        "eBPF (left) and perf (right) disagree"
+    );
+    assert!(
+        answers[0].3.iter().any(|f| f == "condvar::take_job"),
+        "{answers:?}"
+    );
+    assert!(answers[0].6.starts_with("condvar::post_job"), "{answers:?}");
 }
