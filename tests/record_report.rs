@@ -976,3 +976,60 @@ fn ebpf_and_perf_sources_give_the_same_cause_and_root_cause() {
     );
     assert!(answers[0].6.starts_with("condvar::post_job"), "{answers:?}");
 }
+
+/// Without CAP_BPF (an unprivileged user with CAP_PERFMON only, and what
+/// reading tracefs needs) the default records with perf and the header
+/// says why in one line; `--events bpf` fails with the probe's reason.
+#[test]
+fn without_cap_bpf_the_default_falls_back_to_perf_and_says_why() {
+    let Some(_m) = machine() else { return };
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        println!("no setpriv: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let bin = dir.path().join("idleflow");
+    std::fs::copy(env!("CARGO_BIN_EXE_idleflow"), &bin).unwrap();
+    let caps = "+perfmon,+dac_override,+dac_read_search,+ipc_lock,+sys_nice";
+    let as_nobody = |events: &str, rec: &Path| {
+        run(Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(format!("--inh-caps={caps}"))
+            .arg(format!("--ambient-caps={caps}"))
+            .arg(&bin)
+            .args(["record", "-q", "--events", events, "-o"])
+            .arg(rec)
+            .args(["--", "sleep", "0.2"]))
+    };
+    let rec = dir.path().join("auto.idleflow");
+    let out = as_nobody("auto", &rec);
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    let line = text.lines().find(|l| l.starts_with("# events:"));
+    assert_eq!(
+        line,
+        Some("# events: perf (eBPF not usable: missing CAP_BPF; see the JSON report)"),
+        "{text}"
+    );
+    let r = report_json(&rec);
+    assert_eq!(r["event_source"], "perf");
+    assert!(
+        r["event_source_why"]
+            .as_str()
+            .unwrap()
+            .contains("CAP_BPF and CAP_PERFMON"),
+        "{r}"
+    );
+    let out = as_nobody("bpf", &dir.path().join("bpf.idleflow"));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("eBPF recording (--events bpf) cannot be used here: missing CAP_BPF"),
+        "{}",
+        stderr(&out)
+    );
+}

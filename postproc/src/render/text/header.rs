@@ -92,11 +92,20 @@ fn source_line(source: &str, why: &str) -> Option<String> {
         "bpf" => "eBPF",
         other => other,
     };
-    Some(if why.is_empty() {
-        format!("# events: {name}")
-    } else {
-        format!("# events: {name} ({why})")
-    })
+    if why.is_empty() {
+        return Some(format!("# events: {name}"));
+    }
+    let line = format!("# events: {name} ({why})");
+    if line.chars().count() <= WIDTH {
+        return Some(line);
+    }
+    // A long reason (the probe's whole error, kept in the JSON) is told by
+    // its first clauses: `eBPF not usable: missing CAP_BPF`.
+    let short = why.splitn(3, ": ").take(2).collect::<Vec<_>>().join(": ");
+    Some(fit(
+        &format!("# events: {name} ({short}; see the JSON report)"),
+        WIDTH,
+    ))
 }
 
 /// The event counts: dispatches, wake-ups, lost events, stream breaks.
