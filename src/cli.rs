@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod record;
 
-pub use record::{JavaMode, JfrConvertArgs, RecordArgs, ResolveArgs, StacksAt};
+pub use record::{Events, JavaMode, JfrConvertArgs, RecordArgs, ResolveArgs, StacksAt};
 
 /// Which code paths make the processors go idle, and why.
 ///

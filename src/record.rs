@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use idleflow_session::{ConvertJob, JavaOptions, Options, Progress, Status};
-use idleflow_tracer::RecordOptions;
+use idleflow_tracer::{EventSource, RecordOptions};
 use indicatif::ProgressBar;
 
-use crate::cli::{JavaMode, JfrConvertArgs, RecordArgs, ResolveArgs, StacksAt};
+use crate::cli::{Events, JavaMode, JfrConvertArgs, RecordArgs, ResolveArgs, StacksAt};
 
 pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -59,6 +59,11 @@ fn options(args: &RecordArgs) -> Options {
             waker_stacks: !args.no_waker_stacks,
             waker_sample_period: args.waker_sample,
             waker_stack_bytes: args.waker_stack_size,
+            events: match args.events {
+                Events::Auto => EventSource::Auto,
+                Events::Perf => EventSource::Perf,
+                Events::Bpf => EventSource::Bpf,
+            },
         },
         java: JavaOptions {
             waits: java(JavaMode::Waits),

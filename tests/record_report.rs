@@ -379,13 +379,39 @@ fn second_perf_after(recorder: u32, pdata: &Path) -> (std::process::Child, u64) 
 /// idleflow's idle must then lie between A's and B's, within 0.2 %.
 #[test]
 fn idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
+    idle_agrees_with_perf_switch_records_under_sched_pipe("perf");
+}
+
+/// The same with the eBPF event source: its dispatches give the idle of
+/// perf's own switch records on every CPU. Ignored for now: it reads
+/// less idle than perf in every run (3–10 ms of ~700 ms, 0.3–1.5 %), passing
+/// only when a stream break's unknown time covers the gap. An eBPF switch
+/// out of idle is stamped at the tracepoint, in the idle task, before the
+/// context switch; perf's switch-in record after it, in the arriving
+/// thread. Measured on a failing run's recording against perf A's records
+/// of the same switches (debug build, two perf sessions recording too):
+/// perf stamps the end of idle 1.0–1.7 µs (median) after eBPF and its
+/// start 0.67 µs after, so ~0.4–1 µs less idle per interval × the ~10 k
+/// intervals a CPU has here: 3.4 and 10.3 ms, the whole gap seen. And on
+/// this kernel no switch out of pid 1's threads reaches eBPF (stream
+/// breaks).
+#[test]
+#[ignore = "eBPF ends idle at the tracepoint, before the switch: ~0.3-1 µs less idle per interval than perf's switch-in records (0.3-1.5 % on sched pipe)"]
+fn ebpf_idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
+    idle_agrees_with_perf_switch_records_under_sched_pipe("bpf");
+}
+
+/// Records `perf bench sched pipe` with `--events events` between two perf
+/// recordings of switch records (A around it, B inside it) and compares
+/// each CPU's idle.
+fn idle_agrees_with_perf_switch_records_under_sched_pipe(events: &str) {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("pipe.idleflow");
     let b_data = dir.path().join("perf-b.data");
     let ((from_ns, b_script), switches_a) = under_perf_switch_records(&dir, || {
         let recorder = idleflow()
-            .args(["record", "-q", "-o"])
+            .args(["record", "-q", "--events", events, "-o"])
             .arg(&rec)
             .args([
                 "--",
@@ -418,6 +444,10 @@ fn idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
     });
     let switches_b = perf_switches(&b_script);
     let whole = report_json(&rec);
+    assert_eq!(
+        whole["event_source"], events,
+        "the recording says its source"
+    );
     assert!(
         from_ns > u(&whole, "start_ns"),
         "perf B started before idleflow's window"
@@ -444,7 +474,7 @@ fn idle_time_agrees_with_perf_switch_records_on_every_cpu_under_sched_pipe() {
         let ours = u(c, "idle_ns");
         let (lo, hi_perf) = ((*a_ns).min(*b_ns), (*a_ns).max(*b_ns));
         println!(
-            "| CPU {pcpu} | idleflow idle {:.3} ms (unknown {:.3} ms, {} breaks) | perf A {:.3} ms, perf B {:.3} ms ({:.3} % apart) | window {:.1} ms |",
+            "| {events} | CPU {pcpu} | idleflow idle {:.3} ms (unknown {:.3} ms, {} breaks) | perf A {:.3} ms, perf B {:.3} ms ({:.3} % apart) | window {:.1} ms |",
             ours as f64 / 1e6,
             u(c, "unknown_ns") as f64 / 1e6,
             u(c, "breaks"),
@@ -870,5 +900,143 @@ fn states_agree_with_perf(options: &[&str]) {
     assert!(
         agree as f64 >= 0.999 * matched as f64,
         "{agree} of {matched} states agree: {disagreements:#?}"
+    );
+}
+
+/// The eBPF and the perf event sources on the same small program
+/// (`examples/condvar.rs`: the worker on CPU 1, where perf's samples miss
+/// the idle context on some kernels) give the same heaviest idle-causing
+/// path and the same root cause, and the header says which recorded.
+#[test]
+fn ebpf_and_perf_sources_give_the_same_cause_and_root_cause() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = example("condvar");
+    let mut answers = Vec::new();
+    for (events, header) in [
+        ("bpf", "# events: eBPF (--events bpf)"),
+        ("perf", "# events: perf (--events perf)"),
+    ] {
+        let rec = dir.path().join(format!("{events}.idleflow"));
+        let out = run(idleflow()
+            .args(["record", "-q", "--events", events, "-o"])
+            .arg(&rec)
+            .arg("--")
+            .arg(&bin)
+            .arg("2000"));
+        assert!(
+            out.status.success(),
+            "record --events {events}: {}",
+            stderr(&out)
+        );
+        let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+        assert!(text.lines().any(|l| l == header), "{text}");
+        let r = report_json(&rec);
+        assert_eq!(r["event_source"], events);
+        let top = &r["idle_paths"]["paths"][0];
+        let frames: Vec<&str> = top["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["kind"] == "native")
+            .filter_map(|f| f["name"].as_str())
+            .collect();
+        let root = &r["root_causes"]["roots"][0];
+        let released = text
+            .lines()
+            .find(|l| l.contains("released the waiters in"))
+            .and_then(|l| l.split("released the waiters in ").nth(1))
+            .unwrap_or("")
+            .to_string();
+        println!(
+            "{events}: top path {} {} by {} ({:.1} %), {frames:?}; root {} {} ({:.1} %), released in {released}; unseen wake-ups {}",
+            top["process"],
+            top["reason"],
+            top["threads"][0]["name"],
+            f(top, "share_pct"),
+            root["kind"],
+            root["process"],
+            f(root, "share_pct"),
+            u(&r["total"], "unseen_wakeups"),
+        );
+        answers.push((
+            top["process"].clone(),
+            top["reason"].clone(),
+            top["threads"][0]["name"].clone(),
+            frames
+                .iter()
+                .take(8)
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
+            root["kind"].clone(),
+            root["process"].clone(),
+            released,
+        ));
+    }
+    assert_eq!(
+        answers[0], answers[1],
+        "eBPF (left) and perf (right) disagree"
+    );
+    assert!(
+        answers[0].3.iter().any(|f| f == "condvar::take_job"),
+        "{answers:?}"
+    );
+    assert!(answers[0].6.starts_with("condvar::post_job"), "{answers:?}");
+}
+
+/// Without CAP_BPF (an unprivileged user with CAP_PERFMON only, and what
+/// reading tracefs needs) the default records with perf and the header
+/// says why in one line; `--events bpf` fails with the probe's reason.
+#[test]
+fn without_cap_bpf_the_default_falls_back_to_perf_and_says_why() {
+    let Some(_m) = machine() else { return };
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        println!("no setpriv: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let bin = dir.path().join("idleflow");
+    std::fs::copy(env!("CARGO_BIN_EXE_idleflow"), &bin).unwrap();
+    let caps = "+perfmon,+dac_override,+dac_read_search,+ipc_lock,+sys_nice";
+    let as_nobody = |events: &str, rec: &Path| {
+        run(Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(format!("--inh-caps={caps}"))
+            .arg(format!("--ambient-caps={caps}"))
+            .arg(&bin)
+            .args(["record", "-q", "--events", events, "-o"])
+            .arg(rec)
+            .args(["--", "sleep", "0.2"]))
+    };
+    let rec = dir.path().join("auto.idleflow");
+    let out = as_nobody("auto", &rec);
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    let line = text.lines().find(|l| l.starts_with("# events:"));
+    assert_eq!(
+        line,
+        Some("# events: perf (eBPF not usable: missing CAP_BPF; see the JSON report)"),
+        "{text}"
+    );
+    let r = report_json(&rec);
+    assert_eq!(r["event_source"], "perf");
+    assert!(
+        r["event_source_why"]
+            .as_str()
+            .unwrap()
+            .contains("CAP_BPF and CAP_PERFMON"),
+        "{r}"
+    );
+    let out = as_nobody("bpf", &dir.path().join("bpf.idleflow"));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("eBPF recording (--events bpf) cannot be used here: missing CAP_BPF"),
+        "{}",
+        stderr(&out)
     );
 }

@@ -130,6 +130,8 @@ pub fn synthesize(path: &Path, n: u64) {
         java_waits: false,
         stacks: String::new(),
         wait_sample_period: 0,
+        event_source: String::new(),
+        event_source_why: String::new(),
     };
     let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
     let mut w = Writer::new(file, &info).unwrap();

@@ -19,6 +19,17 @@ pub enum StacksAt {
     Waits,
 }
 
+/// `record --events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Events {
+    /// eBPF where it can be used, else perf.
+    Auto,
+    /// perf's switch records and tracepoint samples.
+    Perf,
+    /// eBPF programs at the scheduler's tracepoints, or fail.
+    Bpf,
+}
+
 /// The arguments of `__resolve`.
 #[derive(Debug, Args)]
 pub struct ResolveArgs {
@@ -152,6 +163,13 @@ pub struct RecordArgs {
     /// samples of every switch on 99.96-100 % of switches (tested).
     #[arg(long)]
     pub all_switch_samples: bool,
+
+    /// Which kernel events record the switches and wake-ups: `bpf`, eBPF
+    /// programs at the scheduler's tracepoints (one record each); `perf`,
+    /// perf's switch records and samples; `auto`, eBPF where it can be used,
+    /// else perf. The report's header says which recorded, and why.
+    #[arg(long, value_enum, default_value = "auto", value_name = "SOURCE")]
+    pub events: Events,
 
     /// Take no stacks. By default, at every switch-out that leaves a CPU
     /// idle, the leaving thread's kernel call chain (up to 48 frames) and a

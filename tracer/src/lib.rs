@@ -8,7 +8,8 @@
 //! empties the rings) and [`staging`] (the memory it copies into),
 //! [`tracefs`] (tracepoint formats),
 //! [`parse`] (ring records), [`join`] (records → dispatches), [`merge`]
-//! (time order across CPUs), [`names`] (thread names in time order),
+//! (time order across CPUs), [`pair`] (perf's stack samples ↔ eBPF's
+//! switches and wakings, for the eBPF event source), [`names`] (thread names in time order),
 //! [`procfs`] (`/proc` and `/sys`), and [`recorder`] (the whole, driven by
 //! the recording session, `idleflow-session`).
 
@@ -17,6 +18,7 @@ pub mod join;
 pub mod ksyms;
 pub mod merge;
 pub mod names;
+pub mod pair;
 pub mod parse;
 pub mod procfs;
 pub mod recorder;
@@ -27,5 +29,6 @@ pub mod tracefs;
 pub mod workarea;
 
 pub use recorder::{
-    RecordOptions, Recorder, RecorderError, DEFAULT_WAKER_SAMPLE_PERIOD, DEFAULT_WAKER_STACK_BYTES,
+    Chosen, EventSource, RecordOptions, Recorded, Recorder, RecorderError,
+    DEFAULT_WAKER_SAMPLE_PERIOD, DEFAULT_WAKER_STACK_BYTES,
 };

@@ -16,7 +16,9 @@
 //! before `finish`, the recorder flushes and keeps that file.
 //!
 //! Opening the events lives in `recorder/open.rs`, reading each drained
-//! round into the merge in `recorder/round.rs`; this file keeps the
+//! round into the merge in `recorder/round.rs`, choosing the event source
+//! (perf or eBPF) in `recorder/source.rs`, the eBPF source's recorder,
+//! pairing and losses in `recorder/bpf.rs`; this file keeps the
 //! recorder's state and the rest of its life cycle (writing what the merge
 //! releases, stopping, finishing).
 
@@ -25,10 +27,13 @@ use std::io::BufWriter;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
+mod bpf;
 mod open;
 mod round;
+mod source;
 
 pub use open::{IRQ_WAKE_FILTER, TASK_WAKE_FILTER};
+pub use source::{choose, Chosen, EventSource, Recorded};
 
 use crate::drain::{Drain, Round};
 use crate::join::Joiner;
@@ -89,6 +94,12 @@ pub enum RecorderError {
     /// Writing the recording failed.
     #[error("writing the recording")]
     Format(#[from] FormatError),
+    /// eBPF recording was asked for (`--events bpf`) and cannot be used here.
+    #[error("eBPF recording (--events bpf) cannot be used here")]
+    NoBpf(#[source] idleflow_bpf::BpfError),
+    /// The eBPF recorder failed.
+    #[error("eBPF recording")]
+    Bpf(#[source] idleflow_bpf::BpfError),
     /// A ring size that is not a power-of-two number of pages.
     #[error("ring size {0} bytes is not a power-of-two number of pages (e.g. 1M, 4M, 16M)")]
     RingSize(usize),
@@ -131,6 +142,8 @@ pub struct RecordOptions {
     /// Bytes of the waker's user stack to copy (0: kernel stacks only; at
     /// most `user_stack_bytes`): the release site is the innermost frames.
     pub waker_stack_bytes: u32,
+    /// Which kernel events record the dispatches and wake-ups.
+    pub events: EventSource,
 }
 
 /// Default [`RecordOptions::waker_stack_bytes`].
@@ -156,6 +169,7 @@ impl Default for RecordOptions {
             waker_stacks: true,
             waker_sample_period: DEFAULT_WAKER_SAMPLE_PERIOD,
             waker_stack_bytes: DEFAULT_WAKER_STACK_BYTES,
+            events: EventSource::Auto,
         }
     }
 }
@@ -252,6 +266,10 @@ pub struct Recorder {
     stacks: &'static str,
     /// `RunInfo::wait_sample_period`.
     wait_sample_period: u32,
+    /// `RunInfo::event_source` and `event_source_why`.
+    event_source: Chosen,
+    /// With the eBPF source: its recorder and pairers.
+    bpf: Option<bpf::BpfSource>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -280,6 +298,9 @@ impl Recorder {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
         self.last_round_start = self.start_ns;
+        if let Some(b) = self.bpf.as_mut() {
+            b.start(self.start_ns).map_err(RecorderError::Bpf)?;
+        }
         self.proc_stat_start = procfs::proc_stat().unwrap_or_default();
         let fds = self
             .ring_owner
@@ -336,6 +357,8 @@ impl Recorder {
             } else {
                 0
             },
+            event_source: self.event_source.source.name().into(),
+            event_source_why: self.event_source.why.clone(),
         };
         let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &info);
         let mut output = Output {
@@ -417,8 +440,8 @@ impl Recorder {
 
     /// Reads one drained round and writes what it lets the merge release.
     fn process(&mut self, round: &Round) -> Result<(), RecorderError> {
-        self.read_round(round);
         let watermark = self.last_round_start;
+        self.read_round(round, watermark)?;
         self.last_round_start = round.start_ns();
         self.release(watermark)
     }
@@ -631,6 +654,9 @@ impl Recorder {
         for e in &self.events {
             e.disable()?;
         }
+        if let Some(b) = self.bpf.as_mut() {
+            b.rec.detach();
+        }
         let stop_ns = sys::monotonic_ns();
         self.stop_ns = Some(stop_ns);
         self.summary.stop_ns = stop_ns;
@@ -653,6 +679,13 @@ impl Recorder {
             }
         }
         self.count_unreported_losses(stop_ns);
+        // What the last round left in the eBPF rings (the programs are
+        // detached: nothing more comes), then every loss.
+        self.read_bpf(u64::MAX)?;
+        if let Some(b) = self.bpf.as_mut() {
+            bpf::write_losses(b, &mut self.rings, &mut self.merge, stop_ns)
+                .map_err(RecorderError::Bpf)?;
+        }
         self.release(u64::MAX)?;
         self.embed_trees()
     }

@@ -63,6 +63,13 @@ pub struct Report {
     pub kernel_release: String,
     /// Recording machine's name.
     pub hostname: String,
+    /// Which kernel events recorded the dispatches and wake-ups (`perf`,
+    /// `bpf`); empty for older recordings, and then left out of the JSON.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub event_source: String,
+    /// Why that source (asked for, or why eBPF could not be used).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub event_source_why: String,
     /// Launched command (empty: system-wide or `--pid`).
     pub command: Vec<String>,
     /// Processes shown in the thread table (empty: all).
@@ -233,6 +240,8 @@ impl Report {
             cpu_ids: per_cpu.iter().filter_map(|c| c.cpu).collect(),
             kernel_release: a.info.kernel_release.clone(),
             hostname: a.info.hostname.clone(),
+            event_source: a.info.event_source.clone(),
+            event_source_why: a.info.event_source_why.clone(),
             command: a.info.command.clone(),
             target_pids: a.info.target_pids.clone(),
             stop_reason: a.summary.stop_reason.clone(),

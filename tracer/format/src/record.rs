@@ -330,6 +330,15 @@ pub struct RunInfo {
     /// 0 or 1: every one.
     #[serde(default, skip_serializing_if = "is_every_one")]
     pub wait_sample_period: u32,
+    /// Which kernel events recorded the dispatches and wake-ups: `perf`
+    /// (perf's switch records and tracepoint samples) or `bpf` (eBPF
+    /// programs at the scheduler's tracepoints); empty in older recordings.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub event_source: String,
+    /// Why that source: asked for, or what the eBPF probe said (`no
+    /// CAP_BPF …`); empty in older recordings.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub event_source_why: String,
 }
 
 fn is_every_one(period: &u32) -> bool {
@@ -357,6 +366,8 @@ impl RunInfo {
             java_waits: false,
             stacks: String::new(),
             wait_sample_period: 0,
+            event_source: String::new(),
+            event_source_why: String::new(),
         }
     }
 }
@@ -412,6 +423,10 @@ pub struct RunSummary {
     /// ordinary and why (empty in older files).
     #[serde(default)]
     pub drain_priority: String,
+    /// With the eBPF source: perf stack samples that found no eBPF switch
+    /// or waking to go with (their stacks are not written).
+    #[serde(default)]
+    pub unpaired_stacks: u64,
 }
 
 /// One record of a recording, in stream order.

@@ -24,6 +24,8 @@ fn info() -> RunInfo {
         java_waits: false,
         stacks: String::new(),
         wait_sample_period: 0,
+        event_source: String::new(),
+        event_source_why: String::new(),
     }
 }
 
@@ -269,6 +271,28 @@ fn every_record_reads_back_unchanged() {
     assert_eq!(s.exit_code, Some(3));
     assert_eq!(s.lost_per_cpu, vec![0, 12]);
     assert_eq!(r.next_record().unwrap(), None);
+}
+
+#[test]
+fn the_event_source_reads_back_and_older_files_read_without_it() {
+    let with = RunInfo {
+        event_source: "perf".into(),
+        event_source_why: "eBPF not available: no CAP_BPF".into(),
+        ..info()
+    };
+    let bytes = Writer::new(Vec::new(), &with)
+        .unwrap()
+        .finish(&RunSummary::default())
+        .unwrap();
+    assert_eq!(Reader::new(&bytes[..]).unwrap().info(), &with);
+    // Without a source the META is an older recorder's, byte for byte: the
+    // keys are left out and read back empty.
+    let old = write_all(&records());
+    let text = String::from_utf8_lossy(&old);
+    assert!(!text.contains("event_source"), "{text}");
+    let r = Reader::new(&old[..]).unwrap();
+    assert_eq!(r.info().event_source, "");
+    assert_eq!(r.info().event_source_why, "");
 }
 
 #[test]

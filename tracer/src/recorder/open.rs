@@ -12,6 +12,8 @@
 use idleflow_format::RunSummary;
 use rustc_hash::FxHashMap;
 
+use super::bpf::BpfSource;
+use super::source::{choose, Chosen, EventSource, Recorded};
 use super::{CpuRing, RecordOptions, Recorder, RecorderError};
 use crate::join::{Joiner, SwitchSamples, SWITCH_SAMPLE_FILTER, WAIT_SAMPLE_FILTER};
 use crate::merge::Merge;
@@ -30,6 +32,14 @@ pub const IRQ_WAKE_FILTER: &str = "common_flags & 0x58";
 /// The filter of the `sched_waking` events of thread-context wake-ups
 /// (the complement of [`IRQ_WAKE_FILTER`]).
 pub const TASK_WAKE_FILTER: &str = "!(common_flags & 0x58)";
+
+/// With the eBPF source and stacks: the `sched_switch` samples that carry
+/// them, at the switches that leave a CPU idle.
+const BPF_STACK_FILTER: &str = "next_pid == 0";
+
+/// With the eBPF source and no stacks: no `sched_switch` sample at all
+/// (the idle task never switches to itself); the event only owns the ring.
+const BPF_NO_SAMPLE_FILTER: &str = "prev_pid == 0 && next_pid == 0";
 
 /// One wake-up event to open on each CPU: its spec (`wakeup_bytes` set by
 /// the caller), its filter, and its name for errors.
@@ -155,6 +165,12 @@ fn priv_err(e: SysError) -> RecorderError {
     }
 }
 
+/// The source of the dispatches and wake-ups for `asked`
+/// ([`super::source`]).
+fn choose_events(asked: EventSource) -> Result<Chosen, RecorderError> {
+    choose(asked, || idleflow_bpf::probe().map(drop)).map_err(RecorderError::NoBpf)
+}
+
 impl Recorder {
     /// Opens the scheduler events and maps one ring per online CPU. Needs
     /// root or CAP_PERFMON; nothing is recorded until [`Recorder::enable`].
@@ -164,6 +180,7 @@ impl Recorder {
         if rb < page || !(rb / page).is_power_of_two() || !rb.is_multiple_of(page) {
             return Err(RecorderError::RingSize(rb));
         }
+        let event_source = choose_events(options.events)?;
         let tp = Tracepoints::load()?;
         let mut layout = Layout::new(&tp.switch, &tp.wakeup, &tp.wakeup_new)?;
         layout.user_stacks = options.user_stack_bytes > 0;
@@ -180,8 +197,9 @@ impl Recorder {
         // Whether every CPU's sleeps are sampled by the second event (a
         // kernel that refused the main filter samples them all).
         let mut sleeps_sampled = options.stacks_at_waits;
+        let with_bpf = event_source.source == Recorded::Bpf;
         for &cpu in &cpus {
-            let opened = open_cpu(options, &tp, cpu, rb, wakeup_bytes)?;
+            let opened = open_cpu(options, &tp, cpu, rb, wakeup_bytes, with_bpf)?;
             sleeps_sampled &= opened.samples == SwitchSamples::Filtered;
             events.extend(opened.others);
             ring_owner.push(events.len());
@@ -195,7 +213,13 @@ impl Recorder {
                 last_wake: None,
             });
         }
+        let bpf = if with_bpf {
+            Some(BpfSource::open(&cpus, rb).map_err(RecorderError::Bpf)?)
+        } else {
+            None
+        };
         Ok(Recorder {
+            bpf,
             cpus,
             layout,
             ring_bytes: rb,
@@ -233,24 +257,30 @@ impl Recorder {
             } else {
                 "idle"
             },
+            event_source,
         })
     }
 }
 
 /// Opens CPU `cpu`'s events and maps its ring of `rb` bytes: the main
 /// `sched_switch` event first, then the sleep sampler and the wake-up
-/// events, each pointed at the main event's ring.
+/// events, each pointed at the main event's ring. With the eBPF source
+/// (`with_bpf`) the dispatches and wake-ups come from there: no switch
+/// records, no plain wake-up events, and `sched_switch` samples only where
+/// stacks are taken (the main event still owns the ring and brings the
+/// task and mapping records).
 fn open_cpu(
     options: &RecordOptions,
     tp: &Tracepoints,
     cpu: u32,
     rb: usize,
     wakeup_bytes: u32,
+    with_bpf: bool,
 ) -> Result<CpuEvents, RecorderError> {
     let main = PerfEvent::open_cpu_wide(
         &EventSpec {
             tracepoint_id: tp.switch.id,
-            switch_records: true,
+            switch_records: !with_bpf,
             task_records: true,
             wakeup_bytes,
             kernel_callchain: options.kernel_stacks,
@@ -266,10 +296,16 @@ fn open_cpu(
     // reads each state from its sample, as before. With stacks, the
     // switches that leave the CPU idle are sampled too (their state is then
     // read from the sample).
-    let filter = if options.kernel_stacks || options.user_stack_bytes > 0 {
-        format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0")
-    } else {
-        SWITCH_SAMPLE_FILTER.to_string()
+    let stacks = options.kernel_stacks || options.user_stack_bytes > 0;
+    let filter = match (with_bpf, stacks) {
+        (false, true) => format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0"),
+        (false, false) => SWITCH_SAMPLE_FILTER.to_string(),
+        // The uninterruptible waits' stacks too, as the perf path takes them.
+        (true, true) if options.stacks_at_waits => {
+            format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0")
+        }
+        (true, true) => BPF_STACK_FILTER.to_string(),
+        (true, false) => BPF_NO_SAMPLE_FILTER.to_string(),
     };
     let samples = if options.all_switch_samples || main.set_filter(&filter).is_err() {
         SwitchSamples::All
@@ -287,7 +323,7 @@ fn open_cpu(
             &main,
         )?);
     }
-    for ev in open_wake_events(options, tp, cpu, wakeup_bytes)? {
+    for ev in open_wake_events(options, tp, cpu, wakeup_bytes, with_bpf)? {
         ev.set_output(&main)?;
         others.push(ev);
     }
@@ -334,14 +370,19 @@ fn open_sleep_sampler(
 
 /// Opens CPU `cpu`'s wake-up events ([`wake_events`]). A kernel that
 /// refuses the filters records every wake-up plainly, as before: the
-/// filtered events are opened as a set.
+/// filtered events are opened as a set. With the eBPF source only the
+/// events that take stacks, and none if their filters are refused.
 fn open_wake_events(
     options: &RecordOptions,
     tp: &Tracepoints,
     cpu: u32,
     wakeup_bytes: u32,
+    with_bpf: bool,
 ) -> Result<Vec<PerfEvent>, RecorderError> {
-    let wake_events = wake_events(options, tp.wakeup.id, tp.wakeup_new.id);
+    let mut wake_events = wake_events(options, tp.wakeup.id, tp.wakeup_new.id);
+    if with_bpf {
+        wake_events.retain(|(_, filter, _)| filter.is_some());
+    }
     let mut opened = Vec::new();
     for (spec, filter, what) in &wake_events {
         let ev = PerfEvent::open_cpu_wide(
@@ -361,7 +402,9 @@ fn open_wake_events(
         }
         opened.push(ev);
     }
-    if opened.len() != wake_events.len() {
+    if with_bpf && opened.len() != wake_events.len() {
+        opened.clear();
+    } else if opened.len() != wake_events.len() {
         for (spec, _, what) in plain_wake_events(tp.wakeup.id, tp.wakeup_new.id) {
             let ev = PerfEvent::open_cpu_wide(
                 &EventSpec {

@@ -9,13 +9,23 @@
 //! Every record goes into the merge under its ring's slot at its own time;
 //! a dispatch's stacks follow the dispatch at its time, and a new kernel
 //! stack's `KERNEL_STACK` goes in before the first record that names it.
+//!
+//! With the eBPF source (`recorder/bpf.rs`) the round's perf records bring
+//! no dispatch or wake-up: the joiner is not fed, stack samples wait for
+//! their eBPF event, and after the perf chunks every eBPF event recorded so
+//! far is read, each CPU's into its own merge source.
 
 use idleflow_format::{
     Dispatch, KernelStack, Lost, RunSummary, StackCopy, SwitchArg, SwitchStack, ThreadExit, Wakeup,
 };
 use rustc_hash::FxHashMap;
 
-use super::{CpuRing, Merged, Recorder, SampledStacks};
+use std::time::Duration;
+
+use idleflow_bpf::SchedEvent;
+
+use super::bpf::{BpfSide, WakeStacks};
+use super::{CpuRing, Merged, Recorder, RecorderError, SampledStacks};
 use crate::drain::Round;
 use crate::merge::Merge;
 use crate::names::TaskEvent;
@@ -26,22 +36,31 @@ use crate::workarea::LiveWorkArea;
 
 /// What a round's records are read into: the recorder's state apart from
 /// its rings, borrowed for one round.
-struct RoundSink<'a> {
-    layout: &'a Layout,
-    work_area: Option<&'a LiveWorkArea>,
-    merge: &'a mut Merge<Merged>,
-    summary: &'a mut RunSummary,
-    renamed: &'a mut Vec<u32>,
-    blocking: &'a mut Vec<(u32, u64)>,
-    kernel_stacks: &'a mut FxHashMap<Box<[u64]>, u64>,
+pub(super) struct RoundSink<'a> {
+    pub(super) layout: &'a Layout,
+    pub(super) work_area: Option<&'a LiveWorkArea>,
+    pub(super) merge: &'a mut Merge<Merged>,
+    pub(super) summary: &'a mut RunSummary,
+    pub(super) renamed: &'a mut Vec<u32>,
+    pub(super) blocking: &'a mut Vec<(u32, u64)>,
+    pub(super) kernel_stacks: &'a mut FxHashMap<Box<[u64]>, u64>,
     /// idleflow's own process: its threads are never a cause, their stack
     /// copies are not kept.
-    own_pid: u32,
+    pub(super) own_pid: u32,
+    /// With the eBPF source: the perf rings carry only stacks, task and
+    /// mapping records, paired here with the eBPF events.
+    pub(super) bpf: Option<&'a mut BpfSide>,
 }
 
 impl Recorder {
-    /// Reads the records of one drained round.
-    pub(super) fn read_round(&mut self, round: &Round) {
+    /// Reads the records of one drained round, then (with the eBPF
+    /// source) every eBPF event recorded so far. `watermark`: both sources
+    /// have been read past it (the start of the round before).
+    pub(super) fn read_round(
+        &mut self,
+        round: &Round,
+        watermark: u64,
+    ) -> Result<(), RecorderError> {
         if let Some(wa) = self.work_area.as_mut() {
             wa.refresh(sys::monotonic_ns());
         }
@@ -54,6 +73,7 @@ impl Recorder {
             blocking: &mut self.blocking,
             kernel_stacks: &mut self.kernel_stacks,
             own_pid: std::process::id(),
+            bpf: self.bpf.as_mut().map(|b| &mut b.side),
         };
         let mut scratch = Vec::new();
         for (slot, bytes) in round.chunks() {
@@ -64,6 +84,33 @@ impl Recorder {
                 sink.record(slot, r, bytes)
             });
         }
+        self.read_bpf(watermark)
+    }
+
+    /// Reads every eBPF event recorded so far (nothing without the eBPF
+    /// source) and forgets the samples before `watermark` that found no
+    /// event.
+    pub(super) fn read_bpf(&mut self, watermark: u64) -> Result<(), RecorderError> {
+        let Some(b) = self.bpf.as_mut() else {
+            return Ok(());
+        };
+        let mut sink = RoundSink {
+            layout: &self.layout,
+            work_area: self.work_area.as_ref(),
+            merge: &mut self.merge,
+            summary: &mut self.summary,
+            renamed: &mut self.renamed,
+            blocking: &mut self.blocking,
+            kernel_stacks: &mut self.kernel_stacks,
+            own_pid: std::process::id(),
+            bpf: None,
+        };
+        let side = &mut b.side;
+        b.rec
+            .poll(Duration::ZERO, |cpu, ev| sink.bpf_event(side, cpu, ev))
+            .map_err(RecorderError::Bpf)?;
+        sink.summary.unpaired_stacks = side.expire(watermark);
+        Ok(())
     }
 }
 
@@ -83,7 +130,9 @@ impl RoundSink<'_> {
             last_wake,
         } = ring;
         let cpu = *cpu;
-        joiner.feed(&rec, &mut |d| self.dispatch(slot, stack, d));
+        if self.bpf.is_none() {
+            joiner.feed(&rec, &mut |d| self.dispatch(slot, stack, d));
+        }
         match rec {
             PerfRecord::SchedSwitch {
                 id,
@@ -93,13 +142,22 @@ impl RoundSink<'_> {
                 user_stack,
                 ..
             } if kernel_stack.is_some() || user_stack.is_some() => {
-                *stack = Some(SampledStacks {
+                let st = SampledStacks {
                     prev: prev_tid,
                     next: next_tid,
                     pid: id.pid,
                     kernel: kernel_stack,
                     user: user_stack,
-                })
+                };
+                match self.bpf.as_deref_mut() {
+                    None => *stack = Some(st),
+                    Some(side) => {
+                        let source = side.source(slot);
+                        if let Some((time, st)) = side.switch_sample(slot, id.time, st) {
+                            self.switch_stacks(source, time, cpu, st);
+                        }
+                    }
+                }
             }
             // Written in the leaving task's context: its process.
             PerfRecord::Switch {
@@ -131,7 +189,21 @@ impl RoundSink<'_> {
                     new_thread,
                     context,
                 };
-                self.wakeup(slot, last_wake, w, id.pid, kernel_stack, user_stack);
+                match self.bpf.as_deref_mut() {
+                    None => self.wakeup(slot, last_wake, w, id.pid, kernel_stack, user_stack),
+                    Some(side) => {
+                        let source = side.source(slot);
+                        let st = WakeStacks {
+                            pid: id.pid,
+                            kernel: kernel_stack,
+                            user: user_stack,
+                        };
+                        if let Some((time, st)) = side.wake_sample(slot, &w, st) {
+                            let w = Wakeup { time, ..w };
+                            self.wake_stacks(source, &w, st.pid, st.kernel, st.user);
+                        }
+                    }
+                }
             }
             PerfRecord::Comm { id, pid, tid, comm } => {
                 // Bounded for a caller that never asks.
@@ -200,18 +272,24 @@ impl RoundSink<'_> {
             wa.tag(&mut d, self.summary);
         }
         self.merge.push(slot, d.time, Merged::Dispatch(d));
-        let Some(st) = stack.take_if(|st| st.prev == d.prev_tid && st.next == d.next_tid) else {
-            return;
-        };
+        if let Some(st) = stack.take_if(|st| st.prev == d.prev_tid && st.next == d.next_tid) {
+            self.switch_stacks(slot, d.time, d.cpu, st);
+        }
+    }
+
+    /// The stacks `st` of the switch at `time` on `cpu`, which follow its
+    /// dispatch at its time.
+    pub(super) fn switch_stacks(&mut self, slot: usize, time: u64, cpu: u32, st: SampledStacks) {
+        let tid = st.prev;
         if let Some(ips) = st.kernel {
-            let id = intern_kernel_stack(self.kernel_stacks, self.merge, slot, d.time, ips);
+            let id = intern_kernel_stack(self.kernel_stacks, self.merge, slot, time, ips);
             self.merge.push(
                 slot,
-                d.time,
+                time,
                 Merged::SwitchStack(SwitchStack {
-                    time: d.time,
-                    cpu: d.cpu,
-                    tid: d.prev_tid,
+                    time,
+                    cpu,
+                    tid,
                     stack: id,
                 }),
             );
@@ -221,20 +299,18 @@ impl RoundSink<'_> {
         if let Some(u) = st.user.filter(|_| st.pid != self.own_pid) {
             self.merge.push(
                 slot,
-                d.time,
+                time,
                 Merged::SwitchArg(SwitchArg {
-                    time: d.time,
-                    cpu: d.cpu,
-                    tid: d.prev_tid,
+                    time,
+                    cpu,
+                    tid,
                     arg: u.di,
                 }),
             );
             self.merge.push(
                 slot,
-                d.time,
-                Merged::StackCopy(Box::new(stack_copy(
-                    d.time, d.cpu, d.prev_tid, st.pid, *u, false,
-                ))),
+                time,
+                Merged::StackCopy(Box::new(stack_copy(time, cpu, tid, st.pid, *u, false))),
             );
         }
     }
@@ -258,6 +334,19 @@ impl RoundSink<'_> {
             *last_wake = Some(key);
             self.merge.push(slot, w.time, Merged::Wakeup(w));
         }
+        self.wake_stacks(slot, &w, pid, kernel_stack, user_stack);
+    }
+
+    /// The waker's stacks at wake-up `w`, raised by a thread of process
+    /// `pid`, at the wake-up's time.
+    pub(super) fn wake_stacks(
+        &mut self,
+        slot: usize,
+        w: &Wakeup,
+        pid: u32,
+        kernel_stack: Option<Box<[u64]>>,
+        user_stack: Option<Box<UserStackCopy>>,
+    ) {
         if let Some(ips) = kernel_stack {
             let stack = intern_kernel_stack(self.kernel_stacks, self.merge, slot, w.time, ips);
             self.merge.push(
@@ -285,6 +374,46 @@ impl RoundSink<'_> {
                     true,
                 ))),
             );
+        }
+    }
+
+    /// One eBPF event of CPU `cpu`, into the merge with the stacks of its
+    /// sample if that came already.
+    fn bpf_event(&mut self, side: &mut BpfSide, cpu: u32, ev: SchedEvent) {
+        if ev.time() < side.start_ns {
+            return;
+        }
+        let Some(ring) = side.ring(cpu) else {
+            return;
+        };
+        let slot = side.source(ring);
+        match ev {
+            SchedEvent::Switch(sw) => {
+                if !sw.preempt && sw.prev_tid != 0 {
+                    if let Some(c) = self.blocking.iter_mut().find(|c| c.0 == sw.prev_tgid) {
+                        c.1 += 1;
+                    }
+                }
+                let mut d = sw.to_dispatch(cpu);
+                if let Some(wa) = self.work_area {
+                    wa.tag(&mut d, self.summary);
+                }
+                self.merge.push(slot, d.time, Merged::Dispatch(d));
+                if let Some(st) = side.switch_event(ring, d.time, (d.prev_tid, d.next_tid)) {
+                    self.switch_stacks(slot, d.time, cpu, st);
+                }
+            }
+            SchedEvent::Waking(wk) | SchedEvent::WakeupNew(wk) => {
+                let new = matches!(ev, SchedEvent::WakeupNew(_));
+                let w = wk.to_wakeup(cpu, new);
+                self.merge.push(slot, w.time, Merged::Wakeup(w));
+                if new {
+                    return;
+                }
+                if let Some(st) = side.wake_event(ring, w.time, (w.waker_tid, w.wakee_tid)) {
+                    self.wake_stacks(slot, &w, st.pid, st.kernel, st.user);
+                }
+            }
         }
     }
 }

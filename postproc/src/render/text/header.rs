@@ -59,6 +59,9 @@ fn render_recording(o: &mut String, r: &Report, source: &str) -> fmt::Result {
             WIDTH
         )
     )?;
+    if let Some(line) = source_line(&r.event_source, &r.event_source_why) {
+        writeln!(o, "{}", fit(&line, WIDTH))?;
+    }
     if r.windowed {
         let s = |ns: u64| ns.saturating_sub(r.recording_start_ns) as f64 / 1e9;
         let line = format!(
@@ -79,6 +82,30 @@ fn render_recording(o: &mut String, r: &Report, source: &str) -> fmt::Result {
         write_wrapped(o, &line, "#", "#  ")?;
     }
     Ok(())
+}
+
+/// Which kernel events recorded, and why, in one line; none for
+/// recordings that do not say (older recorders).
+fn source_line(source: &str, why: &str) -> Option<String> {
+    let name = match source {
+        "" => return None,
+        "bpf" => "eBPF",
+        other => other,
+    };
+    if why.is_empty() {
+        return Some(format!("# events: {name}"));
+    }
+    let line = format!("# events: {name} ({why})");
+    if line.chars().count() <= WIDTH {
+        return Some(line);
+    }
+    // A long reason (the probe's whole error, kept in the JSON) is told by
+    // its first clauses: `eBPF not usable: missing CAP_BPF`.
+    let short = why.splitn(3, ": ").take(2).collect::<Vec<_>>().join(": ");
+    Some(fit(
+        &format!("# events: {name} ({short}; see the JSON report)"),
+        WIDTH,
+    ))
 }
 
 /// The event counts: dispatches, wake-ups, lost events, stream breaks.
@@ -232,4 +259,19 @@ fn render_gaps_warning(o: &mut String, r: &Report) -> fmt::Result {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::source_line;
+
+    #[test]
+    fn the_source_line_names_the_source_and_why_and_is_absent_for_older_recordings() {
+        assert_eq!(source_line("", ""), None);
+        assert_eq!(
+            source_line("bpf", "probe passed").as_deref(),
+            Some("# events: eBPF (probe passed)")
+        );
+        assert_eq!(source_line("perf", "").as_deref(), Some("# events: perf"));
+    }
 }

@@ -100,6 +100,8 @@ impl<R: Read> Reader<R> {
                 java_waits: false,
                 stacks: String::new(),
                 wait_sample_period: 0,
+                event_source: String::new(),
+                event_source_why: String::new(),
             },
             summary: None,
             unknown_records: 0,

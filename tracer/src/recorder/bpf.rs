@@ -1,0 +1,197 @@
+//! The eBPF event source (`record --events bpf`): the dispatches and
+//! wake-ups come from `idleflow-bpf`'s records, one per switch or waking,
+//! while perf keeps giving thread names, forks, exits, mappings and the
+//! stacks. This module owns the eBPF recorder, the pairing of each perf
+//! stack sample with its event ([`crate::pair`]) and the eBPF losses;
+//! `recorder/round.rs` turns the events into the merge's records.
+//!
+//! Invariant: each CPU's eBPF events go into the merge under their own
+//! source (`base + ring`), in the order the CPU wrote them, so that source
+//! stays in time order whatever the perf ring of the same CPU holds; a
+//! sample's stacks go there too, at its event's exact time (inserted in
+//! place when the sample came a round after its event). Events stamped
+//! before the window's start are dropped; every record the programs could
+//! not deliver becomes a `Lost` record of its CPU.
+
+use std::time::Duration;
+
+use idleflow_bpf::{BpfError, SchedRecorder};
+use idleflow_format::{Lost, Wakeup};
+
+use super::{CpuRing, Merged, SampledStacks};
+use crate::pair::Pairer;
+use crate::parse::UserStackCopy;
+
+/// A thread-context waker's stacks or an interrupt's, from a sampled
+/// `sched_waking` event, waiting for the eBPF waking they belong to.
+pub(super) struct WakeStacks {
+    pub(super) pid: u32,
+    pub(super) kernel: Option<Box<[u64]>>,
+    pub(super) user: Option<Box<UserStackCopy>>,
+}
+
+/// The eBPF recorder and what pairs its events with perf's samples.
+pub(super) struct BpfSource {
+    pub(super) rec: SchedRecorder,
+    pub(super) side: BpfSide,
+}
+
+/// Per ring (the recorder's CPU order): the pairers, the losses written.
+pub(super) struct BpfSide {
+    /// Ring index of each CPU number (`usize::MAX`: not recorded).
+    ring_of_cpu: Vec<usize>,
+    /// The merge source of ring `i`'s eBPF events is `base + i`.
+    base: usize,
+    switches: Vec<Pairer<(u32, u32), SampledStacks>>,
+    wakes: Vec<Pairer<(u32, u32), WakeStacks>>,
+    /// eBPF records lost per ring, as written so far.
+    lost_written: Vec<u64>,
+    /// Events before this (the window's start) are dropped.
+    pub(super) start_ns: u64,
+}
+
+impl BpfSource {
+    /// Opens the eBPF recorder for `cpus` (the rings' order), detached
+    /// until [`BpfSource::start`].
+    pub(super) fn open(cpus: &[u32], ring_bytes: usize) -> Result<Self, BpfError> {
+        let mut rec = SchedRecorder::open(cpus, ring_bytes)?;
+        rec.detach();
+        let max = cpus.iter().copied().max().map_or(0, |c| c as usize + 1);
+        let mut ring_of_cpu = vec![usize::MAX; max];
+        for (i, &c) in cpus.iter().enumerate() {
+            ring_of_cpu[c as usize] = i;
+        }
+        let n = cpus.len();
+        Ok(BpfSource {
+            rec,
+            side: BpfSide {
+                ring_of_cpu,
+                base: n,
+                switches: (0..n).map(|_| Pairer::default()).collect(),
+                wakes: (0..n).map(|_| Pairer::default()).collect(),
+                lost_written: vec![0; n],
+                start_ns: 0,
+            },
+        })
+    }
+
+    /// Starts recording at `start_ns`: what the rings held is dropped.
+    pub(super) fn start(&mut self, start_ns: u64) -> Result<(), BpfError> {
+        self.rec.poll(Duration::ZERO, |_, _| {})?;
+        self.side.start_ns = start_ns;
+        self.rec.attach()
+    }
+}
+
+impl BpfSide {
+    /// The merge source of ring `ring`'s eBPF events.
+    pub(super) fn source(&self, ring: usize) -> usize {
+        self.base + ring
+    }
+
+    /// The ring of CPU `cpu`, if it is recorded.
+    pub(super) fn ring(&self, cpu: u32) -> Option<usize> {
+        self.ring_of_cpu
+            .get(cpu as usize)
+            .copied()
+            .filter(|&r| r != usize::MAX)
+    }
+
+    /// The switch of `key` (prev, next) at `time` on ring `ring`: the
+    /// stacks of its sample if that came already.
+    pub(super) fn switch_event(
+        &mut self,
+        ring: usize,
+        time: u64,
+        key: (u32, u32),
+    ) -> Option<SampledStacks> {
+        self.switches.get_mut(ring)?.event(time, key)
+    }
+
+    /// The waking of `key` (waker, wakee) at `time` on ring `ring`: the
+    /// stacks of its sample if that came already.
+    pub(super) fn wake_event(
+        &mut self,
+        ring: usize,
+        time: u64,
+        key: (u32, u32),
+    ) -> Option<WakeStacks> {
+        self.wakes.get_mut(ring)?.event(time, key)
+    }
+
+    /// A `sched_switch` sample's stacks on ring `ring`: the time of its
+    /// switch if that came already.
+    pub(super) fn switch_sample(
+        &mut self,
+        ring: usize,
+        time: u64,
+        st: SampledStacks,
+    ) -> Option<(u64, SampledStacks)> {
+        let key = (st.prev, st.next);
+        self.switches.get_mut(ring)?.sample(time, key, st)
+    }
+
+    /// A sampled waker's stacks on ring `ring`: the time of its waking if
+    /// that came already.
+    pub(super) fn wake_sample(
+        &mut self,
+        ring: usize,
+        w: &Wakeup,
+        st: WakeStacks,
+    ) -> Option<(u64, WakeStacks)> {
+        self.wakes
+            .get_mut(ring)?
+            .sample(w.time, (w.waker_tid, w.wakee_tid), st)
+    }
+
+    /// Forgets the samples stamped before `time` that found no event,
+    /// counting them; returns how many in all so far.
+    pub(super) fn expire(&mut self, time: u64) -> u64 {
+        self.switches
+            .iter_mut()
+            .map(|p| {
+                p.expire(time);
+                p.unpaired()
+            })
+            .chain(self.wakes.iter_mut().map(|p| {
+                p.expire(time);
+                p.unpaired()
+            }))
+            .sum()
+    }
+}
+
+/// Writes the eBPF records lost since the last call as `Lost` records at
+/// `time` (now: after every event of the source), per ring.
+pub(super) fn write_losses(
+    src: &mut BpfSource,
+    rings: &mut [CpuRing],
+    merge: &mut crate::merge::Merge<Merged>,
+    time: u64,
+) -> Result<(), BpfError> {
+    let lost = src.rec.lost()?;
+    for c in lost.per_cpu {
+        let Some(&ring) = src.side.ring_of_cpu.get(c.cpu as usize) else {
+            continue;
+        };
+        let (Some(r), Some(written)) = (rings.get_mut(ring), src.side.lost_written.get_mut(ring))
+        else {
+            continue;
+        };
+        let count = (c.ring_full + c.no_ring).saturating_sub(*written);
+        if count > 0 {
+            *written += count;
+            r.lost += count;
+            merge.push(
+                src.side.base + ring,
+                time,
+                Merged::Lost(Lost {
+                    time,
+                    cpu: r.cpu,
+                    count,
+                }),
+            );
+        }
+    }
+    Ok(())
+}
