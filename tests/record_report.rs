@@ -985,10 +985,10 @@ fn ebpf_and_perf_sources_give_the_same_cause_and_root_cause() {
 }
 
 /// Without CAP_BPF (an unprivileged user with CAP_PERFMON only, and what
-/// reading tracefs needs) the default records with perf and the header
+/// reading tracefs needs) `--events auto` records with perf and the header
 /// says why in one line; `--events bpf` fails with the probe's reason.
 #[test]
-fn without_cap_bpf_the_default_falls_back_to_perf_and_says_why() {
+fn without_cap_bpf_auto_falls_back_to_perf_and_says_why() {
     let Some(_m) = machine() else { return };
     if Command::new("setpriv").arg("--version").output().is_err() {
         println!("no setpriv: skipped");

@@ -164,11 +164,13 @@ pub struct RecordArgs {
     #[arg(long)]
     pub all_switch_samples: bool,
 
-    /// Which kernel events record the switches and wake-ups: `bpf`, eBPF
-    /// programs at the scheduler's tracepoints (one record each); `perf`,
-    /// perf's switch records and samples; `auto`, eBPF where it can be used,
+    /// Which kernel events record the switches and wake-ups: `perf`, perf's
+    /// switch records and samples (the default for now); `bpf`, eBPF
+    /// programs at the scheduler's tracepoints (one record each, a fifth of
+    /// perf's cost; its idle intervals end ~1 µs earlier than perf's switch
+    /// records say, docs/PERFORMANCE.md); `auto`, eBPF where it can be used,
     /// else perf. The report's header says which recorded, and why.
-    #[arg(long, value_enum, default_value = "auto", value_name = "SOURCE")]
+    #[arg(long, value_enum, default_value = "perf", value_name = "SOURCE")]
     pub events: Events,
 
     /// Take no stacks. By default, at every switch-out that leaves a CPU

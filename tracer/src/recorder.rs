@@ -169,7 +169,7 @@ impl Default for RecordOptions {
             waker_stacks: true,
             waker_sample_period: DEFAULT_WAKER_SAMPLE_PERIOD,
             waker_stack_bytes: DEFAULT_WAKER_STACK_BYTES,
-            events: EventSource::Auto,
+            events: EventSource::Perf,
         }
     }
 }
