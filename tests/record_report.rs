@@ -981,7 +981,14 @@ fn ebpf_and_perf_sources_give_the_same_cause_and_root_cause() {
         answers[0].3.iter().any(|f| f == "condvar::take_job"),
         "{answers:?}"
     );
-    assert!(answers[0].6.starts_with("condvar::post_job"), "{answers:?}");
+    // The waker's innermost program frame: `post_job`, or in an optimized
+    // build its caller's line (`post_job` ends in a tail call to
+    // `notify_one`, which leaves no frame of its own).
+    let released = &answers[0].6;
+    assert!(
+        released.starts_with("condvar::post_job") || released.starts_with("condvar::main"),
+        "{answers:?}"
+    );
 }
 
 /// Without CAP_BPF (an unprivileged user with CAP_PERFMON only, and what
