@@ -39,13 +39,14 @@ fuzz_target!(|data: &[u8]| {
                 (flame::View::User, false, true),
                 (flame::View::Kernel, false, false),
                 (flame::View::Blocking, false, false),
+                (flame::View::Blame, false, false),
             ] {
                 let source = flame::Source {
                     view,
                     by_reason,
                     user_only,
                 };
-                let _ = flame::folded(&a, source);
+                let _ = idleflow_postproc::sections::folded::folded(&a, source);
             }
         }
     }
