@@ -38,6 +38,9 @@ fn probe_open_lose_detach_and_count() {
     let mut rec = SchedRecorder::open(&[kept], 1 << 20).expect("open");
     assert_eq!(rec.cpus(), [kept]);
     sleep_on(left, 20);
+    // Switches on the kept CPU too, whatever else the machine runs (a CPU
+    // busy with one thread may not switch at all in these few ms).
+    sleep_on(kept, 5);
     let mut seen = 0;
     rec.poll(Duration::from_millis(10), |cpu, _| {
         assert_eq!(cpu, kept, "only the kept CPU has a ring");
