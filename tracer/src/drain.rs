@@ -64,6 +64,28 @@ const MAX_PERIOD_MS: i32 = 250;
 const ROUND_BYTES: usize = 1 << 20;
 const BUSY_PERIOD_MS: i32 = 1;
 
+/// Rings the drain empties besides perf's: the eBPF source's
+/// (`recorder/bpf.rs` implements it for `idleflow_bpf::RingDrain`). Ring
+/// `i`'s records reach the recorder as chunks of slot `perf rings + i`.
+///
+/// Like the perf rings, they are emptied by this thread only, without
+/// allocating: a wait on [`SideRings::wait_fd`] (edge-triggered, so that
+/// records coming in all the time do not keep the thread awake), then
+/// [`SideRings::drain`] on every pass.
+pub trait SideRings: Send {
+    /// How many rings (the chunk slots `perf rings .. perf rings + n`).
+    fn rings(&self) -> usize;
+    /// Readable once after a ring passed its wake-up threshold.
+    fn wait_fd(&self) -> i32;
+    /// Takes the wake-ups pending on [`SideRings::wait_fd`].
+    fn rearm(&mut self);
+    /// Offers each ring's records, in order, to `place(ring, bytes)`, which
+    /// returns whether it took them (records not taken are offered again).
+    /// A ring that cannot be read keeps its records in the kernel, which
+    /// counts what it drops when full.
+    fn drain(&mut self, place: &mut dyn FnMut(usize, &[u8]) -> bool);
+}
+
 /// What one pass over the rings copied out.
 #[derive(Debug)]
 pub struct Round {
@@ -146,11 +168,15 @@ impl Drain {
     /// `max_in_flight` bounds the bytes drained and not yet processed
     /// ([`MAX_IN_FLIGHT`] for a recording; at least two passes over full
     /// rings are always allowed).
+    ///
+    /// `side` are rings of another kind to empty on every pass too
+    /// ([`SideRings`]).
     pub fn start(
         rings: Vec<Ring>,
         fds: Vec<i32>,
         fifo: i32,
         max_in_flight: usize,
+        side: Option<Box<dyn SideRings>>,
     ) -> Result<Self, SysError> {
         let shared = Arc::new(Shared {
             state: AtomicU8::new(RUN),
@@ -171,7 +197,7 @@ impl Drain {
             .map(|_| Round {
                 seq: 0,
                 start_ns: 0,
-                chunks: Vec::with_capacity(rings.len()),
+                chunks: Vec::with_capacity(rings.len() + side.as_ref().map_or(0, |s| s.rings())),
                 end: 0,
                 staging: staging.clone(),
             })
@@ -181,6 +207,7 @@ impl Drain {
         let priority = Arc::new(Mutex::new(String::new()));
         let (s, p) = (Arc::clone(&shared), Arc::clone(&priority));
         let mut wait_set = fds.clone();
+        wait_set.extend(side.as_ref().map(|s| s.wait_fd()));
         wait_set.push(shared.wake.as_fd().as_raw_fd());
         let thread = std::thread::Builder::new()
             .name("idleflow-drain".into())
@@ -199,6 +226,7 @@ impl Drain {
                 }
                 let mut thread = Thread {
                     rings,
+                    side,
                     writer,
                     shells,
                     next_seq: 0,
@@ -305,6 +333,7 @@ impl Drop for Drain {
 /// What the drain thread owns.
 struct Thread {
     rings: Vec<Ring>,
+    side: Option<Box<dyn SideRings>>,
     writer: Writer,
     /// Rounds to fill (the recorder sends processed ones back).
     shells: Vec<Round>,
@@ -330,6 +359,9 @@ impl Thread {
                 let wait = if asked > 0 { asked } else { period };
                 let _ = self.any.wait(wait);
                 shared.wake.clear();
+                if let Some(side) = self.side.as_mut() {
+                    side.rearm();
+                }
             }
             let shell = self.shells.pop().or_else(|| recycled.try_recv().ok());
             let Some(mut round) = shell else {
@@ -358,6 +390,21 @@ impl Thread {
                     }
                     None => left_behind |= wanted > 0,
                 }
+            }
+            if let Some(side) = self.side.as_mut() {
+                let base = self.rings.len();
+                let writer = &mut self.writer;
+                side.drain(&mut |i, bytes| {
+                    let Some((region, out)) = writer.place(bytes.len()) else {
+                        left_behind = true;
+                        return false;
+                    };
+                    out[..bytes.len()].copy_from_slice(bytes);
+                    fullest = fullest.max(bytes.len());
+                    total += bytes.len();
+                    round.chunks.push((base + i, region));
+                    true
+                });
             }
             round.end = self.writer.position();
             period = adapt(period, total, fullest, self.ring_bytes());

@@ -307,11 +307,19 @@ impl Recorder {
             .iter()
             .map(|&i| self.events[i].fd().as_raw_fd())
             .collect();
+        // The eBPF rings are emptied by the drain too, never waiting for the
+        // recorder's thread to get a CPU.
+        let side = self
+            .bpf
+            .as_mut()
+            .and_then(|b| b.rec.take_drain())
+            .map(|d| Box::new(d) as Box<dyn crate::drain::SideRings>);
         let drain = Drain::start(
             std::mem::take(&mut self.mapped),
             fds,
             self.drain_priority,
             crate::drain::MAX_IN_FLIGHT,
+            side,
         )?;
         self.drain = Some(drain);
         Ok(())
@@ -679,8 +687,9 @@ impl Recorder {
             }
         }
         self.count_unreported_losses(stop_ns);
-        // What the last round left in the eBPF rings (the programs are
-        // detached: nothing more comes), then every loss.
+        // The drain's last pass emptied the eBPF rings (the programs were
+        // detached before it): the pairs still waiting will find no other
+        // half. Then every loss.
         self.read_bpf(u64::MAX)?;
         if let Some(b) = self.bpf.as_mut() {
             bpf::write_losses(b, &mut self.rings, &mut self.merge, stop_ns)

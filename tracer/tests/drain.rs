@@ -85,7 +85,7 @@ fn a_full_staging_memory_holds_the_drain_back_counts_the_loss_and_a_stop_empties
     let event = PerfEvent::open_cpu_wide(&spec, 0, "sched:sched_switch").unwrap();
     let ring = Ring::map(&event, 64 << 10).unwrap();
     let staging = 256 << 10;
-    let drain = Drain::start(vec![ring], vec![event.fd().as_raw_fd()], 10, staging).unwrap();
+    let drain = Drain::start(vec![ring], vec![event.fd().as_raw_fd()], 10, staging, None).unwrap();
     // Switches on CPU 0: two threads pinned there take turns sleeping.
     let stop = Arc::new(AtomicBool::new(false));
     let load: Vec<_> = (0..2)

@@ -58,4 +58,5 @@ pub use percpu::WakeContextSource;
 pub use probe::{probe, Probe};
 pub use record::{decode, DecodeError, SchedEvent, Switch, Wake, RECORD_BYTES};
 pub use recorder::{CpuLost, Lost, SchedRecorder, RING_BYTES_PER_RECORD, WAKEUP_BYTES};
+pub use rings::RingDrain;
 pub use stats::{ProgramStats, RunTimeStats};

@@ -8,6 +8,8 @@
 //! still hold.
 
 use std::os::fd::{AsFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use libbpf_rs::{Link, MapCore, MapFlags};
@@ -17,7 +19,8 @@ use crate::loader::Loaded;
 use crate::percpu::WakeContextSource;
 use crate::probe::preconditions;
 use crate::record::{SchedEvent, RECORD_BYTES};
-use crate::rings::Rings;
+
+use crate::rings::{RingDrain, Rings};
 use crate::stats::{program_stats, ProgramStats};
 
 /// What a record costs in a ring: the record and libbpf's 8-byte header.
@@ -36,7 +39,8 @@ pub struct Lost {
     /// running on that CPU (recursion): their events are lost, on a CPU
     /// the kernel does not say.
     pub skipped_runs: u64,
-    /// Records read that did not decode (a kind this version does not know).
+    /// Records read that were not handed on: a kind or size this version
+    /// does not know (decoded by the reader or after a [`RingDrain`]).
     pub undecodable: u64,
 }
 
@@ -72,7 +76,10 @@ pub struct SchedRecorder {
     // Field order is drop order: the programs detached first, then the
     // reader, then the programs and maps.
     links: Vec<Link>,
-    rings: Rings,
+    /// `None` once handed to a drain ([`SchedRecorder::take_drain`]).
+    rings: Option<Rings>,
+    /// Records taken off the rings and not handed on, wherever they are read.
+    undecodable: Arc<AtomicU64>,
     loaded: Loaded,
     cpus: Vec<u32>,
     possible: usize,
@@ -101,7 +108,8 @@ impl SchedRecorder {
         let links = loaded.attach()?;
         Ok(SchedRecorder {
             links,
-            rings,
+            undecodable: rings.undecodable(),
+            rings: Some(rings),
             loaded,
             cpus,
             possible,
@@ -124,22 +132,34 @@ impl SchedRecorder {
     /// program run interrupted by another on the same CPU, which only an
     /// NMI or an interrupt during a task's waking of itself can do), the
     /// CPUs one after the other: merge them by time. Returns how many
-    /// events it passed on. A timeout of 0 reads without waiting.
+    /// events it passed on. A timeout of 0 reads without waiting. After
+    /// [`SchedRecorder::take_drain`] the drain reads the rings: this reads
+    /// nothing.
     pub fn poll(
         &mut self,
         timeout: Duration,
         f: impl FnMut(u32, SchedEvent),
     ) -> Result<usize, BpfError> {
-        self.rings.read(timeout, f)
+        match self.rings.as_mut() {
+            Some(rings) => rings.read(timeout, f),
+            None => Ok(0),
+        }
     }
 
     /// A descriptor that polls readable when a ring passed the wake-up
     /// threshold, for a caller's own `poll`/`epoll` loop (then call
     /// [`SchedRecorder::poll`] with a zero timeout). Readable does not
     /// mean every record: below the threshold nothing wakes, so read on a
-    /// timer too.
-    pub fn wait_fd(&self) -> RawFd {
-        self.rings.wait_fd()
+    /// timer too. `None` once the rings went to a drain.
+    pub fn wait_fd(&self) -> Option<RawFd> {
+        self.rings.as_ref().map(Rings::wait_fd)
+    }
+
+    /// Hands the rings to a thread that only moves bytes ([`RingDrain`]),
+    /// for a recorder whose reading must never wait for a CPU: from then on
+    /// [`SchedRecorder::poll`] reads nothing. `None` if taken already.
+    pub fn take_drain(&mut self) -> Option<RingDrain> {
+        self.rings.take().map(RingDrain::new)
     }
 
     /// Stops the programs; the rings keep what they hold for
@@ -177,7 +197,7 @@ impl SchedRecorder {
         Ok(Lost {
             per_cpu,
             skipped_runs,
-            undecodable: self.rings.undecodable(),
+            undecodable: self.undecodable.load(Ordering::Relaxed),
         })
     }
 

@@ -13,21 +13,25 @@
 //! do not decode are counted ([`Rings::undecodable`]), never passed on.
 
 use std::cell::RefCell;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::{ErrorKind, MapCore, MapFlags, MapHandle, MapType, RingBuffer, RingBufferBuilder};
 
 use crate::error::BpfError;
-use crate::record::{decode, SchedEvent};
+use crate::record::{decode, SchedEvent, RECORD_BYTES};
 
-/// What the ring callbacks decoded, waiting for [`Rings::read`].
+/// What the ring callbacks moved out of the kernel's rings and not yet
+/// handed on: each ring's records, back to back ([`RECORD_BYTES`] each).
+/// A buffer holds at most its ring's size; a callback that finds it full
+/// leaves the record in the kernel's ring for the next read.
 #[derive(Debug, Default)]
 struct Inbox {
-    events: Vec<(u32, SchedEvent)>,
-    undecodable: u64,
+    rings: Vec<Vec<u8>>,
 }
 
 /// The rings and their reader.
@@ -35,6 +39,14 @@ pub(crate) struct Rings {
     // Dropped first: it maps the rings and holds the callbacks.
     reader: RingBuffer<'static>,
     inbox: Rc<RefCell<Inbox>>,
+    cpus: Vec<u32>,
+    /// Records taken off a ring and not handed on: of another size than
+    /// [`RECORD_BYTES`], or that did not decode (or, which `fill` rules out,
+    /// with no room for them).
+    undecodable: Arc<AtomicU64>,
+    /// Readable once per wake-up of a ring (edge-triggered), for a waiter
+    /// that must not spin while records keep coming (see [`RingDrain`]).
+    edge: OwnedFd,
     _maps: Vec<MapHandle>,
 }
 
@@ -64,7 +76,13 @@ impl Rings {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
             ..Default::default()
         };
-        let inbox = Rc::new(RefCell::new(Inbox::default()));
+        let inbox = Rc::new(RefCell::new(Inbox {
+            rings: cpus
+                .iter()
+                .map(|_| Vec::with_capacity(bytes as usize))
+                .collect(),
+        }));
+        let undecodable = Arc::new(AtomicU64::new(0));
         let mut maps = Vec::with_capacity(cpus.len());
         for &cpu in cpus {
             let ring = MapHandle::create(
@@ -85,15 +103,27 @@ impl Rings {
             maps.push(ring);
         }
         let mut builder = RingBufferBuilder::new();
-        for (&cpu, map) in cpus.iter().zip(&maps) {
+        for (i, (&cpu, map)) in cpus.iter().zip(&maps).enumerate() {
             let inbox = Rc::clone(&inbox);
+            let undecodable = Arc::clone(&undecodable);
             builder
                 .add(map, move |data: &[u8]| {
-                    let mut inbox = inbox.borrow_mut();
-                    match decode(data) {
-                        Ok(event) => inbox.events.push((cpu, event)),
-                        Err(_) => inbox.undecodable += 1,
+                    if data.len() != RECORD_BYTES {
+                        undecodable.fetch_add(1, Ordering::Relaxed);
+                        return 0;
                     }
+                    let mut inbox = inbox.borrow_mut();
+                    let Some(buf) = inbox.rings.get_mut(i) else {
+                        return 0;
+                    };
+                    // Never grow: the drain thread must not allocate. `fill`
+                    // reads no more than the room left, so this is a guard:
+                    // libbpf has already taken the record off the ring.
+                    if buf.capacity() - buf.len() < RECORD_BYTES {
+                        undecodable.fetch_add(1, Ordering::Relaxed);
+                        return 0;
+                    }
+                    buf.extend_from_slice(data);
                     0
                 })
                 .map_err(|e| BpfError::kernel(format!("reading the ring of CPU {cpu}"), e))?;
@@ -101,11 +131,41 @@ impl Rings {
         let reader = builder
             .build()
             .map_err(|e| BpfError::kernel("mapping the rings", e))?;
+        let edge = edge_epoll(&maps)?;
         Ok(Rings {
             reader,
             inbox,
+            cpus: cpus.to_vec(),
+            undecodable,
+            edge,
             _maps: maps,
         })
+    }
+
+    /// Moves what the kernel's rings hold into the buffers, as much as they
+    /// take: at most as many records as the emptiest buffer has room for
+    /// (libbpf counts across the rings), so no callback ever finds its
+    /// buffer full. The rest waits in the kernel's rings.
+    fn fill(&mut self) -> Result<(), BpfError> {
+        let room = self
+            .inbox
+            .borrow()
+            .rings
+            .iter()
+            .map(|b| (b.capacity() - b.len()) / RECORD_BYTES)
+            .min()
+            .unwrap_or(0);
+        if room == 0 {
+            return Ok(());
+        }
+        let rc = self.reader.consume_raw_n(room);
+        if rc < 0 {
+            return Err(BpfError::kernel(
+                "reading the rings",
+                std::io::Error::from_raw_os_error(-rc),
+            ));
+        }
+        Ok(())
     }
 
     /// Waits up to `timeout` for a ring to pass the wake-up threshold, then
@@ -122,27 +182,137 @@ impl Rings {
             }
             _ => {}
         }
-        self.reader
-            .consume()
-            .map_err(|e| BpfError::kernel("reading the rings", e))?;
-        let mut events = std::mem::take(&mut self.inbox.borrow_mut().events);
-        let n = events.len();
-        for (cpu, event) in events.drain(..) {
-            f(cpu, event);
+        self.fill()?;
+        let mut n = 0;
+        let mut inbox = self.inbox.borrow_mut();
+        for (buf, &cpu) in inbox.rings.iter_mut().zip(&self.cpus) {
+            for record in buf.chunks_exact(RECORD_BYTES) {
+                match decode(record) {
+                    Ok(event) => {
+                        f(cpu, event);
+                        n += 1;
+                    }
+                    Err(_) => {
+                        self.undecodable.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            buf.clear();
         }
-        // Keep the allocation for the next read.
-        self.inbox.borrow_mut().events = events;
         Ok(n)
     }
 
-    /// Records read that did not decode.
-    pub fn undecodable(&self) -> u64 {
-        self.inbox.borrow().undecodable
+    /// The count of records taken off a ring and not handed on.
+    pub fn undecodable(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.undecodable)
     }
 
     /// A descriptor that polls readable when a ring passed the wake-up
-    /// threshold (libbpf's epoll descriptor).
+    /// threshold (libbpf's epoll descriptor: readable while a woken ring
+    /// holds records).
     pub fn wait_fd(&self) -> RawFd {
         self.reader.epoll_fd()
+    }
+}
+
+/// An epoll descriptor watching `maps` edge-triggered: a ring's wake-up
+/// makes it readable until [`RingDrain::rearm`] takes it, however many
+/// records come meanwhile (libbpf's own descriptor is level-triggered: it
+/// stays readable while a ring holds any record, and a waiter woken by it
+/// would spin on a busy machine).
+fn edge_epoll(maps: &[MapHandle]) -> Result<OwnedFd, BpfError> {
+    let io = |what: &str| BpfError::kernel(what.to_string(), std::io::Error::last_os_error());
+    // SAFETY: epoll_create1 has no memory effects; a valid descriptor is
+    // owned by the OwnedFd at once.
+    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if fd < 0 {
+        return Err(io("creating the rings' epoll descriptor"));
+    }
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    let edge = unsafe { OwnedFd::from_raw_fd(fd) };
+    for (i, map) in maps.iter().enumerate() {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            u64: i as u64,
+        };
+        // SAFETY: both descriptors are open; `ev` is a valid epoll_event.
+        let rc = unsafe {
+            libc::epoll_ctl(
+                edge.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                map.as_fd().as_raw_fd(),
+                &mut ev,
+            )
+        };
+        if rc < 0 {
+            return Err(io("watching a ring"));
+        }
+    }
+    Ok(edge)
+}
+
+/// The rings handed to a thread that only moves bytes (idleflow's drain):
+/// it waits on [`RingDrain::wait_fd`], takes the wake-up with
+/// [`RingDrain::rearm`], and moves each ring's records out with
+/// [`RingDrain::drain`] — without allocating, so that a real-time thread
+/// can do it. The records are decoded later with [`crate::decode`].
+///
+/// Invariant: a ring's records are handed on in its order, each exactly
+/// once; records the taker cannot place stay in the buffer (and, once that
+/// is full, in the kernel's ring, which counts what it then drops).
+#[derive(Debug)]
+pub struct RingDrain {
+    rings: Rings,
+}
+
+impl RingDrain {
+    pub(crate) fn new(rings: Rings) -> Self {
+        RingDrain { rings }
+    }
+
+    /// The CPU of each ring, in ring order.
+    pub fn cpus(&self) -> &[u32] {
+        &self.rings.cpus
+    }
+
+    /// Readable once after a ring passed its wake-up threshold
+    /// (edge-triggered: it stays readable until [`RingDrain::rearm`]).
+    pub fn wait_fd(&self) -> RawFd {
+        self.rings.edge.as_raw_fd()
+    }
+
+    /// Takes the pending wake-ups, so that the next wait sleeps until the
+    /// next one.
+    pub fn rearm(&mut self) {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        loop {
+            // SAFETY: `events` is a valid array of its length; timeout 0.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.rings.edge.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    0,
+                )
+            };
+            if n < events.len() as i32 {
+                return;
+            }
+        }
+    }
+
+    /// Moves every ring's records out: `place(ring, bytes)` for each ring
+    /// holding some (whole [`RECORD_BYTES`] records, in order), which
+    /// returns whether it took them; bytes not taken are offered again at
+    /// the next call.
+    pub fn drain(&mut self, place: &mut dyn FnMut(usize, &[u8]) -> bool) -> Result<(), BpfError> {
+        self.rings.fill()?;
+        let mut inbox = self.rings.inbox.borrow_mut();
+        for (i, buf) in inbox.rings.iter_mut().enumerate() {
+            if !buf.is_empty() && place(i, buf) {
+                buf.clear();
+            }
+        }
+        Ok(())
     }
 }

@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use idleflow_bpf::{BpfError, SchedRecorder};
+use idleflow_bpf::{BpfError, RingDrain, SchedRecorder};
 use idleflow_format::{Lost, Wakeup};
 
 use super::{CpuRing, Merged, SampledStacks};
@@ -40,6 +40,9 @@ pub(super) struct BpfSource {
 pub(super) struct BpfSide {
     /// Ring index of each CPU number (`usize::MAX`: not recorded).
     ring_of_cpu: Vec<usize>,
+    /// The CPU of each of the eBPF recorder's rings, in its order (which
+    /// the drain's chunks use; it may differ from ours).
+    cpu_of_ring: Vec<u32>,
     /// The merge source of ring `i`'s eBPF events is `base + i`.
     base: usize,
     switches: Vec<Pairer<(u32, u32), SampledStacks>>,
@@ -62,10 +65,12 @@ impl BpfSource {
             ring_of_cpu[c as usize] = i;
         }
         let n = cpus.len();
+        let cpu_of_ring = rec.cpus().to_vec();
         Ok(BpfSource {
             rec,
             side: BpfSide {
                 ring_of_cpu,
+                cpu_of_ring,
                 base: n,
                 switches: (0..n).map(|_| Pairer::default()).collect(),
                 wakes: (0..n).map(|_| Pairer::default()).collect(),
@@ -87,6 +92,11 @@ impl BpfSide {
     /// The merge source of ring `ring`'s eBPF events.
     pub(super) fn source(&self, ring: usize) -> usize {
         self.base + ring
+    }
+
+    /// The CPU of the eBPF recorder's ring `ring` (a drained chunk's).
+    pub(super) fn cpu(&self, ring: usize) -> Option<u32> {
+        self.cpu_of_ring.get(ring).copied()
     }
 
     /// The ring of CPU `cpu`, if it is recorded.
@@ -158,6 +168,28 @@ impl BpfSide {
                 p.unpaired()
             }))
             .sum()
+    }
+}
+
+/// The drain thread empties the eBPF rings ([`RingDrain`]) on every pass,
+/// as it does perf's: the records reach [`super::Recorder`] in its rounds.
+impl crate::drain::SideRings for RingDrain {
+    fn rings(&self) -> usize {
+        self.cpus().len()
+    }
+
+    fn wait_fd(&self) -> i32 {
+        RingDrain::wait_fd(self)
+    }
+
+    fn rearm(&mut self) {
+        RingDrain::rearm(self);
+    }
+
+    fn drain(&mut self, place: &mut dyn FnMut(usize, &[u8]) -> bool) {
+        // An error leaves the records in the kernel's rings (counted there
+        // if they fill): nothing is dropped here.
+        let _ = RingDrain::drain(self, place);
     }
 }
 

@@ -20,8 +20,6 @@ use idleflow_format::{
 };
 use rustc_hash::FxHashMap;
 
-use std::time::Duration;
-
 use idleflow_bpf::SchedEvent;
 
 use super::bpf::{BpfSide, WakeStacks};
@@ -76,40 +74,27 @@ impl Recorder {
             bpf: self.bpf.as_mut().map(|b| &mut b.side),
         };
         let mut scratch = Vec::new();
+        let perf_rings = self.rings.len();
+        // The perf rings' chunks come first in a round, the eBPF rings'
+        // after them: a sample met before its event waits in the pairer.
         for (slot, bytes) in round.chunks() {
-            let Some(r) = self.rings.get_mut(slot) else {
-                continue;
-            };
-            read_records(bytes, 0, bytes.len() as u64, &mut scratch, |bytes| {
-                sink.record(slot, r, bytes)
-            });
+            if let Some(r) = self.rings.get_mut(slot) {
+                read_records(bytes, 0, bytes.len() as u64, &mut scratch, |bytes| {
+                    sink.record(slot, r, bytes)
+                });
+            } else {
+                sink.bpf_chunk(slot - perf_rings, bytes);
+            }
         }
         self.read_bpf(watermark)
     }
 
-    /// Reads every eBPF event recorded so far (nothing without the eBPF
-    /// source) and forgets the samples before `watermark` that found no
-    /// event.
+    /// Forgets the samples before `watermark` that found no eBPF event
+    /// (nothing without the eBPF source): both sides were read past it.
     pub(super) fn read_bpf(&mut self, watermark: u64) -> Result<(), RecorderError> {
-        let Some(b) = self.bpf.as_mut() else {
-            return Ok(());
-        };
-        let mut sink = RoundSink {
-            layout: &self.layout,
-            work_area: self.work_area.as_ref(),
-            merge: &mut self.merge,
-            summary: &mut self.summary,
-            renamed: &mut self.renamed,
-            blocking: &mut self.blocking,
-            kernel_stacks: &mut self.kernel_stacks,
-            own_pid: std::process::id(),
-            bpf: None,
-        };
-        let side = &mut b.side;
-        b.rec
-            .poll(Duration::ZERO, |cpu, ev| sink.bpf_event(side, cpu, ev))
-            .map_err(RecorderError::Bpf)?;
-        sink.summary.unpaired_stacks = side.expire(watermark);
+        if let Some(b) = self.bpf.as_mut() {
+            self.summary.unpaired_stacks = b.side.expire(watermark);
+        }
         Ok(())
     }
 }
@@ -375,6 +360,26 @@ impl RoundSink<'_> {
                 ))),
             );
         }
+    }
+
+    /// Ring `ring`'s eBPF records of a round (the eBPF recorder's ring
+    /// order), decoded and taken in order.
+    fn bpf_chunk(&mut self, ring: usize, bytes: &[u8]) {
+        let records = bytes.chunks_exact(idleflow_bpf::RECORD_BYTES);
+        let Some(cpu) = self.bpf.as_ref().and_then(|s| s.cpu(ring)) else {
+            self.summary.undecodable += records.len() as u64;
+            return;
+        };
+        let Some(side) = self.bpf.take() else {
+            return;
+        };
+        for record in records {
+            match idleflow_bpf::decode(record) {
+                Ok(ev) => self.bpf_event(side, cpu, ev),
+                Err(_) => self.summary.undecodable += 1,
+            }
+        }
+        self.bpf = Some(side);
     }
 
     /// One eBPF event of CPU `cpu`, into the merge with the stacks of its

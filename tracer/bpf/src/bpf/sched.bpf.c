@@ -29,10 +29,11 @@
  *   FLAG_CONTEXT_KNOWN clear and counted (context_unknown). Program runs
  *   the kernel skipped (recursion on one CPU) are the programs' own
  *   `recursion_misses`, read by user space;
- * - the reader is woken only when a ring holds `wakeup_bytes` or more: a
- *   wake-up per record would make records of its own (the reader's switch
- *   and waking) and feed itself. The reader polls with a timeout for the
- *   rest.
+ * - the reader is woken only when a record takes a ring's unread bytes
+ *   past a multiple of `wakeup_bytes`: a wake-up per record would make
+ *   records of its own (the reader's switch and waking) and feed itself,
+ *   and cost an interrupt each while the reader waits for a CPU. The
+ *   reader polls with a timeout for the rest.
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
@@ -141,11 +142,23 @@ static __always_inline struct record *reserve(void **ring)
 	return r;
 }
 
+/* A record's room in the ring: itself and the ring's 8-byte header. */
+#define RECORD_ROOM (sizeof(struct record) + 8)
+
 static __always_inline void submit(void *ring, struct record *r)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
+	/* Unread bytes, this record's included (it is reserved). */
+	__u64 avail = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
 
-	if (bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+	/* Wake the reader when this record takes the unread bytes past a
+	 * multiple of wakeup_bytes, not at every record above it: a reader
+	 * that a saturated CPU does not run at once would otherwise be woken
+	 * once per record (an interrupt each: irq_work), which slowed a
+	 * 128-thread hand-off to a quarter. A wake-up the reader misses is
+	 * repeated at the next multiple, and it polls with a timeout anyway. */
+	if (avail >= wakeup_bytes &&
+	    avail / wakeup_bytes != (avail - RECORD_ROOM) / wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(r, flags);
 }
