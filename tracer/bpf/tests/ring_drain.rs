@@ -1,0 +1,120 @@
+//! The rings handed to a drain ([`RingDrain`]) on the real kernel: every
+//! record comes out once, in its CPU's time order, decodable; the wait
+//! descriptor is readable after a ring passed its threshold and quiet again
+//! once the wake-up is taken (edge-triggered: records arriving all the
+//! time must not keep a waiter awake); `poll` reads nothing once the rings
+//! are handed over; bytes a taker refuses are offered again.
+
+mod support;
+
+use std::time::Duration;
+
+use idleflow_bpf::{decode, SchedEvent, SchedRecorder, RECORD_BYTES, WAKEUP_BYTES};
+use support::{may_run, online_cpus, pin};
+
+/// Whether `fd` polls readable within `ms`.
+fn readable(fd: i32, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let rc = unsafe { libc::poll(&mut p, 1, ms) };
+    rc == 1 && p.revents & libc::POLLIN != 0
+}
+
+/// A thread pinned to `cpu` sleeping 50 µs `times` times.
+fn switch_on(cpu: u32, times: usize) {
+    std::thread::spawn(move || {
+        pin(cpu);
+        for _ in 0..times {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_ring_drain_hands_every_record_once_in_order_and_wakes_on_edges() {
+    if !may_run("a_ring_drain_hands_every_record_once_in_order_and_wakes_on_edges") {
+        return;
+    }
+    let cpu = online_cpus()[0];
+    // A 256 KiB ring: the programs wake the reader every 64 KiB.
+    let mut rec = SchedRecorder::open(&[cpu], 256 << 10).expect("open");
+    let mut drain = rec.take_drain().expect("the rings");
+    assert!(rec.take_drain().is_none(), "handed over once");
+    assert_eq!(rec.wait_fd(), None);
+    assert_eq!(drain.cpus(), [cpu]);
+    let mut records = Vec::new();
+    let mut take = |ring: usize, bytes: &[u8]| {
+        assert_eq!(ring, 0);
+        assert_eq!(bytes.len() % RECORD_BYTES, 0, "whole records");
+        records.extend_from_slice(bytes);
+        true
+    };
+    drain.drain(&mut take).unwrap();
+    drain.rearm();
+    assert!(!readable(drain.wait_fd(), 0), "taken wake-ups stay taken");
+
+    // ≥ 2 switches and a waking per sleep, 40 B each in the ring: past the
+    // 64 KiB threshold.
+    let needed = WAKEUP_BYTES / (RECORD_BYTES + 8) / 3 + 200;
+    switch_on(cpu, needed);
+    assert!(
+        readable(drain.wait_fd(), 1000),
+        "no wake-up after {needed} sleeps"
+    );
+    assert!(
+        readable(drain.wait_fd(), 0),
+        "readable until the wake-up is taken"
+    );
+    drain.rearm();
+    assert!(
+        !readable(drain.wait_fd(), 0),
+        "readable again with no new wake-up: a waiter would spin"
+    );
+
+    // A taker that refuses keeps the bytes for the next offer.
+    let mut offered = 0;
+    drain
+        .drain(&mut |_, bytes| {
+            offered = bytes.len();
+            false
+        })
+        .unwrap();
+    assert!(offered >= WAKEUP_BYTES / (RECORD_BYTES + 8) * RECORD_BYTES);
+    let mut poll_saw = 0;
+    rec.poll(Duration::ZERO, |_, _| poll_saw += 1).unwrap();
+    assert_eq!(
+        poll_saw, 0,
+        "poll reads nothing once the drain has the rings"
+    );
+    drain.drain(&mut take).unwrap();
+    assert!(records.len() >= offered, "the refused bytes came again");
+
+    let events: Vec<SchedEvent> = records
+        .chunks_exact(RECORD_BYTES)
+        .map(|r| decode(r).expect("every record decodes"))
+        .collect();
+    assert!(
+        events.windows(2).all(|w| w[0].time() <= w[1].time()),
+        "time order"
+    );
+    let switches = events
+        .iter()
+        .filter(|e| matches!(e, SchedEvent::Switch(_)))
+        .count();
+    assert!(
+        switches >= needed,
+        "{switches} switches for {needed} sleeps"
+    );
+    // Other CPUs have no ring here (their events count as no_ring); the
+    // recorded one lost nothing.
+    let lost = rec.lost().unwrap();
+    let here = lost.per_cpu.iter().find(|c| c.cpu == cpu).expect("its CPU");
+    assert_eq!((here.ring_full, here.no_ring), (0, 0), "{lost:?}");
+    assert_eq!(lost.undecodable, 0, "{lost:?}");
+}
