@@ -11,8 +11,8 @@
 # nopolicy: the default without the policy that records every wait while
 # the JVM waits rarely (--all-waits-below 0); nostacks: the default without
 # the stacks at the switch-outs (--no-stacks);
-# all: --no-agent --all-switch-samples; bpf / bpfnoagent: the default /
-# --no-agent with the eBPF event source (--events bpf); perf: `perf record -a` of the same
+# all: --no-agent --all-switch-samples; bpf / bpfnoagent / bpfbare: the
+# default / --no-agent / bare with the eBPF event source (--events bpf); perf: `perf record -a` of the same
 # kernel records as idleflow's default, to tell the kernel's part of the cost
 # from the recorder's). The recorder starts SETTLE s (default
 # 3) before the load, so JFR's start-up is outside the measured window; the
@@ -82,6 +82,7 @@ for r in $(seq $ROUNDS); do
           all) A="--no-agent --all-switch-samples" ;;
           bpf) A="--events bpf" ;;
           bpfnoagent) A="--no-agent --events bpf" ;;
+          bpfbare) A="--no-agent --no-stacks --events bpf" ;;
         esac
         if [ $m = perf ]; then
           perf record -q -a -e sched:sched_switch --filter 'prev_state & 254' \
