@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use idleflow_bpf::{BpfError, RunTimeStats, SchedEvent, SchedRecorder, WakeContextSource};
-use support::{may_run, online_cpus, pin};
+use support::{may_run, online_cpus, sleep_pinned};
 
 #[test]
 fn probe_open_lose_detach_and_count() {
@@ -87,15 +87,7 @@ fn probe_open_lose_detach_and_count() {
     assert!(switches > 0, "nothing after attaching again");
 }
 
-/// A thread pinned to `cpu` sleeping 1 ms `times` times (two switches and
-/// a waking each), joined.
+/// A thread pinned to `cpu` sleeping 1 ms `times` times, joined.
 fn sleep_on(cpu: u32, times: usize) {
-    std::thread::spawn(move || {
-        pin(cpu);
-        for _ in 0..times {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    })
-    .join()
-    .unwrap();
+    sleep_pinned(cpu, times, Duration::from_millis(1));
 }

@@ -10,7 +10,7 @@ mod support;
 use std::time::Duration;
 
 use idleflow_bpf::{decode, SchedEvent, SchedRecorder, RECORD_BYTES, WAKEUP_BYTES};
-use support::{may_run, online_cpus, pin};
+use support::{may_run, online_cpus, sleep_pinned};
 
 /// Whether `fd` polls readable within `ms`.
 fn readable(fd: i32, ms: i32) -> bool {
@@ -22,18 +22,6 @@ fn readable(fd: i32, ms: i32) -> bool {
     // SAFETY: one valid pollfd.
     let rc = unsafe { libc::poll(&mut p, 1, ms) };
     rc == 1 && p.revents & libc::POLLIN != 0
-}
-
-/// A thread pinned to `cpu` sleeping 50 µs `times` times.
-fn switch_on(cpu: u32, times: usize) {
-    std::thread::spawn(move || {
-        pin(cpu);
-        for _ in 0..times {
-            std::thread::sleep(Duration::from_micros(50));
-        }
-    })
-    .join()
-    .unwrap();
 }
 
 #[test]
@@ -62,7 +50,7 @@ fn a_ring_drain_hands_every_record_once_in_order_and_wakes_on_edges() {
     // ≥ 2 switches and a waking per sleep, 40 B each in the ring: past the
     // 64 KiB threshold.
     let needed = WAKEUP_BYTES / (RECORD_BYTES + 8) / 3 + 200;
-    switch_on(cpu, needed);
+    sleep_pinned(cpu, needed, Duration::from_micros(50));
     assert!(
         readable(drain.wait_fd(), 1000),
         "no wake-up after {needed} sleeps"

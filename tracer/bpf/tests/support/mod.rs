@@ -57,6 +57,19 @@ pub fn pin(cpu: u32) {
     assert_eq!(rc, 0, "pinning to CPU {cpu}");
 }
 
+/// A thread pinned to `cpu` sleeping `each` `times` times (two switches
+/// and a waking each), joined.
+pub fn sleep_pinned(cpu: u32, times: usize, each: std::time::Duration) {
+    std::thread::spawn(move || {
+        pin(cpu);
+        for _ in 0..times {
+            std::thread::sleep(each);
+        }
+    })
+    .join()
+    .unwrap();
+}
+
 /// The calling thread's id.
 pub fn gettid() -> u32 {
     // SAFETY: gettid has no memory effects.
