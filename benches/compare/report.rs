@@ -117,21 +117,7 @@ pub fn synthesize(path: &Path, n: u64) {
         tool_version: "synthetic".into(),
         kernel_release: "synthetic".into(),
         hostname: "synthetic".into(),
-        cpus: cpus.clone(),
-        clock: "CLOCK_MONOTONIC".into(),
-        command: vec![],
-        target_pids: vec![],
-        start_ns: 1_000_000_000,
-        start_unix_ns: 0,
-        proc_stat_start: vec![],
-        user_hz: 100,
-        ring_bytes: 0,
-        tool_pid: 0,
-        java_waits: false,
-        stacks: String::new(),
-        wait_sample_period: 0,
-        event_source: String::new(),
-        event_source_why: String::new(),
+        ..RunInfo::minimal(cpus.clone(), 1_000_000_000)
     };
     let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
     let mut w = Writer::new(file, &info).unwrap();

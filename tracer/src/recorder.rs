@@ -31,6 +31,7 @@ mod bpf;
 mod open;
 mod round;
 mod source;
+mod trees;
 
 pub use open::{IRQ_WAKE_FILTER, TASK_WAKE_FILTER};
 pub use source::{choose, Chosen, EventSource, Recorded};
@@ -45,7 +46,6 @@ use crate::ring::Ring;
 use crate::sys::{self, PerfEvent, SysError};
 use crate::tracefs::TracefsError;
 use crate::workarea::LiveWorkArea;
-use idleflow_format::{kind, tree};
 use idleflow_format::{
     Dispatch, FormatError, KernelStack, Lost, ModuleMap, ProcStatCpu, Record, RunInfo, RunSummary,
     StackCopy, SwitchArg, SwitchStack, ThreadExit, ThreadInfo, Wakeup, Writer,
@@ -461,49 +461,6 @@ impl Recorder {
     pub fn attach_work_area(&mut self, area: Arc<WorkArea>, tree_dir: PathBuf) {
         self.work_area = Some(LiveWorkArea::new(area, &self.cpus, self.start_ns));
         self.tree_dir = Some(tree_dir);
-    }
-
-    /// Writes every agent's last call-tree dump as a TREE record.
-    fn embed_trees(&mut self) -> Result<(), RecorderError> {
-        let (Some(dir), Some(out)) = (self.tree_dir.as_ref(), self.output.as_mut()) else {
-            return Ok(());
-        };
-        // `tree-PID.json` in the directory, or in a JVM's own subdirectory
-        // (one made for a JVM of another user).
-        let is_dump = |p: &PathBuf| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("tree-") && n.ends_with(".bin"))
-        };
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return Ok(());
-        };
-        let mut files: Vec<PathBuf> = Vec::new();
-        for p in entries.flatten().map(|e| e.path()) {
-            if p.is_dir() {
-                if let Ok(sub) = std::fs::read_dir(&p) {
-                    files.extend(sub.flatten().map(|e| e.path()).filter(is_dump));
-                }
-            } else if is_dump(&p) {
-                files.push(p);
-            }
-        }
-        files.sort();
-        for f in files {
-            // Checked whole before the first record is copied: a dump the
-            // JVM died writing is counted, not half embedded.
-            let bytes = std::fs::read(&f).unwrap_or_default();
-            match tree::dump_frames(&bytes) {
-                Ok(frames) if frames.first().is_some_and(|f| f.kind == kind::TREE_HEAD) => {
-                    self.summary.tree_dumps += 1;
-                    for frame in frames {
-                        out.writer.write_tree_frame(frame)?;
-                    }
-                }
-                _ => self.summary.tree_dumps_unreadable += 1,
-            }
-        }
-        Ok(())
     }
 
     fn release(&mut self, watermark: u64) -> Result<(), RecorderError> {
