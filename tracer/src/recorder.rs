@@ -365,6 +365,7 @@ impl Recorder {
             } else {
                 0
             },
+            idle_stack_budget: 0,
             event_source: self.event_source.source.name().into(),
             event_source_why: self.event_source.why.clone(),
         };

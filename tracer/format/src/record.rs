@@ -330,6 +330,14 @@ pub struct RunInfo {
     /// 0 or 1: every one.
     #[serde(default, skip_serializing_if = "is_every_one")]
     pub wait_sample_period: u32,
+    /// With `stacks`: the switch-outs that leave a CPU idle had their
+    /// stacks taken at most about this many times a second on each CPU,
+    /// each such switch-out with the same chance (`record --stack-budget`;
+    /// the eBPF source). A switch-out to idle without stacks then stands
+    /// for its thread's previous stacks (the report says how much idle
+    /// that covers). 0: every one was taken.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_stack_budget: u32,
     /// Which kernel events recorded the dispatches and wake-ups: `perf`
     /// (perf's switch records and tracepoint samples) or `bpf` (eBPF
     /// programs at the scheduler's tracepoints); empty in older recordings.
@@ -339,6 +347,10 @@ pub struct RunInfo {
     /// CAP_BPF …`); empty in older recordings.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub event_source_why: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn is_every_one(period: &u32) -> bool {
@@ -366,6 +378,7 @@ impl RunInfo {
             java_waits: false,
             stacks: String::new(),
             wait_sample_period: 0,
+            idle_stack_budget: 0,
             event_source: String::new(),
             event_source_why: String::new(),
         }

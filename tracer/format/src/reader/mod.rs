@@ -100,6 +100,7 @@ impl<R: Read> Reader<R> {
                 java_waits: false,
                 stacks: String::new(),
                 wait_sample_period: 0,
+                idle_stack_budget: 0,
                 event_source: String::new(),
                 event_source_why: String::new(),
             },
