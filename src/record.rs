@@ -64,6 +64,7 @@ fn options(args: &RecordArgs) -> Options {
                 Events::Perf => EventSource::Perf,
                 Events::Bpf => EventSource::Bpf,
             },
+            stack_budget: args.stack_budget,
         },
         java: JavaOptions {
             waits: java(JavaMode::Waits),

@@ -192,6 +192,16 @@ pub struct RecordArgs {
     #[arg(long, default_value = "8K", value_parser = parse_stack_size, value_name = "BYTES")]
     pub stack_size: u32,
 
+    /// With `--events bpf`: take the stacks at about N switch-outs to idle a
+    /// second per CPU, each switch-out with the same chance, when they come
+    /// faster (a busy server goes idle tens of thousands of times a second,
+    /// and one path seen that often needs few stacks). A switch-out without
+    /// its own stacks stands for its thread's previous ones; the report's
+    /// header says how much of the idle that covers. 0: every one (as the
+    /// perf source always does).
+    #[arg(long, default_value_t = idleflow_tracer::DEFAULT_STACK_BUDGET, value_name = "N")]
+    pub stack_budget: u32,
+
     /// Where to take the stacks: `idle`, at the switch-outs that leave a CPU
     /// idle (the report's "Idle-causing call paths"); `waits`, at every
     /// blocking switch-out too (a sleep on a lock, a socket, a timer; not a

@@ -144,7 +144,15 @@ pub struct RecordOptions {
     pub waker_stack_bytes: u32,
     /// Which kernel events record the dispatches and wake-ups.
     pub events: EventSource,
+    /// With the eBPF source and stacks at the switches to idle only: about
+    /// this many of those switches a second per CPU get their stacks, each
+    /// with the same chance (the others stand for their thread's previous
+    /// stacks in the report); 0: every one.
+    pub stack_budget: u32,
 }
+
+/// Default [`RecordOptions::stack_budget`].
+pub const DEFAULT_STACK_BUDGET: u32 = 1000;
 
 /// Default [`RecordOptions::waker_stack_bytes`].
 pub const DEFAULT_WAKER_STACK_BYTES: u32 = 2048;
@@ -170,6 +178,7 @@ impl Default for RecordOptions {
             waker_sample_period: DEFAULT_WAKER_SAMPLE_PERIOD,
             waker_stack_bytes: DEFAULT_WAKER_STACK_BYTES,
             events: EventSource::Perf,
+            stack_budget: DEFAULT_STACK_BUDGET,
         }
     }
 }
@@ -266,6 +275,9 @@ pub struct Recorder {
     stacks: &'static str,
     /// `RunInfo::wait_sample_period`.
     wait_sample_period: u32,
+    /// `RunInfo::idle_stack_budget`: the eBPF programs' budget when they
+    /// take the stacks at the switches to idle, else 0.
+    idle_stack_budget: u32,
     /// `RunInfo::event_source` and `event_source_why`.
     event_source: Chosen,
     /// With the eBPF source: its recorder and pairers.
@@ -365,7 +377,7 @@ impl Recorder {
             } else {
                 0
             },
-            idle_stack_budget: 0,
+            idle_stack_budget: self.idle_stack_budget,
             event_source: self.event_source.source.name().into(),
             event_source_why: self.event_source.why.clone(),
         };

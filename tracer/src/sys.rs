@@ -58,7 +58,9 @@ pub const MAX_USER_STACK_BYTES: u32 = 65528;
 /// What to open on one CPU.
 #[derive(Debug, Clone, Copy)]
 pub struct EventSpec {
-    /// Tracepoint id, from tracefs.
+    /// Tracepoint id, from tracefs; [`SIDE_BAND_ONLY`]: no tracepoint, perf's
+    /// dummy software event, which samples nothing and only brings the
+    /// records asked for below (tasks, mappings).
     pub tracepoint_id: u64,
     /// Also emit `PERF_RECORD_SWITCH_CPU_WIDE` records (`context_switch`).
     pub switch_records: bool,
@@ -84,6 +86,9 @@ pub struct EventSpec {
     pub sample_period: u64,
 }
 
+/// [`EventSpec::tracepoint_id`] of an event that samples nothing.
+pub const SIDE_BAND_ONLY: u64 = u64::MAX;
+
 /// An open perf event, closed on drop.
 #[derive(Debug)]
 pub struct PerfEvent {
@@ -98,10 +103,18 @@ impl PerfEvent {
     /// disabled, stamping with `CLOCK_MONOTONIC`, one sample per
     /// `sample_period` events.
     pub fn open_cpu_wide(spec: &EventSpec, cpu: u32, what: &str) -> Result<Self, SysError> {
+        let (type_, config) = if spec.tracepoint_id == SIDE_BAND_ONLY {
+            (
+                sys::bindings::PERF_TYPE_SOFTWARE,
+                u64::from(sys::bindings::PERF_COUNT_SW_DUMMY),
+            )
+        } else {
+            (PERF_TYPE_TRACEPOINT, spec.tracepoint_id)
+        };
         let mut attr = perf_event_attr {
-            type_: PERF_TYPE_TRACEPOINT,
+            type_,
             size: std::mem::size_of::<perf_event_attr>() as u32,
-            config: spec.tracepoint_id,
+            config,
             sample_type: SAMPLE_TYPE,
             clockid: libc::CLOCK_MONOTONIC,
             ..Default::default()

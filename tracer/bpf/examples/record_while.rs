@@ -40,7 +40,7 @@ fn run(command: &[String], stats: bool) -> Result<ExitCode, Box<dyn std::error::
     let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
     let cpus = parse_cpu_list(cpus.trim()).ok_or("cannot read the online CPUs")?;
     let _stats = stats.then(RunTimeStats::enable).transpose()?;
-    let mut recorder = SchedRecorder::open(&cpus, 8 << 20)?;
+    let mut recorder = SchedRecorder::open(&cpus, 8 << 20, Default::default())?;
     let start = Instant::now();
     let mut child = Command::new(&command[0]).args(&command[1..]).spawn()?;
     let mut counts: BTreeMap<(u32, &str), u64> = BTreeMap::new();

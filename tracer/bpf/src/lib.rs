@@ -33,7 +33,8 @@
 //!
 //! Modules, one job each: [`record`] (the record's bytes → [`SchedEvent`]),
 //! [`state`] (raw task state → [`PrevState`]), [`context`] (preempt count →
-//! [`WakeContext`]), `percpu` (where the preempt count is, from the kernel
+//! [`WakeContext`]), `glue` (the tracing glue atop the programs' kernel
+//! call chains), `percpu` (where the preempt count is, from the kernel
 //! BTF), [`probe`](mod@probe) (can eBPF be used here), `loader` (the BPF object
 //! loaded), `rings` (one ring per CPU and their reader), [`stats`] (the
 //! programs' run counts and times), [`recorder`] (the life cycle), and
@@ -42,6 +43,7 @@
 
 pub mod context;
 pub mod error;
+mod glue;
 mod loader;
 mod percpu;
 pub mod probe;
@@ -53,10 +55,16 @@ pub mod state;
 pub mod stats;
 
 pub use error::BpfError;
+pub use glue::KernelGlue;
 pub use idleflow_format::{PrevState, WakeContext};
 pub use percpu::WakeContextSource;
 pub use probe::{probe, Probe};
-pub use record::{decode, DecodeError, SchedEvent, Switch, Wake, RECORD_BYTES};
-pub use recorder::{CpuLost, Lost, SchedRecorder, RING_BYTES_PER_RECORD, WAKEUP_BYTES};
-pub use rings::RingDrain;
+pub use record::{
+    decode, stacks, DecodeError, RecordStacks, SchedEvent, Switch, UserCopy, Wake, FLAG_STACKS,
+    RECORD_BYTES, STACK_HEAD_BYTES,
+};
+pub use recorder::{
+    CpuLost, Lost, SchedRecorder, StackConfig, RING_BYTES_PER_RECORD, WAKEUP_BYTES,
+};
+pub use rings::{framed_len, records, RingDrain};
 pub use stats::{ProgramStats, RunTimeStats};

@@ -15,6 +15,7 @@ use libbpf_rs::{Link, OpenObject, PrintLevel};
 
 use crate::error::BpfError;
 use crate::percpu::{wake_context_here, WakeContextSource};
+use crate::recorder::StackConfig;
 use crate::skel::{SchedSkel, SchedSkelBuilder};
 
 /// The loaded programs and maps.
@@ -33,14 +34,16 @@ impl std::fmt::Debug for Loaded {
 
 impl Loaded {
     /// Opens and loads the programs with `cpu_slots` ring slots, waking the
-    /// reader when a ring holds `wakeup_bytes` (0: the programs' default).
-    pub fn load(cpu_slots: u32, wakeup_bytes: u64) -> Result<Self, BpfError> {
+    /// reader when a ring holds `wakeup_bytes` (0: the programs' default),
+    /// taking the stacks `stacks` asks for.
+    pub fn load(cpu_slots: u32, wakeup_bytes: u64, stacks: StackConfig) -> Result<Self, BpfError> {
         let (wake_context, offset) = wake_context_here();
         let settings = |untrusted_loads| Settings {
             cpu_slots,
             wakeup_bytes,
             preempt_count_from_rq: offset,
             untrusted_loads,
+            stacks,
         };
         // Kernels before 6.17 refuse the cheaper read of the preempt
         // count; they get the helper call instead.
@@ -76,6 +79,7 @@ struct Settings {
     wakeup_bytes: u64,
     preempt_count_from_rq: i64,
     untrusted_loads: bool,
+    stacks: StackConfig,
 }
 
 /// Opens the object and loads it with `settings`.
@@ -93,6 +97,17 @@ fn load_with(settings: Settings) -> Result<SchedSkel<'static>, BpfError> {
             if settings.wakeup_bytes > 0 {
                 rodata.wakeup_bytes = settings.wakeup_bytes;
             }
+            let st = settings.stacks;
+            rodata.idle_stacks = match (st.idle_kernel, st.idle_user_bytes) {
+                (false, _) => 0,
+                (true, 0) => 1,
+                (true, _) => 2,
+            };
+            rodata.idle_user_bytes = st.idle_user_bytes & !7;
+            rodata.idle_stack_budget = u64::from(st.idle_budget);
+            rodata.waker_one_in = st.waker_one_in;
+            rodata.waker_kernel = u32::from(st.waker_kernel);
+            rodata.waker_user_bytes = st.waker_user_bytes & !7;
         }
         open.maps.rings.set_max_entries(settings.cpu_slots)?;
         open.load()

@@ -12,6 +12,7 @@ use std::fs;
 use crate::error::BpfError;
 use crate::loader::Loaded;
 use crate::percpu::WakeContextSource;
+use crate::recorder::StackConfig;
 
 /// The kernel's own types, which CO-RE relocates the programs against.
 pub const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
@@ -27,10 +28,20 @@ pub struct Probe {
     pub wake_context: WakeContextSource,
 }
 
-/// Tells whether the programs load here (nothing is attached), or why not.
+/// Tells whether the programs load here (nothing is attached), or why not:
+/// with every kind of stack on, so that the verifier sees every path (it
+/// skips the code that read-only settings turn off).
 pub fn probe() -> Result<Probe, BpfError> {
     preconditions()?;
-    let loaded = Loaded::load(1, 0)?;
+    let every_stack = StackConfig {
+        idle_kernel: true,
+        idle_user_bytes: 8192,
+        idle_budget: 1000,
+        waker_one_in: 16,
+        waker_kernel: true,
+        waker_user_bytes: 2048,
+    };
+    let loaded = Loaded::load(1, 0, every_stack)?;
     Ok(Probe {
         wake_context: loaded.wake_context().clone(),
     })

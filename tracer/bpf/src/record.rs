@@ -9,6 +9,11 @@
 //! here, in Rust, where it is tested: [`crate::state`] and
 //! [`crate::context`].
 //!
+//! A record with [`FLAG_STACKS`] goes on: a [`STACK_HEAD_BYTES`]-byte head
+//! (`kernel_bytes u32 | user_bytes u32 | user_asked u32 | has_regs u32 |
+//! ip sp bp di u64 | kernel[48] u64`) and `user_asked` bytes of room for
+//! the user stack copy; [`stacks`] reads them as [`RecordStacks`].
+//!
 //! Invariant: decoding reads only the bytes it was given and never panics;
 //! a record of a kind this version does not know, or of the wrong length,
 //! is a [`DecodeError`] (the reader counts it, never guesses).
@@ -32,6 +37,13 @@ pub const KIND_WAKEUP_NEW: u8 = 3;
 pub const FLAG_PREEMPT: u8 = 1;
 /// `flags` of a wake-up: `aux` holds the preempt count's context bits.
 pub const FLAG_CONTEXT_KNOWN: u8 = 2;
+/// `flags`: the record goes on with the stacks ([`stacks`]).
+pub const FLAG_STACKS: u8 = 4;
+
+/// The most kernel frames a record holds.
+pub const KERNEL_FRAMES: usize = 48;
+/// The size of a record with stacks before its user stack copy.
+pub const STACK_HEAD_BYTES: usize = RECORD_BYTES + 48 + KERNEL_FRAMES * 8;
 
 /// One event, as read from the ring of the CPU it happened on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,8 +148,11 @@ impl Wake {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// The ring gave a record of another size.
-    #[error("a record of {0} bytes (expected {RECORD_BYTES})")]
+    #[error("a record of {0} bytes (expected {RECORD_BYTES}, or at least {STACK_HEAD_BYTES} with stacks)")]
     Length(usize),
+    /// A record with stacks whose sizes disagree with its length.
+    #[error("a record with stacks whose sizes do not fit its {0} bytes")]
+    Stacks(usize),
     /// A kind this version does not know.
     #[error("a record of unknown kind {0}")]
     Kind(u8),
@@ -147,9 +162,99 @@ fn u32_at(b: &[u8; RECORD_BYTES], at: usize) -> u32 {
     u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// Decodes one record.
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&b[at..at + 8]);
+    u64::from_ne_bytes(v)
+}
+
+/// The stacks a record with [`FLAG_STACKS`] carries, borrowed from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordStacks<'a> {
+    /// The kernel call chain, innermost first, as the program took it: it
+    /// starts in the tracing glue (the program, the tracepoint's
+    /// trampoline), which the caller strips. Empty: none.
+    kernel: &'a [u8],
+    /// The thread's user registers and stack, if it has a user space and
+    /// the program took them.
+    pub user: Option<UserCopy<'a>>,
+}
+
+impl RecordStacks<'_> {
+    /// The kernel call chain's addresses, innermost first.
+    pub fn kernel(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        self.kernel.chunks_exact(8).map(|c| u64_at(c, 0))
+    }
+}
+
+/// A thread's user registers at its entry into the kernel and the top of
+/// its user stack, as perf's `REGS_USER` and `STACK_USER` give them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserCopy<'a> {
+    /// Instruction pointer.
+    pub ip: u64,
+    /// Stack pointer: the address of `bytes[0]`.
+    pub sp: u64,
+    /// Frame pointer.
+    pub bp: u64,
+    /// DI (in a system call, its first argument).
+    pub di: u64,
+    /// Bytes the copy asked for.
+    pub asked: u32,
+    /// The bytes copied (fewer than asked where the stack's mapping ends
+    /// before; empty when nothing could be read).
+    pub bytes: &'a [u8],
+}
+
+/// The stacks of record `bytes`: `None` for a record without
+/// [`FLAG_STACKS`].
+pub fn stacks(bytes: &[u8]) -> Result<Option<RecordStacks<'_>>, DecodeError> {
+    if bytes.len() < RECORD_BYTES {
+        return Err(DecodeError::Length(bytes.len()));
+    }
+    if bytes[9] & FLAG_STACKS == 0 {
+        return Ok(None);
+    }
+    if bytes.len() < STACK_HEAD_BYTES {
+        return Err(DecodeError::Length(bytes.len()));
+    }
+    let u32_at =
+        |at: usize| u32::from_ne_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let (kernel_bytes, user_bytes, asked, has_regs) = (
+        u32_at(32) as usize,
+        u32_at(36) as usize,
+        u32_at(40) as usize,
+        u32_at(44),
+    );
+    let room = bytes.len() - STACK_HEAD_BYTES;
+    if kernel_bytes > KERNEL_FRAMES * 8
+        || kernel_bytes % 8 != 0
+        || user_bytes > asked
+        || asked > room
+    {
+        return Err(DecodeError::Stacks(bytes.len()));
+    }
+    let kernel = &bytes[80..80 + kernel_bytes];
+    let user = (has_regs != 0).then(|| UserCopy {
+        ip: u64_at(bytes, 48),
+        sp: u64_at(bytes, 56),
+        bp: u64_at(bytes, 64),
+        di: u64_at(bytes, 72),
+        asked: asked as u32,
+        bytes: &bytes[STACK_HEAD_BYTES..STACK_HEAD_BYTES + user_bytes],
+    });
+    Ok(Some(RecordStacks { kernel, user }))
+}
+
+/// Decodes one record (of a record with stacks, the event: [`stacks`]
+/// reads the rest).
 pub fn decode(bytes: &[u8]) -> Result<SchedEvent, DecodeError> {
-    let b: &[u8; RECORD_BYTES] = bytes
+    let ok_len = bytes.len() == RECORD_BYTES
+        || (bytes.len() >= STACK_HEAD_BYTES && bytes[9] & FLAG_STACKS != 0);
+    if !ok_len {
+        return Err(DecodeError::Length(bytes.len()));
+    }
+    let b: &[u8; RECORD_BYTES] = bytes[..RECORD_BYTES]
         .try_into()
         .map_err(|_| DecodeError::Length(bytes.len()))?;
     let time = u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
@@ -324,5 +429,82 @@ mod tests {
         let mut long = r.to_vec();
         long.push(0);
         assert_eq!(decode(&long), Err(DecodeError::Length(33)));
+        // A long record without the flag, a flagged one too short for its
+        // head, or whose sizes overflow it: errors.
+        let mut long = vec![0u8; STACK_HEAD_BYTES + 16];
+        long[..RECORD_BYTES].copy_from_slice(&encode(1, KIND_SWITCH, 0, 0, (1, 1), (0, 0), 1));
+        assert_eq!(
+            decode(&long),
+            Err(DecodeError::Length(STACK_HEAD_BYTES + 16))
+        );
+        long[9] = FLAG_STACKS;
+        assert!(decode(&long).is_ok());
+        assert_eq!(
+            decode(&long[..STACK_HEAD_BYTES - 1]),
+            Err(DecodeError::Length(STACK_HEAD_BYTES - 1))
+        );
+        long[40..44].copy_from_slice(&17u32.to_ne_bytes()); // asks 17 > 16 of room
+        assert_eq!(
+            stacks(&long),
+            Err(DecodeError::Stacks(STACK_HEAD_BYTES + 16))
+        );
+        long[40..44].copy_from_slice(&16u32.to_ne_bytes());
+        long[32..36].copy_from_slice(&12u32.to_ne_bytes()); // not whole frames
+        assert_eq!(
+            stacks(&long),
+            Err(DecodeError::Stacks(STACK_HEAD_BYTES + 16))
+        );
+    }
+
+    #[test]
+    fn a_record_with_stacks_gives_its_event_and_its_stacks() {
+        let mut r = vec![0u8; STACK_HEAD_BYTES + 64];
+        r[..RECORD_BYTES].copy_from_slice(&encode(
+            42,
+            KIND_SWITCH,
+            FLAG_STACKS,
+            0,
+            (1234, 1200),
+            (0, 0),
+            0x1,
+        ));
+        let put32 =
+            |r: &mut Vec<u8>, at: usize, v: u32| r[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        put32(&mut r, 32, 16); // two kernel frames
+        put32(&mut r, 36, 32); // 32 of 64 bytes copied
+        put32(&mut r, 40, 64);
+        put32(&mut r, 44, 1);
+        for (at, v) in [
+            (48, 0x401000u64),
+            (56, 0x7ffd_0000),
+            (64, 0x7ffd_0100),
+            (72, 0xdead),
+        ] {
+            r[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        r[80..88].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
+        r[88..96].copy_from_slice(&0xffff_ffff_8100_1000u64.to_ne_bytes());
+        r[STACK_HEAD_BYTES] = 7;
+        let SchedEvent::Switch(s) = decode(&r).unwrap() else {
+            panic!("a switch")
+        };
+        assert_eq!((s.time, s.prev_tid, s.next_tid), (42, 1234, 0));
+        let st = stacks(&r).unwrap().expect("stacks");
+        assert_eq!(
+            st.kernel().collect::<Vec<_>>(),
+            [0xffff_ffff_8100_0000, 0xffff_ffff_8100_1000]
+        );
+        let u = st.user.expect("user registers");
+        assert_eq!(
+            (u.ip, u.sp, u.bp, u.di, u.asked),
+            (0x401000, 0x7ffd_0000, 0x7ffd_0100, 0xdead, 64)
+        );
+        assert_eq!(u.bytes.len(), 32);
+        assert_eq!(u.bytes[0], 7);
+        // A kernel thread's: no user registers.
+        put32(&mut r, 44, 0);
+        assert_eq!(stacks(&r).unwrap().unwrap().user, None);
+        // A plain record has none.
+        assert_eq!(stacks(&r[..RECORD_BYTES]).unwrap_or(None), None);
     }
 }

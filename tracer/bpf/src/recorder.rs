@@ -18,7 +18,7 @@ use crate::error::BpfError;
 use crate::loader::Loaded;
 use crate::percpu::WakeContextSource;
 use crate::probe::preconditions;
-use crate::record::{SchedEvent, RECORD_BYTES};
+use crate::record::{SchedEvent, RECORD_BYTES, STACK_HEAD_BYTES};
 
 use crate::rings::{RingDrain, Rings};
 use crate::stats::{program_stats, ProgramStats};
@@ -26,9 +26,46 @@ use crate::stats::{program_stats, ProgramStats};
 /// What a record costs in a ring: the record and libbpf's 8-byte header.
 pub const RING_BYTES_PER_RECORD: usize = RECORD_BYTES + 8;
 
-/// The programs wake the reader when a ring holds this much (or a quarter
-/// of the ring, if less).
+/// The programs wake the reader when a ring holds this much (or 32 of the
+/// longest records with stacks, if more; or a quarter of the ring, if
+/// less).
 pub const WAKEUP_BYTES: usize = 64 * 1024;
+
+/// The stacks the programs take (the default: none). Each is what perf's
+/// sample of the same event would carry: the kernel call chain (up to
+/// [`crate::record::KERNEL_FRAMES`] frames), the user registers and a copy
+/// of the top of the user stack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StackConfig {
+    /// At the switches that leave a CPU idle, the leaving thread's kernel
+    /// call chain.
+    pub idle_kernel: bool,
+    /// And this many bytes of its user stack (a multiple of 8; 0: none;
+    /// only with `idle_kernel`).
+    pub idle_user_bytes: u32,
+    /// About this many of those switches a second per CPU get their
+    /// stacks, each with the same chance; 0: every one.
+    pub idle_budget: u32,
+    /// One waking in this many (at random) gets stacks; 0: none.
+    pub waker_one_in: u32,
+    /// The waker's kernel call chain (an interrupt's, if one raised it).
+    pub waker_kernel: bool,
+    /// And this many bytes of a thread waker's user stack (0: none).
+    pub waker_user_bytes: u32,
+}
+
+impl StackConfig {
+    /// The longest record the programs write with these stacks.
+    pub fn max_record(&self) -> usize {
+        let user = match (self.idle_kernel, self.waker_one_in) {
+            (false, 0) => return RECORD_BYTES,
+            (true, 0) => self.idle_user_bytes,
+            (false, _) => self.waker_user_bytes,
+            (true, _) => self.idle_user_bytes.max(self.waker_user_bytes),
+        };
+        STACK_HEAD_BYTES + (user & !7) as usize
+    }
+}
 
 /// Records the recording did not get.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,8 +127,13 @@ impl SchedRecorder {
     /// `ring_bytes_per_cpu` (rounded up to a power of two of at least a
     /// page; a CPU writes [`RING_BYTES_PER_RECORD`] per event), and
     /// attaches them: recording starts on return. Events on CPUs not in
-    /// `cpus` are counted as [`CpuLost::no_ring`].
-    pub fn open(cpus: &[u32], ring_bytes_per_cpu: usize) -> Result<Self, BpfError> {
+    /// `cpus` are counted as [`CpuLost::no_ring`]. The records carry the
+    /// stacks `stacks` asks for ([`crate::record::stacks`]).
+    pub fn open(
+        cpus: &[u32],
+        ring_bytes_per_cpu: usize,
+        stacks: StackConfig,
+    ) -> Result<Self, BpfError> {
         preconditions()?;
         let possible = libbpf_rs::num_possible_cpus()
             .map_err(|e| BpfError::kernel("counting the possible CPUs", e))?;
@@ -102,9 +144,13 @@ impl SchedRecorder {
         cpus.sort_unstable();
         cpus.dedup();
         let bytes = ring_size(ring_bytes_per_cpu);
-        let wakeup = WAKEUP_BYTES.min(bytes as usize / 4) as u64;
-        let loaded = Loaded::load(possible as u32, wakeup)?;
-        let rings = Rings::create(&loaded.skel.maps.rings, &cpus, bytes)?;
+        // Records with stacks are kilobytes: the reader is woken after
+        // tens of them, not after every few.
+        let wakeup = WAKEUP_BYTES
+            .max(32 * stacks.max_record())
+            .min(bytes as usize / 4) as u64;
+        let loaded = Loaded::load(possible as u32, wakeup, stacks)?;
+        let rings = Rings::create(&loaded.skel.maps.rings, &cpus, bytes, stacks.max_record())?;
         let links = loaded.attach()?;
         Ok(SchedRecorder {
             links,

@@ -25,8 +25,35 @@ use libbpf_rs::{ErrorKind, MapCore, MapFlags, MapHandle, MapType, RingBuffer, Ri
 use crate::error::BpfError;
 use crate::record::{decode, SchedEvent, RECORD_BYTES};
 
+/// Bytes a record of `len` bytes takes in an inbox: a `u32` length, the
+/// record, padding to 8 ([`records`]).
+pub fn framed_len(len: usize) -> usize {
+    (4 + len).next_multiple_of(8)
+}
+
+/// The records of an inbox's bytes (a drained chunk), in order: each is
+/// framed by its `u32` length and padded to 8 bytes. A frame that does not
+/// fit ends the walk (the inbox writes none).
+pub fn records(chunk: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let len = u32::from_ne_bytes(chunk.get(at..at + 4)?.try_into().ok()?) as usize;
+        let record = chunk.get(at + 4..at + 4 + len)?;
+        at += framed_len(len);
+        Some(record)
+    })
+}
+
+/// Appends `record` to `buf`, framed as [`records`] reads it.
+fn push_framed(buf: &mut Vec<u8>, record: &[u8]) {
+    let end = buf.len() + framed_len(record.len());
+    buf.extend_from_slice(&(record.len() as u32).to_ne_bytes());
+    buf.extend_from_slice(record);
+    buf.resize(end, 0);
+}
+
 /// What the ring callbacks moved out of the kernel's rings and not yet
-/// handed on: each ring's records, back to back ([`RECORD_BYTES`] each).
+/// handed on: each ring's records, back to back, framed ([`records`]).
 /// A buffer holds at most its ring's size; a callback that finds it full
 /// leaves the record in the kernel's ring for the next read.
 #[derive(Debug, Default)]
@@ -40,9 +67,12 @@ pub(crate) struct Rings {
     reader: RingBuffer<'static>,
     inbox: Rc<RefCell<Inbox>>,
     cpus: Vec<u32>,
-    /// Records taken off a ring and not handed on: of another size than
-    /// [`RECORD_BYTES`], or that did not decode (or, which `fill` rules out,
-    /// with no room for them).
+    /// The room the longest record the programs write takes in an inbox.
+    max_frame: usize,
+    /// Records taken off a ring and not handed on: shorter than
+    /// [`RECORD_BYTES`] or longer than the longest the programs write, or
+    /// that did not decode (or, which `fill` rules out, with no room for
+    /// them).
     undecodable: Arc<AtomicU64>,
     /// Readable once per wake-up of a ring (edge-triggered), for a waiter
     /// that must not spin while records keep coming (see [`RingDrain`]).
@@ -70,8 +100,15 @@ impl std::fmt::Debug for Rings {
 impl Rings {
     /// Creates a ring of `bytes` (a power of two, a multiple of the page
     /// size) for each CPU of `cpus` and puts it at the CPU's index of
-    /// `outer`.
-    pub fn create(outer: &dyn MapCore, cpus: &[u32], bytes: u32) -> Result<Self, BpfError> {
+    /// `outer`; the programs' records are at most `max_record` bytes.
+    pub fn create(
+        outer: &dyn MapCore,
+        cpus: &[u32],
+        bytes: u32,
+        max_record: usize,
+    ) -> Result<Self, BpfError> {
+        let max_record = max_record.max(RECORD_BYTES);
+        let max_frame = framed_len(max_record);
         let opts = libbpf_sys::bpf_map_create_opts {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
             ..Default::default()
@@ -79,7 +116,7 @@ impl Rings {
         let inbox = Rc::new(RefCell::new(Inbox {
             rings: cpus
                 .iter()
-                .map(|_| Vec::with_capacity(bytes as usize))
+                .map(|_| Vec::with_capacity((bytes as usize).max(2 * max_frame)))
                 .collect(),
         }));
         let undecodable = Arc::new(AtomicU64::new(0));
@@ -108,7 +145,7 @@ impl Rings {
             let undecodable = Arc::clone(&undecodable);
             builder
                 .add(map, move |data: &[u8]| {
-                    if data.len() != RECORD_BYTES {
+                    if data.len() < RECORD_BYTES || data.len() > max_record {
                         undecodable.fetch_add(1, Ordering::Relaxed);
                         return 0;
                     }
@@ -119,11 +156,11 @@ impl Rings {
                     // Never grow: the drain thread must not allocate. `fill`
                     // reads no more than the room left, so this is a guard:
                     // libbpf has already taken the record off the ring.
-                    if buf.capacity() - buf.len() < RECORD_BYTES {
+                    if buf.capacity() - buf.len() < framed_len(data.len()) {
                         undecodable.fetch_add(1, Ordering::Relaxed);
                         return 0;
                     }
-                    buf.extend_from_slice(data);
+                    push_framed(buf, data);
                     0
                 })
                 .map_err(|e| BpfError::kernel(format!("reading the ring of CPU {cpu}"), e))?;
@@ -136,6 +173,7 @@ impl Rings {
             reader,
             inbox,
             cpus: cpus.to_vec(),
+            max_frame,
             undecodable,
             edge,
             _maps: maps,
@@ -143,29 +181,34 @@ impl Rings {
     }
 
     /// Moves what the kernel's rings hold into the buffers, as much as they
-    /// take: at most as many records as the emptiest buffer has room for
-    /// (libbpf counts across the rings), so no callback ever finds its
-    /// buffer full. The rest waits in the kernel's rings.
+    /// take: each time at most as many records as the emptiest buffer has
+    /// room for at the longest record (libbpf counts across the rings), so
+    /// no callback ever finds its buffer full; again while that many came.
+    /// The rest waits in the kernel's rings.
     fn fill(&mut self) -> Result<(), BpfError> {
-        let room = self
-            .inbox
-            .borrow()
-            .rings
-            .iter()
-            .map(|b| (b.capacity() - b.len()) / RECORD_BYTES)
-            .min()
-            .unwrap_or(0);
-        if room == 0 {
-            return Ok(());
+        loop {
+            let room = self
+                .inbox
+                .borrow()
+                .rings
+                .iter()
+                .map(|b| (b.capacity() - b.len()) / self.max_frame)
+                .min()
+                .unwrap_or(0);
+            if room == 0 {
+                return Ok(());
+            }
+            let rc = self.reader.consume_raw_n(room);
+            if rc < 0 {
+                return Err(BpfError::kernel(
+                    "reading the rings",
+                    std::io::Error::from_raw_os_error(-rc),
+                ));
+            }
+            if (rc as usize) < room {
+                return Ok(());
+            }
         }
-        let rc = self.reader.consume_raw_n(room);
-        if rc < 0 {
-            return Err(BpfError::kernel(
-                "reading the rings",
-                std::io::Error::from_raw_os_error(-rc),
-            ));
-        }
-        Ok(())
     }
 
     /// Waits up to `timeout` for a ring to pass the wake-up threshold, then
@@ -186,7 +229,7 @@ impl Rings {
         let mut n = 0;
         let mut inbox = self.inbox.borrow_mut();
         for (buf, &cpu) in inbox.rings.iter_mut().zip(&self.cpus) {
-            for record in buf.chunks_exact(RECORD_BYTES) {
+            for record in records(buf) {
                 match decode(record) {
                     Ok(event) => {
                         f(cpu, event);
@@ -302,7 +345,7 @@ impl RingDrain {
     }
 
     /// Moves every ring's records out: `place(ring, bytes)` for each ring
-    /// holding some (whole [`RECORD_BYTES`] records, in order), which
+    /// holding some (whole records, framed: [`records`], in order), which
     /// returns whether it took them; bytes not taken are offered again at
     /// the next call.
     pub fn drain(&mut self, place: &mut dyn FnMut(usize, &[u8]) -> bool) -> Result<(), BpfError> {

@@ -22,7 +22,7 @@ fn probe_open_lose_detach_and_count() {
         "{probe:?}"
     );
 
-    let err = SchedRecorder::open(&[100_000], 1 << 16).unwrap_err();
+    let err = SchedRecorder::open(&[100_000], 1 << 16, Default::default()).unwrap_err();
     assert!(
         matches!(err, BpfError::NoSuchCpu { cpu: 100_000, .. }),
         "{err}"
@@ -35,7 +35,7 @@ fn probe_open_lose_detach_and_count() {
     }
     let (kept, left) = (cpus[0], cpus[1]);
     let stats = RunTimeStats::enable().expect("run-time statistics");
-    let mut rec = SchedRecorder::open(&[kept], 1 << 20).expect("open");
+    let mut rec = SchedRecorder::open(&[kept], 1 << 20, Default::default()).expect("open");
     assert_eq!(rec.cpus(), [kept]);
     sleep_on(left, 20);
     // Switches on the kept CPU too, whatever else the machine runs (a CPU

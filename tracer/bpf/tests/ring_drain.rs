@@ -9,7 +9,9 @@ mod support;
 
 use std::time::Duration;
 
-use idleflow_bpf::{decode, SchedEvent, SchedRecorder, RECORD_BYTES, WAKEUP_BYTES};
+use idleflow_bpf::{
+    decode, framed_len, records, SchedEvent, SchedRecorder, RECORD_BYTES, WAKEUP_BYTES,
+};
 use support::{may_run, online_cpus, sleep_pinned};
 
 /// Whether `fd` polls readable within `ms`.
@@ -31,16 +33,20 @@ fn a_ring_drain_hands_every_record_once_in_order_and_wakes_on_edges() {
     }
     let cpu = online_cpus()[0];
     // A 256 KiB ring: the programs wake the reader every 64 KiB.
-    let mut rec = SchedRecorder::open(&[cpu], 256 << 10).expect("open");
+    let mut rec = SchedRecorder::open(&[cpu], 256 << 10, Default::default()).expect("open");
     let mut drain = rec.take_drain().expect("the rings");
     assert!(rec.take_drain().is_none(), "handed over once");
     assert_eq!(rec.wait_fd(), None);
     assert_eq!(drain.cpus(), [cpu]);
-    let mut records = Vec::new();
+    let mut taken = Vec::new();
     let mut take = |ring: usize, bytes: &[u8]| {
         assert_eq!(ring, 0);
-        assert_eq!(bytes.len() % RECORD_BYTES, 0, "whole records");
-        records.extend_from_slice(bytes);
+        assert_eq!(
+            records(bytes).map(|r| framed_len(r.len())).sum::<usize>(),
+            bytes.len(),
+            "whole records"
+        );
+        taken.extend_from_slice(bytes);
         true
     };
     drain.drain(&mut take).unwrap();
@@ -73,7 +79,7 @@ fn a_ring_drain_hands_every_record_once_in_order_and_wakes_on_edges() {
             false
         })
         .unwrap();
-    assert!(offered >= WAKEUP_BYTES / (RECORD_BYTES + 8) * RECORD_BYTES);
+    assert!(offered >= WAKEUP_BYTES / (RECORD_BYTES + 8) * framed_len(RECORD_BYTES));
     let mut poll_saw = 0;
     rec.poll(Duration::ZERO, |_, _| poll_saw += 1).unwrap();
     assert_eq!(
@@ -81,10 +87,9 @@ fn a_ring_drain_hands_every_record_once_in_order_and_wakes_on_edges() {
         "poll reads nothing once the drain has the rings"
     );
     drain.drain(&mut take).unwrap();
-    assert!(records.len() >= offered, "the refused bytes came again");
+    assert!(taken.len() >= offered, "the refused bytes came again");
 
-    let events: Vec<SchedEvent> = records
-        .chunks_exact(RECORD_BYTES)
+    let events: Vec<SchedEvent> = records(&taken)
         .map(|r| decode(r).expect("every record decodes"))
         .collect();
     assert!(

@@ -16,19 +16,11 @@
 use std::time::Duration;
 
 use idleflow_bpf::{BpfError, RingDrain, SchedRecorder};
-use idleflow_format::{Lost, Wakeup};
+use idleflow_format::Lost;
 
 use super::{CpuRing, Merged, SampledStacks};
 use crate::pair::Pairer;
 use crate::parse::UserStackCopy;
-
-/// A thread-context waker's stacks or an interrupt's, from a sampled
-/// `sched_waking` event, waiting for the eBPF waking they belong to.
-pub(super) struct WakeStacks {
-    pub(super) pid: u32,
-    pub(super) kernel: Option<Box<[u64]>>,
-    pub(super) user: Option<Box<UserStackCopy>>,
-}
 
 /// The eBPF recorder and what pairs its events with perf's samples.
 pub(super) struct BpfSource {
@@ -45,8 +37,10 @@ pub(super) struct BpfSide {
     cpu_of_ring: Vec<u32>,
     /// The merge source of ring `i`'s eBPF events is `base + i`.
     base: usize,
+    /// `--stacks waits`: perf's samples, paired with their switches.
     switches: Vec<Pairer<(u32, u32), SampledStacks>>,
-    wakes: Vec<Pairer<(u32, u32), WakeStacks>>,
+    /// Strips the tracing glue off the programs' kernel call chains.
+    glue: idleflow_bpf::KernelGlue,
     /// eBPF records lost per ring, as written so far.
     lost_written: Vec<u64>,
     /// Events before this (the window's start) are dropped.
@@ -56,8 +50,12 @@ pub(super) struct BpfSide {
 impl BpfSource {
     /// Opens the eBPF recorder for `cpus` (the rings' order), detached
     /// until [`BpfSource::start`].
-    pub(super) fn open(cpus: &[u32], ring_bytes: usize) -> Result<Self, BpfError> {
-        let mut rec = SchedRecorder::open(cpus, ring_bytes)?;
+    pub(super) fn open(
+        cpus: &[u32],
+        ring_bytes: usize,
+        stacks: idleflow_bpf::StackConfig,
+    ) -> Result<Self, BpfError> {
+        let mut rec = SchedRecorder::open(cpus, ring_bytes, stacks)?;
         rec.detach();
         let max = cpus.iter().copied().max().map_or(0, |c| c as usize + 1);
         let mut ring_of_cpu = vec![usize::MAX; max];
@@ -73,7 +71,7 @@ impl BpfSource {
                 cpu_of_ring,
                 base: n,
                 switches: (0..n).map(|_| Pairer::default()).collect(),
-                wakes: (0..n).map(|_| Pairer::default()).collect(),
+                glue: idleflow_bpf::KernelGlue::load(),
                 lost_written: vec![0; n],
                 start_ns: 0,
             },
@@ -118,15 +116,26 @@ impl BpfSide {
         self.switches.get_mut(ring)?.event(time, key)
     }
 
-    /// The waking of `key` (waker, wakee) at `time` on ring `ring`: the
-    /// stacks of its sample if that came already.
-    pub(super) fn wake_event(
-        &mut self,
-        ring: usize,
-        time: u64,
-        key: (u32, u32),
-    ) -> Option<WakeStacks> {
-        self.wakes.get_mut(ring)?.event(time, key)
+    /// The stacks a record carries, as the recording keeps them: the
+    /// kernel call chain without the tracing glue, the user copy.
+    pub(super) fn stacks(
+        &self,
+        st: &idleflow_bpf::RecordStacks<'_>,
+    ) -> (Option<Box<[u64]>>, Option<Box<UserStackCopy>>) {
+        let ips: Vec<u64> = st.kernel().collect();
+        let ips = self.glue.strip(&ips);
+        let kernel = (!ips.is_empty()).then(|| ips.into());
+        let user = st.user.map(|u| {
+            Box::new(UserStackCopy {
+                ip: u.ip,
+                sp: u.sp,
+                bp: u.bp,
+                di: u.di,
+                requested: u.asked,
+                bytes: u.bytes.to_vec(),
+            })
+        });
+        (kernel, user)
     }
 
     /// A `sched_switch` sample's stacks on ring `ring`: the time of its
@@ -141,19 +150,6 @@ impl BpfSide {
         self.switches.get_mut(ring)?.sample(time, key, st)
     }
 
-    /// A sampled waker's stacks on ring `ring`: the time of its waking if
-    /// that came already.
-    pub(super) fn wake_sample(
-        &mut self,
-        ring: usize,
-        w: &Wakeup,
-        st: WakeStacks,
-    ) -> Option<(u64, WakeStacks)> {
-        self.wakes
-            .get_mut(ring)?
-            .sample(w.time, (w.waker_tid, w.wakee_tid), st)
-    }
-
     /// Forgets the samples stamped before `time` that found no event,
     /// counting them; returns how many in all so far.
     pub(super) fn expire(&mut self, time: u64) -> u64 {
@@ -163,10 +159,6 @@ impl BpfSide {
                 p.expire(time);
                 p.unpaired()
             })
-            .chain(self.wakes.iter_mut().map(|p| {
-                p.expire(time);
-                p.unpaired()
-            }))
             .sum()
     }
 }

@@ -21,7 +21,7 @@ use crate::names::ThreadNames;
 use crate::parse::Layout;
 use crate::procfs;
 use crate::ring::{page_size, Ring};
-use crate::sys::{EventSpec, PerfEvent, SysError};
+use crate::sys::{EventSpec, PerfEvent, SysError, SIDE_BAND_ONLY};
 use crate::tracefs::{self, TracefsError, Tracepoint};
 
 /// The filter of the `sched_waking` event that takes the interrupt's
@@ -33,13 +33,34 @@ pub const IRQ_WAKE_FILTER: &str = "common_flags & 0x58";
 /// (the complement of [`IRQ_WAKE_FILTER`]).
 pub const TASK_WAKE_FILTER: &str = "!(common_flags & 0x58)";
 
-/// With the eBPF source and stacks: the `sched_switch` samples that carry
-/// them, at the switches that leave a CPU idle.
-const BPF_STACK_FILTER: &str = "next_pid == 0";
-
-/// With the eBPF source and no stacks: no `sched_switch` sample at all
-/// (the idle task never switches to itself); the event only owns the ring.
-const BPF_NO_SAMPLE_FILTER: &str = "prev_pid == 0 && next_pid == 0";
+/// The stacks the eBPF programs take for `options`: at the switches to
+/// idle (unless `--stacks waits`, whose stacks perf's filtered samples
+/// take), and at one waking in `waker_sample_period`, at random.
+pub(super) fn bpf_stacks(options: &RecordOptions) -> idleflow_bpf::StackConfig {
+    let any = options.kernel_stacks || options.user_stack_bytes > 0;
+    let idle = any && !options.stacks_at_waits;
+    let wakers = any && options.waker_stacks;
+    idleflow_bpf::StackConfig {
+        idle_kernel: idle,
+        idle_user_bytes: if idle {
+            options.user_stack_bytes & !7
+        } else {
+            0
+        },
+        idle_budget: options.stack_budget,
+        waker_one_in: if wakers {
+            options.waker_sample_period.max(1)
+        } else {
+            0
+        },
+        waker_kernel: wakers,
+        waker_user_bytes: if wakers {
+            options.waker_stack_bytes.min(options.user_stack_bytes) & !7
+        } else {
+            0
+        },
+    }
+}
 
 /// One wake-up event to open on each CPU: its spec (`wakeup_bytes` set by
 /// the caller), its filter, and its name for errors.
@@ -213,8 +234,9 @@ impl Recorder {
                 last_wake: None,
             });
         }
+        let stacks = bpf_stacks(options);
         let bpf = if with_bpf {
-            Some(BpfSource::open(&cpus, rb).map_err(RecorderError::Bpf)?)
+            Some(BpfSource::open(&cpus, rb, stacks).map_err(RecorderError::Bpf)?)
         } else {
             None
         };
@@ -250,6 +272,11 @@ impl Recorder {
             } else {
                 1
             },
+            idle_stack_budget: if with_bpf && stacks.idle_kernel {
+                stacks.idle_budget
+            } else {
+                0
+            },
             stacks: if !options.kernel_stacks && options.user_stack_bytes == 0 {
                 ""
             } else if options.stacks_at_waits {
@@ -277,9 +304,18 @@ fn open_cpu(
     wakeup_bytes: u32,
     with_bpf: bool,
 ) -> Result<CpuEvents, RecorderError> {
+    // With the eBPF source perf samples no switch unless `--stacks waits`
+    // asks for its samples: its dummy event brings the task and mapping
+    // records without a tracepoint firing at every switch.
+    let stacks = options.kernel_stacks || options.user_stack_bytes > 0;
+    let perf_samples = !with_bpf || (options.stacks_at_waits && stacks);
     let main = PerfEvent::open_cpu_wide(
         &EventSpec {
-            tracepoint_id: tp.switch.id,
+            tracepoint_id: if perf_samples {
+                tp.switch.id
+            } else {
+                SIDE_BAND_ONLY
+            },
             switch_records: !with_bpf,
             task_records: true,
             wakeup_bytes,
@@ -295,19 +331,16 @@ fn open_cpu(
     // A kernel that refuses the filter writes every sample: the joiner then
     // reads each state from its sample, as before. With stacks, the
     // switches that leave the CPU idle are sampled too (their state is then
-    // read from the sample).
-    let stacks = options.kernel_stacks || options.user_stack_bytes > 0;
-    let filter = match (with_bpf, stacks) {
-        (false, true) => format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0"),
-        (false, false) => SWITCH_SAMPLE_FILTER.to_string(),
-        // The uninterruptible waits' stacks too, as the perf path takes them.
-        (true, true) if options.stacks_at_waits => {
-            format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0")
-        }
-        (true, true) => BPF_STACK_FILTER.to_string(),
-        (true, false) => BPF_NO_SAMPLE_FILTER.to_string(),
+    // read from the sample). (With the eBPF source and `--stacks waits`,
+    // the same samples carry the stacks.)
+    let filter = if stacks {
+        format!("{SWITCH_SAMPLE_FILTER} || next_pid == 0")
+    } else {
+        SWITCH_SAMPLE_FILTER.to_string()
     };
-    let samples = if options.all_switch_samples || main.set_filter(&filter).is_err() {
+    let samples = if !perf_samples {
+        SwitchSamples::Filtered
+    } else if options.all_switch_samples || main.set_filter(&filter).is_err() {
         SwitchSamples::All
     } else {
         SwitchSamples::Filtered
@@ -370,8 +403,8 @@ fn open_sleep_sampler(
 
 /// Opens CPU `cpu`'s wake-up events ([`wake_events`]). A kernel that
 /// refuses the filters records every wake-up plainly, as before: the
-/// filtered events are opened as a set. With the eBPF source only the
-/// events that take stacks, and none if their filters are refused.
+/// filtered events are opened as a set. With the eBPF source none: its
+/// programs take the wakers' stacks.
 fn open_wake_events(
     options: &RecordOptions,
     tp: &Tracepoints,
@@ -379,10 +412,10 @@ fn open_wake_events(
     wakeup_bytes: u32,
     with_bpf: bool,
 ) -> Result<Vec<PerfEvent>, RecorderError> {
-    let mut wake_events = wake_events(options, tp.wakeup.id, tp.wakeup_new.id);
     if with_bpf {
-        wake_events.retain(|(_, filter, _)| filter.is_some());
+        return Ok(Vec::new());
     }
+    let wake_events = wake_events(options, tp.wakeup.id, tp.wakeup_new.id);
     let mut opened = Vec::new();
     for (spec, filter, what) in &wake_events {
         let ev = PerfEvent::open_cpu_wide(
@@ -402,9 +435,7 @@ fn open_wake_events(
         }
         opened.push(ev);
     }
-    if with_bpf && opened.len() != wake_events.len() {
-        opened.clear();
-    } else if opened.len() != wake_events.len() {
+    if opened.len() != wake_events.len() {
         for (spec, _, what) in plain_wake_events(tp.wakeup.id, tp.wakeup_new.id) {
             let ev = PerfEvent::open_cpu_wide(
                 &EventSpec {

@@ -22,7 +22,7 @@ use rustc_hash::FxHashMap;
 
 use idleflow_bpf::SchedEvent;
 
-use super::bpf::{BpfSide, WakeStacks};
+use super::bpf::BpfSide;
 use super::{CpuRing, Merged, Recorder, RecorderError, SampledStacks};
 use crate::drain::Round;
 use crate::merge::Merge;
@@ -174,20 +174,10 @@ impl RoundSink<'_> {
                     new_thread,
                     context,
                 };
-                match self.bpf.as_deref_mut() {
-                    None => self.wakeup(slot, last_wake, w, id.pid, kernel_stack, user_stack),
-                    Some(side) => {
-                        let source = side.source(slot);
-                        let st = WakeStacks {
-                            pid: id.pid,
-                            kernel: kernel_stack,
-                            user: user_stack,
-                        };
-                        if let Some((time, st)) = side.wake_sample(slot, &w, st) {
-                            let w = Wakeup { time, ..w };
-                            self.wake_stacks(source, &w, st.pid, st.kernel, st.user);
-                        }
-                    }
+                // With the eBPF source no wake-up event is opened: its
+                // programs write the wake-ups and their stacks.
+                if self.bpf.is_none() {
+                    self.wakeup(slot, last_wake, w, id.pid, kernel_stack, user_stack);
                 }
             }
             PerfRecord::Comm { id, pid, tid, comm } => {
@@ -363,28 +353,34 @@ impl RoundSink<'_> {
     }
 
     /// Ring `ring`'s eBPF records of a round (the eBPF recorder's ring
-    /// order), decoded and taken in order.
+    /// order), decoded and taken in order, with the stacks some carry.
     fn bpf_chunk(&mut self, ring: usize, bytes: &[u8]) {
-        let records = bytes.chunks_exact(idleflow_bpf::RECORD_BYTES);
         let Some(cpu) = self.bpf.as_ref().and_then(|s| s.cpu(ring)) else {
-            self.summary.undecodable += records.len() as u64;
+            self.summary.undecodable += idleflow_bpf::records(bytes).count() as u64;
             return;
         };
         let Some(side) = self.bpf.take() else {
             return;
         };
-        for record in records {
-            match idleflow_bpf::decode(record) {
-                Ok(ev) => self.bpf_event(side, cpu, ev),
-                Err(_) => self.summary.undecodable += 1,
+        for record in idleflow_bpf::records(bytes) {
+            match (idleflow_bpf::decode(record), idleflow_bpf::stacks(record)) {
+                (Ok(ev), Ok(st)) => self.bpf_event(side, cpu, ev, st),
+                _ => self.summary.undecodable += 1,
             }
         }
         self.bpf = Some(side);
     }
 
-    /// One eBPF event of CPU `cpu`, into the merge with the stacks of its
-    /// sample if that came already.
-    fn bpf_event(&mut self, side: &mut BpfSide, cpu: u32, ev: SchedEvent) {
+    /// One eBPF event of CPU `cpu`, into the merge with its stacks: those
+    /// its record carries (`st`), or those of its perf sample if that came
+    /// already (`--stacks waits`).
+    fn bpf_event(
+        &mut self,
+        side: &mut BpfSide,
+        cpu: u32,
+        ev: SchedEvent,
+        st: Option<idleflow_bpf::RecordStacks<'_>>,
+    ) {
         if ev.time() < side.start_ns {
             return;
         }
@@ -404,7 +400,17 @@ impl RoundSink<'_> {
                     wa.tag(&mut d, self.summary);
                 }
                 self.merge.push(slot, d.time, Merged::Dispatch(d));
-                if let Some(st) = side.switch_event(ring, d.time, (d.prev_tid, d.next_tid)) {
+                if let Some(st) = st {
+                    let (kernel, user) = side.stacks(&st);
+                    let st = SampledStacks {
+                        prev: sw.prev_tid,
+                        next: sw.next_tid,
+                        pid: sw.prev_tgid,
+                        kernel,
+                        user,
+                    };
+                    self.switch_stacks(slot, d.time, cpu, st);
+                } else if let Some(st) = side.switch_event(ring, d.time, (d.prev_tid, d.next_tid)) {
                     self.switch_stacks(slot, d.time, cpu, st);
                 }
             }
@@ -412,11 +418,9 @@ impl RoundSink<'_> {
                 let new = matches!(ev, SchedEvent::WakeupNew(_));
                 let w = wk.to_wakeup(cpu, new);
                 self.merge.push(slot, w.time, Merged::Wakeup(w));
-                if new {
-                    return;
-                }
-                if let Some(st) = side.wake_event(ring, w.time, (w.waker_tid, w.wakee_tid)) {
-                    self.wake_stacks(slot, &w, st.pid, st.kernel, st.user);
+                if let Some(st) = st.filter(|_| !new) {
+                    let (kernel, user) = side.stacks(&st);
+                    self.wake_stacks(slot, &w, wk.waker_tgid, kernel, user);
                 }
             }
         }

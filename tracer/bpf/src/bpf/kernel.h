@@ -24,6 +24,8 @@ typedef __u16 __be16;
 typedef __u32 __be32;
 typedef __u32 __wsum;
 typedef _Bool bool;
+#define true 1
+#define false 0
 
 /* include/uapi/linux/bpf.h: stable ABI numbers. */
 enum {
@@ -38,6 +40,9 @@ enum {
 enum {
 	BPF_RB_AVAIL_DATA = 0,
 };
+
+/* include/linux/sched.h: the task is a kernel thread (no user space). */
+#define PF_KTHREAD 0x00200000
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -61,8 +66,22 @@ struct sched_entity {
 	struct cfs_rq *cfs_rq;
 };
 
+/* The user registers saved at the kernel's entry (x86-64 names). */
+struct pt_regs {
+	unsigned long di;
+	unsigned long bp;
+	unsigned long ip;
+	unsigned long sp;
+};
+
+struct mm_struct {
+	unsigned long task_size;
+};
+
 struct task_struct {
 	struct thread_info thread_info;
+	unsigned int flags;
+	struct mm_struct *mm;
 	/* Kernels without CONFIG_THREAD_INFO_IN_TASK (and before 5.16 on some
 	 * architectures) keep the CPU here. */
 	unsigned int cpu;

@@ -19,6 +19,27 @@
  *  28  u32 arg      switch: prev_state as the scheduler passed it;
  *                   wake-ups: target CPU (task_cpu of the woken task)
  *
+ * Stacks (when user space asks for them; decoded by src/record.rs): a switch that leaves a CPU idle, sampled under
+ * a per-CPU budget, and one waking in `waker_one_in`, are written as a
+ * longer record: the 32 bytes above with FLAG_STACKS set, then
+ *
+ *  32  u32 kernel_bytes   bytes of kernel[] written (0: none)
+ *  36  u32 user_bytes     bytes of the user stack copied (0: none)
+ *  40  u32 user_asked     bytes the copy asked for (room after the head)
+ *  44  u32 has_regs       1: ip..di hold the thread's user registers
+ *  48  u64 ip, sp, bp, di the user registers at the kernel's entry
+ *  80  u64 kernel[48]     the kernel call chain, innermost first (it
+ *                         starts in this program; user space strips the
+ *                         tracing glue)
+ * 464  u8  user[user_asked]  the top of the user stack, from sp up
+ *
+ * The stacks are those perf's samples would carry at the same switch or
+ * waking: the leaving thread's (the waker's), with the user registers
+ * saved when it entered the kernel; an interrupt's waking keeps the
+ * kernel chain only. Which switches to idle get stacks is random, each
+ * with the same chance, the chance set per 100 ms window so that a CPU
+ * takes about `idle_stack_budget` a second (`samplers`).
+ *
  * Invariants:
  * - every record goes into the ring of the CPU whose program wrote it, so
  *   CPUs never share a ring (nor its lock) and each ring is in the order
@@ -49,7 +70,10 @@ enum {
 enum {
 	FLAG_PREEMPT = 1,
 	FLAG_CONTEXT_KNOWN = 2,
+	FLAG_STACKS = 4,
 };
+
+#define KERNEL_FRAMES 48
 
 struct record {
 	__u64 time;
@@ -64,6 +88,32 @@ struct record {
 };
 
 _Static_assert(sizeof(struct record) == 32, "the record is 32 bytes");
+
+/* A record with stacks: the record, this head, then the user stack copy. */
+struct stack_record {
+	struct record ev;
+	__u32 kernel_bytes;
+	__u32 user_bytes;
+	__u32 user_asked;
+	__u32 has_regs;
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u64 di;
+	__u64 kernel[KERNEL_FRAMES];
+};
+
+_Static_assert(sizeof(struct stack_record) == 464, "the stack head is 464 bytes");
+
+/* Per CPU: the chance of a switch to idle to get its stacks, for the
+ * current window, and what the window saw. */
+struct sampler {
+	__u64 window_start;
+	__u64 seen;
+	__u64 taken;
+	/* Take when bpf_get_prandom_u32() is below this (1 << 32: always). */
+	__u64 threshold;
+};
 
 /* Records that were not written, per CPU. */
 struct counters {
@@ -93,6 +143,13 @@ struct {
 	__type(value, struct counters);
 } counters SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sampler);
+} samplers SEC(".maps");
+
 /* Set by user space before the load (then frozen: the verifier folds them). */
 
 /* Where the preempt count sits in the per-CPU area relative to the run
@@ -108,6 +165,20 @@ const volatile __u64 wakeup_bytes = 65536;
  * bpf_probe_read_kernel, a helper call that costs a waking ~25-50 ns more
  * here. User space loads with 1 and, if the verifier refuses, again with 0. */
 const volatile bool untrusted_loads = 1;
+
+/* Stacks at the switches that leave a CPU idle: 0 none, 1 kernel call
+ * chains, 2 also user stack copies of idle_user_bytes. */
+const volatile __u32 idle_stacks = 0;
+const volatile __u32 idle_user_bytes = 0;
+/* About this many a second per CPU (0: every one). */
+const volatile __u64 idle_stack_budget = 0;
+/* Stacks at one waking in waker_one_in (0: none): kernel chains (and an
+ * interrupt's), user stack copies of waker_user_bytes at a thread's. */
+const volatile __u32 waker_one_in = 0;
+const volatile __u32 waker_kernel = 0;
+const volatile __u32 waker_user_bytes = 0;
+
+#define WINDOW_NS 100000000ULL
 
 extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym __weak;
 
@@ -145,7 +216,13 @@ static __always_inline struct record *reserve(void **ring)
 /* A record's room in the ring: itself and the ring's 8-byte header. */
 #define RECORD_ROOM (sizeof(struct record) + 8)
 
-static __always_inline void submit(void *ring, struct record *r)
+/* A record with stacks and `user` bytes of user stack: its room. */
+static __always_inline __u64 stack_room(__u32 user)
+{
+	return sizeof(struct stack_record) + user + 8;
+}
+
+static __always_inline void submit(void *ring, void *r, __u64 room)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
 	/* Unread bytes, this record's included (it is reserved). */
@@ -158,7 +235,7 @@ static __always_inline void submit(void *ring, struct record *r)
 	 * 128-thread hand-off to a quarter. A wake-up the reader misses is
 	 * repeated at the next multiple, and it polls with a timeout anyway. */
 	if (avail >= wakeup_bytes &&
-	    avail / wakeup_bytes != (avail - RECORD_ROOM) / wakeup_bytes)
+	    avail / wakeup_bytes != (avail - room) / wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(r, flags);
 }
@@ -198,16 +275,157 @@ static __always_inline __u32 task_cpu(struct task_struct *p)
 	return p->cpu;
 }
 
+/* Whether this switch to idle gets its stacks (see struct sampler). */
+static __always_inline bool sample_idle_stacks(__u64 now)
+{
+	__u32 zero = 0;
+	struct sampler *s;
+	__u64 expect;
+
+	if (!idle_stack_budget)
+		return true;
+	s = bpf_map_lookup_elem(&samplers, &zero);
+	if (!s)
+		return false;
+	expect = idle_stack_budget * WINDOW_NS / 1000000000ULL;
+	if (expect == 0)
+		expect = 1;
+	if (now - s->window_start >= WINDOW_NS) {
+		/* The chance for the next window from this one's rate. */
+		if (s->window_start == 0 || s->seen <= expect)
+			s->threshold = 1ULL << 32;
+		else
+			s->threshold = (expect << 32) / s->seen;
+		s->window_start = now;
+		s->seen = 0;
+		s->taken = 0;
+	}
+	s->seen++;
+	/* A burst inside a window costs at most twice the budget. */
+	if (s->taken >= 2 * expect || bpf_get_prandom_u32() >= s->threshold)
+		return false;
+	s->taken++;
+	return true;
+}
+
+/* Copies the top of the user stack at sp into r's room of `asked` bytes:
+ * all of it, or the largest half, quarter or eighth that is mapped (a
+ * shallow stack's top page ends before sp + asked). */
+static __always_inline __u32 copy_user_stack(void *dst, __u32 asked, __u64 sp)
+{
+	if (asked >= 8 && bpf_probe_read_user(dst, asked, (void *)sp) == 0)
+		return asked;
+	if (asked >= 16 && bpf_probe_read_user(dst, asked / 2, (void *)sp) == 0)
+		return asked / 2;
+	if (asked >= 32 && bpf_probe_read_user(dst, asked / 4, (void *)sp) == 0)
+		return asked / 4;
+	if (asked >= 64 && bpf_probe_read_user(dst, asked / 8, (void *)sp) == 0)
+		return asked / 8;
+	return 0;
+}
+
+/* Fills r's stacks of task t (the current task): the kernel chain if
+ * `kernel`, the user registers and `user_asked` bytes of its user stack
+ * if it has a user space. */
+static __always_inline void fill_stacks(void *ctx, struct stack_record *r, struct task_struct *t,
+					bool kernel, __u32 user_asked)
+{
+	struct pt_regs *regs;
+	long n;
+
+	r->kernel_bytes = 0;
+	r->user_bytes = 0;
+	r->user_asked = user_asked;
+	r->has_regs = 0;
+	r->ip = r->sp = r->bp = r->di = 0;
+	if (kernel) {
+		n = bpf_get_stack(ctx, r->kernel, sizeof(r->kernel), 0);
+		if (n > 0)
+			r->kernel_bytes = n;
+	}
+	if (!user_asked || (t->flags & PF_KTHREAD) || !t->mm)
+		return;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!regs)
+		return;
+	r->ip = regs->ip;
+	r->sp = regs->sp;
+	r->bp = regs->bp;
+	r->di = regs->di;
+	r->has_regs = 1;
+	r->user_bytes = copy_user_stack(r + 1, user_asked, r->sp);
+}
+
+/* A record with room for stacks and `user` bytes in this CPU's ring, or
+ * NULL (counted). */
+static __always_inline struct stack_record *reserve_stacks(void **ring, __u32 user)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct counters *c;
+	struct stack_record *r;
+
+	*ring = bpf_map_lookup_elem(&rings, &cpu);
+	if (!*ring) {
+		c = counters_here();
+		if (c)
+			__sync_fetch_and_add(&c->no_ring, 1);
+		return NULL;
+	}
+	r = bpf_ringbuf_reserve(*ring, sizeof(*r) + user, 0);
+	if (!r) {
+		c = counters_here();
+		if (c)
+			__sync_fetch_and_add(&c->ring_full, 1);
+	}
+	return r;
+}
+
+/* The switch of prev to the idle task, with prev's stacks. */
+static __always_inline int switch_with_stacks(void *ctx, bool preempt, struct task_struct *prev,
+					      struct task_struct *next, unsigned int prev_state,
+					      __u64 now)
+{
+	void *ring;
+	struct stack_record *r;
+
+	if (idle_stacks >= 2) {
+		r = reserve_stacks(&ring, idle_user_bytes);
+		if (!r)
+			return 0;
+		fill_stacks(ctx, r, prev, true, idle_user_bytes);
+	} else {
+		r = reserve_stacks(&ring, 0);
+		if (!r)
+			return 0;
+		fill_stacks(ctx, r, prev, true, 0);
+	}
+	r->ev.time = now;
+	r->ev.kind = KIND_SWITCH;
+	r->ev.flags = (preempt ? FLAG_PREEMPT : 0) | FLAG_STACKS;
+	r->ev.aux = (__u16)prev->exit_state;
+	r->ev.tid_a = prev->pid;
+	r->ev.tgid_a = prev->tgid;
+	r->ev.tid_b = next->pid;
+	r->ev.tgid_b = next->tgid;
+	r->ev.arg = prev_state;
+	submit(ring, r, stack_room(idle_stacks >= 2 ? idle_user_bytes : 0));
+	return 0;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
 	void *ring;
-	struct record *r = reserve(&ring);
+	struct record *r;
+	__u64 now = bpf_ktime_get_ns();
 
+	if (idle_stacks && next->pid == 0 && prev->pid != 0 && sample_idle_stacks(now))
+		return switch_with_stacks(ctx, preempt, prev, next, prev_state, now);
+	r = reserve(&ring);
 	if (!r)
 		return 0;
-	r->time = bpf_ktime_get_ns();
+	r->time = now;
 	r->kind = KIND_SWITCH;
 	r->flags = preempt ? FLAG_PREEMPT : 0;
 	r->aux = (__u16)prev->exit_state;
@@ -216,23 +434,51 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	r->tid_b = next->pid;
 	r->tgid_b = next->tgid;
 	r->arg = prev_state;
-	submit(ring, r);
+	submit(ring, r, RECORD_ROOM);
 	return 0;
 }
 
-static __always_inline int on_wake(struct task_struct *p, __u8 kind)
+/* Whether a waking raised with preempt count `pc` (known: `known`) is an
+ * interrupt's (src/context.rs decides the same from the same bits). */
+static __always_inline bool in_interrupt(bool known, __u32 pc)
+{
+	return known && (pc & 0x00ff0100);
+}
+
+static __always_inline int on_wake(void *ctx, struct task_struct *p, __u8 kind)
 {
 	struct task_struct *cur;
 	void *ring;
-	struct record *r = reserve(&ring);
-	__u32 pc;
+	struct record *r;
+	struct stack_record *sr = NULL;
+	__u32 pc = 0;
+	bool known;
 
-	if (!r)
-		return 0;
+	cur = bpf_get_current_task_btf();
+	known = read_preempt_count(cur, &pc) == 0;
+	if (kind == KIND_WAKING && waker_one_in && bpf_get_prandom_u32() % waker_one_in == 0) {
+		if (waker_user_bytes && !in_interrupt(known, pc)) {
+			sr = reserve_stacks(&ring, waker_user_bytes);
+			if (!sr)
+				return 0;
+			fill_stacks(ctx, sr, cur, waker_kernel, waker_user_bytes);
+		} else if (waker_kernel) {
+			sr = reserve_stacks(&ring, 0);
+			if (!sr)
+				return 0;
+			fill_stacks(ctx, sr, cur, true, 0);
+		}
+	}
+	if (sr) {
+		r = &sr->ev;
+	} else {
+		r = reserve(&ring);
+		if (!r)
+			return 0;
+	}
 	r->time = bpf_ktime_get_ns();
 	r->kind = kind;
-	cur = bpf_get_current_task_btf();
-	if (read_preempt_count(cur, &pc) == 0) {
+	if (known) {
 		r->flags = FLAG_CONTEXT_KNOWN;
 		r->aux = (__u16)(pc >> 8);
 	} else {
@@ -248,20 +494,26 @@ static __always_inline int on_wake(struct task_struct *p, __u8 kind)
 	r->tid_b = p->pid;
 	r->tgid_b = p->tgid;
 	r->arg = task_cpu(p);
-	submit(ring, r);
+	if (sr) {
+		r->flags |= FLAG_STACKS;
+		submit(ring, sr, stack_room(waker_user_bytes && !in_interrupt(known, pc) ?
+					    waker_user_bytes : 0));
+	} else {
+		submit(ring, r, RECORD_ROOM);
+	}
 	return 0;
 }
 
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
-	return on_wake(p, KIND_WAKING);
+	return on_wake(ctx, p, KIND_WAKING);
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(on_wakeup_new, struct task_struct *p)
 {
-	return on_wake(p, KIND_WAKEUP_NEW);
+	return on_wake(ctx, p, KIND_WAKEUP_NEW);
 }
 
 /* GPL-compatible, as bpf_probe_read_kernel and BTF tracing require; the

@@ -243,7 +243,8 @@ impl Recording {
         let cpus = online_cpus();
         let mut perf = PerfReference::open(&cpus, 8 << 20);
         perf.enable();
-        let mut bpf = SchedRecorder::open(&cpus, 4 << 20).expect("opening the BPF recorder");
+        let mut bpf = SchedRecorder::open(&cpus, 4 << 20, Default::default())
+            .expect("opening the BPF recorder");
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
         let reader = std::thread::spawn(move || {
