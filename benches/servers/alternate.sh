@@ -14,7 +14,8 @@
 # all: --no-agent --all-switch-samples; bpf / bpfnoagent / bpfbare: the
 # default / --no-agent / bare with the eBPF event source (--events bpf);
 # bpfkern / bpfuser: --no-agent --events bpf with kernel stacks only / kernel
-# and user stacks, no waker stacks (what each kind of stack costs); perf: `perf record -a` of the same
+# and user stacks, no waker stacks (what each kind of stack costs); bpfall:
+# --no-agent --events bpf --stack-budget 0 (a stack at every switch to idle); perf: `perf record -a` of the same
 # kernel records as idleflow's default, to tell the kernel's part of the cost
 # from the recorder's). The recorder starts SETTLE s (default
 # 3) before the load, so JFR's start-up is outside the measured window; the
@@ -87,6 +88,7 @@ for r in $(seq $ROUNDS); do
           bpfbare) A="--no-agent --no-stacks --events bpf" ;;
           bpfkern) A="--no-agent --events bpf --stack-size 0 --no-waker-stacks" ;;
           bpfuser) A="--no-agent --events bpf --no-waker-stacks" ;;
+          bpfall) A="--no-agent --events bpf --stack-budget 0" ;;
         esac
         if [ $m = perf ]; then
           perf record -q -a -e sched:sched_switch --filter 'prev_state & 254' \

@@ -437,6 +437,9 @@ impl Recorder {
         wake: Option<BorrowedFd<'_>>,
         max_wait_ms: i32,
     ) -> Result<(), RecorderError> {
+        if let Some(b) = self.bpf.as_mut() {
+            b.cost.tick(sys::monotonic_ns());
+        }
         let Some(drain) = self.drain.as_ref() else {
             return Ok(());
         };
@@ -632,10 +635,11 @@ impl Recorder {
         for e in &self.events {
             e.disable()?;
         }
+        let stop_ns = sys::monotonic_ns();
         if let Some(b) = self.bpf.as_mut() {
+            self.summary.kernel_cost = b.cost.finish(stop_ns, &b.rec);
             b.rec.detach();
         }
-        let stop_ns = sys::monotonic_ns();
         self.stop_ns = Some(stop_ns);
         self.summary.stop_ns = stop_ns;
         self.summary.proc_stat_stop = procfs::proc_stat().unwrap_or_default();

@@ -440,6 +440,37 @@ pub struct RunSummary {
     /// or waking to go with (their stacks are not written).
     #[serde(default)]
     pub unpaired_stacks: u64,
+    /// With the eBPF source: what its programs cost, timed by the kernel
+    /// over part of the window (None: not timed, or another source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_cost: Option<KernelCost>,
+}
+
+/// The eBPF programs' run time as the kernel timed it
+/// (`BPF_STATS_RUN_TIME`), over the parts of the window it was on: timing
+/// costs every run two clock reads, so the recorder times one second in
+/// ten. The window's cost is estimated as `run_ns * window / timed_ns`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct KernelCost {
+    /// ns the programs ran while timed, on all CPUs together.
+    pub run_ns: u64,
+    /// Their runs while timed.
+    pub runs: u64,
+    /// ns of the window during which they were timed.
+    pub timed_ns: u64,
+}
+
+impl KernelCost {
+    /// The programs' estimated CPU time over a window of `window_ns`.
+    pub fn estimate_ns(&self, window_ns: u64) -> Option<u64> {
+        (self.timed_ns > 0)
+            .then(|| (self.run_ns as u128 * window_ns as u128 / self.timed_ns as u128) as u64)
+    }
+
+    /// ns a run, on average.
+    pub fn ns_per_run(&self) -> Option<f64> {
+        (self.runs > 0).then(|| self.run_ns as f64 / self.runs as f64)
+    }
 }
 
 /// One record of a recording, in stream order.

@@ -15,8 +15,8 @@
 
 use std::time::Duration;
 
-use idleflow_bpf::{BpfError, RingDrain, SchedRecorder};
-use idleflow_format::Lost;
+use idleflow_bpf::{BpfError, RingDrain, RunTimeStats, SchedRecorder};
+use idleflow_format::{KernelCost, Lost};
 
 use super::{CpuRing, Merged, SampledStacks};
 use crate::pair::Pairer;
@@ -26,6 +26,67 @@ use crate::parse::UserStackCopy;
 pub(super) struct BpfSource {
     pub(super) rec: SchedRecorder,
     pub(super) side: BpfSide,
+    pub(super) cost: CostMeter,
+}
+
+/// How long the kernel times the programs, and how often.
+const TIMED_NS: u64 = 1_000_000_000;
+const TIMING_PERIOD_NS: u64 = 10_000_000_000;
+
+/// Times the programs' runs one second in ten (`RunTimeStats`: timing
+/// costs every run two clock reads), for the recording's
+/// [`KernelCost`].
+#[derive(Default)]
+pub(super) struct CostMeter {
+    /// Timing on, since.
+    on: Option<(RunTimeStats, u64)>,
+    /// When timing last went on (0: never).
+    last_on: u64,
+    /// ns timed so far.
+    timed_ns: u64,
+    /// The kernel refused to time (no privilege): no estimate.
+    refused: bool,
+}
+
+impl CostMeter {
+    /// Turns timing on or off as the duty cycle says at `now`.
+    pub(super) fn tick(&mut self, now: u64) {
+        match &self.on {
+            Some((_, since)) if now.saturating_sub(*since) >= TIMED_NS => {
+                self.timed_ns += now - since;
+                self.on = None;
+            }
+            None if !self.refused
+                && (self.last_on == 0 || now.saturating_sub(self.last_on) >= TIMING_PERIOD_NS) =>
+            {
+                match RunTimeStats::enable() {
+                    Ok(s) => {
+                        self.on = Some((s, now));
+                        self.last_on = now;
+                    }
+                    Err(_) => self.refused = true,
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Turns timing off at `now` and returns what the programs cost while
+    /// timed.
+    pub(super) fn finish(&mut self, now: u64, rec: &SchedRecorder) -> Option<KernelCost> {
+        if let Some((_, since)) = self.on.take() {
+            self.timed_ns += now.saturating_sub(since);
+        }
+        if self.refused || self.timed_ns == 0 {
+            return None;
+        }
+        let stats = rec.program_stats().ok()?;
+        Some(KernelCost {
+            run_ns: stats.iter().map(|p| p.run_time_ns).sum(),
+            runs: stats.iter().map(|p| p.run_count).sum(),
+            timed_ns: self.timed_ns,
+        })
+    }
 }
 
 /// Per ring (the recorder's CPU order): the pairers, the losses written.
@@ -65,6 +126,7 @@ impl BpfSource {
         let n = cpus.len();
         let cpu_of_ring = rec.cpus().to_vec();
         Ok(BpfSource {
+            cost: CostMeter::default(),
             rec,
             side: BpfSide {
                 ring_of_cpu,
@@ -82,7 +144,9 @@ impl BpfSource {
     pub(super) fn start(&mut self, start_ns: u64) -> Result<(), BpfError> {
         self.rec.poll(Duration::ZERO, |_, _| {})?;
         self.side.start_ns = start_ns;
-        self.rec.attach()
+        self.rec.attach()?;
+        self.cost.tick(start_ns);
+        Ok(())
     }
 }
 
