@@ -992,6 +992,10 @@ mod tests {
             assert_eq!(a.kernel.caused.len(), 1);
             assert_eq!(a.kernel.caused[&(K1, U1, 51)], caused(1, 100));
             assert_eq!(a.kernel.stack_sources(&FxHashSet::default()), None);
+            let r = Report::new(&a, 10);
+            assert_eq!(r.idle_stack_sampling, None);
+            let json = serde_json::to_string(&r).unwrap();
+            assert!(!json.contains("idle_stack_sampling"));
         }
 
         #[test]
@@ -1014,6 +1018,13 @@ mod tests {
                     none: caused(0, 0),
                 }
             );
+            let r = Report::new(&a, 10).idle_stack_sampling.unwrap();
+            assert_eq!(r.budget_per_s_per_cpu, 1000);
+            assert_eq!(
+                (r.own.idle_ns, r.carried.idle_ns, r.none.idle_ns),
+                (100, 150, 0)
+            );
+            assert_eq!(r.total(), (2, 250));
         }
 
         /// The stacks carried land where the switch-out's own records would
@@ -1093,7 +1104,8 @@ mod tests {
                     }
                 }
                 let a = analyse(&r, 900, budget);
-                let report = Report::new(&a, 10);
+                let mut report = Report::new(&a, 10);
+                report.idle_stack_sampling = None;
                 (a, serde_json::to_string_pretty(&report).unwrap())
             };
             let (b, recorded) = run(&stacks(0, 300, 51, K1, U1), 0);
