@@ -88,6 +88,10 @@ pub struct Charge {
     pub time: u64,
     /// Its kernel and user stack ids, if stacks were taken.
     pub stacks: Option<(u64, u64)>,
+    /// `stacks` are not its own but its thread's previous ones, carried to
+    /// a switch-out to idle the recorder took no stacks at (stacks sampled
+    /// under `RunInfo::idle_stack_budget`; [`crate::pass::previous_stacks`]).
+    pub stacks_carried: bool,
     /// Its call-tree node (0: none).
     pub node: u64,
     /// The JVM wait it lies in.
@@ -126,6 +130,15 @@ pub trait Handler {
 
     /// A stack taken at the switch-out just read on CPU slot `ci`.
     fn switch_stack(&mut self, _ci: usize, _s: &SwitchStack, _kind: StackKind, _ctx: &Context<'_>) {
+    }
+
+    /// A stack carried to the switch-out to idle just read on CPU slot
+    /// `ci`, which had none of its own: its thread's previous one, as
+    /// [`crate::pass::previous_stacks`] finds it (recordings whose stacks
+    /// at the switch-outs to idle were sampled). Told where that
+    /// switch-out's own stack would have come; by default taken as one.
+    fn carried_stack(&mut self, ci: usize, s: &SwitchStack, kind: StackKind, ctx: &Context<'_>) {
+        self.switch_stack(ci, s, kind, ctx);
     }
 
     /// A stack taken at the wake-up just read.

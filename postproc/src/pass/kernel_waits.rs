@@ -12,24 +12,56 @@
 //! and its *wait*: the innermost frame outside the scheduler's own
 //! functions (`pipe_read`, `do_nanosleep`, `futex_wait_queue`, `ep_poll`).
 //!
+//! Where the recorder sampled the stacks at the switch-outs to idle
+//! (`RunInfo::idle_stack_budget` > 0), a switch-out without its own has
+//! its thread's previous stacks carried to it by the pass
+//! ([`crate::pass::previous_stacks`]): taken like its own, not counted as
+//! records read, and the idle after each dispatch to idle is counted by
+//! where its stacks came from ([`StackSources`]).
+//!
 //! Invariant: memory grows with distinct stacks and (stack, thread) pairs,
 //! never with the number of dispatches.
 
 use crate::pass::handler::{Context, Credit, DispatchEvent, Handler, StackKind};
 use idleflow_format::Record;
 use idleflow_format::{CodeKind, KernelStack, KernelSymbols, SwitchStack, UserStack, UserSymbols};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::path;
 use crate::reasons::is_scheduler_frame;
 
 /// Idle caused through one stack by one thread.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Caused {
     /// Dispatches to idle.
     pub dispatches: u64,
     /// Idle time that followed, ns.
     pub idle_ns: u64,
+}
+
+/// Dispatches to idle and their idle by where their stacks came from
+/// (recordings whose stacks at the switch-outs to idle were sampled).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StackSources {
+    /// Taken at their own switch-out.
+    pub own: Caused,
+    /// Carried from their thread's previous switch-out to idle with stacks.
+    pub carried: Caused,
+    /// None: their thread had no earlier stacks.
+    pub none: Caused,
+}
+
+impl StackSources {
+    fn add(&mut self, other: &StackSources) {
+        for (a, b) in [
+            (&mut self.own, &other.own),
+            (&mut self.carried, &other.carried),
+            (&mut self.none, &other.none),
+        ] {
+            a.dispatches += b.dispatches;
+            a.idle_ns = a.idle_ns.saturating_add(b.idle_ns);
+        }
+    }
 }
 
 /// Waits through one stack by one thread (recordings with stacks at every
@@ -111,6 +143,9 @@ pub struct KernelWaits {
     open_waits: FxHashMap<u32, Pending>,
     /// Where threads blocked, and for how long.
     pub blocked: FxHashMap<StacksKey, Blocked>,
+    /// With sampled stacks ([`KernelWaits::count_stack_sources`]): per
+    /// thread, its dispatches to idle by where their stacks came from.
+    stack_sources: Option<FxHashMap<u32, StackSources>>,
 }
 
 impl KernelWaits {
@@ -127,8 +162,42 @@ impl KernelWaits {
     /// The user stack of the dispatch just read on CPU slot `ci`.
     pub fn switch_user_stack(&mut self, ci: usize, s: &SwitchStack) {
         self.switch_user_stacks += 1;
-        self.pending_at(ci, s).user = s.stack;
-        self.open_wait(ci, s, |w| w.user = s.stack);
+        self.take_stack(ci, s, StackKind::User);
+    }
+
+    /// A stack of the dispatch just read on CPU slot `ci`, its own or
+    /// carried to it.
+    fn take_stack(&mut self, ci: usize, s: &SwitchStack, kind: StackKind) {
+        match kind {
+            StackKind::Kernel => {
+                self.pending_at(ci, s).kernel = s.stack;
+                self.open_wait(ci, s, |w| w.kernel = s.stack);
+            }
+            StackKind::User => {
+                self.pending_at(ci, s).user = s.stack;
+                self.open_wait(ci, s, |w| w.user = s.stack);
+            }
+        }
+    }
+
+    /// Counts each dispatch to idle and its idle by where its stacks came
+    /// from ([`KernelWaits::stack_sources`]): a recording whose stacks at
+    /// the switch-outs to idle were sampled.
+    pub fn count_stack_sources(&mut self) {
+        self.stack_sources = Some(FxHashMap::default());
+    }
+
+    /// With sampled stacks, the dispatches to idle and their idle by where
+    /// their stacks came from, all threads but those of `skip`.
+    pub fn stack_sources(&self, skip: &FxHashSet<u32>) -> Option<StackSources> {
+        let by_thread = self.stack_sources.as_ref()?;
+        let mut sum = StackSources::default();
+        for (tid, s) in by_thread {
+            if !skip.contains(tid) {
+                sum.add(s);
+            }
+        }
+        Some(sum)
     }
 
     /// Sums blocked time by stacks from now on: a recording with stacks at
@@ -333,8 +402,7 @@ impl KernelWaits {
     /// The stack of the dispatch just read on CPU slot `ci`.
     pub fn switch_stack(&mut self, ci: usize, s: &SwitchStack) {
         self.switch_stacks += 1;
-        self.pending_at(ci, s).kernel = s.stack;
-        self.open_wait(ci, s, |w| w.kernel = s.stack);
+        self.take_stack(ci, s, StackKind::Kernel);
     }
 
     /// The names of the stacks' addresses.
@@ -408,6 +476,11 @@ impl Handler for KernelWaits {
         }
     }
 
+    /// Taken as the switch-out's own, without counting a record read.
+    fn carried_stack(&mut self, ci: usize, s: &SwitchStack, kind: StackKind, _ctx: &Context<'_>) {
+        self.take_stack(ci, s, kind);
+    }
+
     fn other(&mut self, rec: Record, _ctx: &Context<'_>) -> Option<Record> {
         match rec {
             Record::KernelStack(k) => self.stack(*k),
@@ -427,6 +500,16 @@ impl Handler for KernelWaits {
     fn idle(&mut self, c: &Credit, _ctx: &Context<'_>) {
         if let Some(stacks) = c.charge.stacks {
             self.credit_idle(stacks, c.charge.tid, c.idle_ns, c.dispatches);
+        }
+        if let Some(by_thread) = &mut self.stack_sources {
+            let s = by_thread.entry(c.charge.tid).or_default();
+            let e = match (c.charge.stacks, c.charge.stacks_carried) {
+                (None, _) => &mut s.none,
+                (Some(_), true) => &mut s.carried,
+                (Some(_), false) => &mut s.own,
+            };
+            e.dispatches += c.dispatches;
+            e.idle_ns = e.idle_ns.saturating_add(c.idle_ns);
         }
     }
 }

@@ -35,6 +35,54 @@ pub struct CutShortRow {
     pub reason: String,
 }
 
+/// Dispatches to idle and the idle after them, of one origin of their
+/// stacks ([`IdleStackSampling`]).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct StackSourceRow {
+    /// Dispatches to idle.
+    pub dispatches: u64,
+    /// The idle charged to them, ns.
+    pub idle_ns: u64,
+}
+
+impl From<crate::pass::kernel_waits::Caused> for StackSourceRow {
+    fn from(c: crate::pass::kernel_waits::Caused) -> Self {
+        StackSourceRow {
+            dispatches: c.dispatches,
+            idle_ns: c.idle_ns,
+        }
+    }
+}
+
+/// How the stacks at the switch-outs to idle were sampled, and what the
+/// paths of their idle therefore rest on (recordings with
+/// `RunInfo::idle_stack_budget` > 0; idleflow's own threads left out).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct IdleStackSampling {
+    /// At most about this many switch-outs to idle a second on each CPU
+    /// had their stacks taken, each with the same chance.
+    pub budget_per_s_per_cpu: u32,
+    /// Dispatches to idle with stacks of their own.
+    pub own: StackSourceRow,
+    /// Dispatches to idle without, carried their thread's previous stacks
+    /// (its latest switch-out to idle with its own): their paths are an
+    /// estimate.
+    pub carried: StackSourceRow,
+    /// Dispatches to idle without, whose thread had no earlier stacks.
+    pub none: StackSourceRow,
+}
+
+impl IdleStackSampling {
+    /// All dispatches to idle and their idle, ns.
+    pub fn total(&self) -> (u64, u64) {
+        let rows = [self.own, self.carried, self.none];
+        (
+            rows.iter().map(|r| r.dispatches).sum(),
+            saturating_sum(rows.iter().map(|r| r.idle_ns)),
+        )
+    }
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
@@ -70,6 +118,10 @@ pub struct Report {
     /// Why that source (asked for, or why eBPF could not be used).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub event_source_why: String,
+    /// How the stacks at the switch-outs to idle were sampled; absent
+    /// (left out of the JSON) where every one had its stacks taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_stack_sampling: Option<IdleStackSampling>,
     /// Launched command (empty: system-wide or `--pid`).
     pub command: Vec<String>,
     /// Processes shown in the thread table (empty: all).
@@ -242,6 +294,7 @@ impl Report {
             hostname: a.info.hostname.clone(),
             event_source: a.info.event_source.clone(),
             event_source_why: a.info.event_source_why.clone(),
+            idle_stack_sampling: idle_stack_sampling(a),
             command: a.info.command.clone(),
             target_pids: a.info.target_pids.clone(),
             stop_reason: a.summary.stop_reason.clone(),
@@ -312,6 +365,21 @@ impl Report {
             self.blocking_paths = None;
         }
     }
+}
+
+/// With sampled stacks, where the stacks of the dispatches to idle came
+/// from (idleflow's own threads left out).
+fn idle_stack_sampling(a: &Analysis) -> Option<IdleStackSampling> {
+    if a.info.idle_stack_budget == 0 {
+        return None;
+    }
+    let s = a.kernel.stack_sources(&a.tool_tids)?;
+    Some(IdleStackSampling {
+        budget_per_s_per_cpu: a.info.idle_stack_budget,
+        own: s.own.into(),
+        carried: s.carried.into(),
+        none: s.none.into(),
+    })
 }
 
 /// Dispatches to idle and the idle after them, caused by all threads but

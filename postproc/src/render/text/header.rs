@@ -1,5 +1,6 @@
 //! The report's own lines, after the answer: what was recorded (the
-//! source, the command or processes, the machine), the window, the event
+//! source, the command or processes, the machine, stacks sampled at the
+//! switch-outs to idle and what that leaves estimated), the window, the event
 //! counts, a recording cut short, idleflow's own cost, and the warning
 //! when records were lost or much of the CPUs' time is unknown.
 //!
@@ -9,7 +10,8 @@
 use std::fmt::{self, Write};
 
 use super::layout::{count, fit, ms, write_wrapped, WIDTH};
-use crate::sections::{Report, ToolUse};
+use crate::sections::{IdleStackSampling, Report, ToolUse};
+use crate::share::pct;
 
 /// The header: the recording, the window, the counts, a cut, idleflow's
 /// cost, then the warning about gaps.
@@ -62,6 +64,9 @@ fn render_recording(o: &mut String, r: &Report, source: &str) -> fmt::Result {
     if let Some(line) = source_line(&r.event_source, &r.event_source_why) {
         writeln!(o, "{}", fit(&line, WIDTH))?;
     }
+    if let Some(s) = &r.idle_stack_sampling {
+        writeln!(o, "{}", fit(&sampling_line(s), WIDTH))?;
+    }
     if r.windowed {
         let s = |ns: u64| ns.saturating_sub(r.recording_start_ns) as f64 / 1e9;
         let line = format!(
@@ -106,6 +111,25 @@ fn source_line(source: &str, why: &str) -> Option<String> {
         &format!("# events: {name} ({short}; see the JSON report)"),
         WIDTH,
     ))
+}
+
+/// Stacks sampled at the switch-outs to idle, in one line: the budget, the
+/// share of dispatches to idle with stacks of their own, and the shares of
+/// the idle whose path is estimated (its thread's previous stacks, carried
+/// to it) or has no stack.
+fn sampling_line(s: &IdleStackSampling) -> String {
+    let (dispatches, idle_ns) = s.total();
+    let budget = format!("# stacks sampled (≤ {}/s/CPU)", s.budget_per_s_per_cpu);
+    if dispatches == 0 {
+        return format!("{budget}: no dispatch to idle");
+    }
+    // ≤ 120 columns up to a budget of 99999 (the shares add up to 100 %).
+    format!(
+        "{budget} at {:.1} % of dispatches to idle; {:.1} % of idle estimated (thread's last), {:.1} % none",
+        pct(s.own.dispatches, dispatches),
+        pct(s.carried.idle_ns, idle_ns),
+        pct(s.none.idle_ns, idle_ns),
+    )
 }
 
 /// The event counts: dispatches, wake-ups, lost events, stream breaks.
@@ -263,7 +287,55 @@ fn render_gaps_warning(o: &mut String, r: &Report) -> fmt::Result {
 
 #[cfg(test)]
 mod tests {
-    use super::source_line;
+    use super::{sampling_line, source_line, WIDTH};
+    use crate::sections::{IdleStackSampling, StackSourceRow};
+
+    #[test]
+    fn the_sampling_line_says_what_is_estimated_in_one_line() {
+        let row = |dispatches, idle_ns| StackSourceRow {
+            dispatches,
+            idle_ns,
+        };
+        let s = IdleStackSampling {
+            budget_per_s_per_cpu: 1000,
+            own: row(98, 100),
+            carried: row(880, 8_800),
+            none: row(22, 1_100),
+        };
+        assert_eq!(
+            sampling_line(&s),
+            "# stacks sampled (≤ 1000/s/CPU) at 9.8 % of dispatches to idle; \
+             88.0 % of idle estimated (thread's last), 11.0 % none"
+        );
+        // The widest shares that add up, with a five-digit budget.
+        let wide = IdleStackSampling {
+            budget_per_s_per_cpu: 99_999,
+            own: row(999, 1),
+            carried: row(1, 999),
+            none: row(0, 0),
+        };
+        let line = sampling_line(&wide);
+        assert!(line.contains("99.9 % of dispatches") && line.contains("99.9 % of idle"));
+        assert!(line.chars().count() <= WIDTH, "{line}");
+        let wider = IdleStackSampling {
+            own: row(1, 0),
+            carried: row(1, 1),
+            ..wide
+        };
+        let line = sampling_line(&wider);
+        assert!(line.contains("50.0 % of dispatches") && line.contains("100.0 % of idle"));
+        assert!(line.chars().count() <= WIDTH, "{line}");
+        let none = IdleStackSampling {
+            own: row(0, 0),
+            carried: row(0, 0),
+            none: row(0, 0),
+            ..s
+        };
+        assert_eq!(
+            sampling_line(&none),
+            "# stacks sampled (≤ 1000/s/CPU): no dispatch to idle"
+        );
+    }
 
     #[test]
     fn the_source_line_names_the_source_and_why_and_is_absent_for_older_recordings() {

@@ -1,0 +1,260 @@
+//! Stacks carried to the switch-outs to idle the recorder took none at.
+//!
+//! A recorder that samples the stacks at the switch-outs that leave a CPU
+//! idle (`RunInfo::idle_stack_budget` > 0: at most about that many a
+//! second on each CPU, each such switch-out with the same chance) writes
+//! no `SWITCH_STACK` / `SWITCH_USER_STACK` record after most of their
+//! dispatches when their rate is high. Such a switch-out stands for its
+//! thread's previous stacks: the kernel and user stack ids of the most
+//! recent switch-out to idle *of the same thread* that carried stacks of
+//! its own (both from that one switch-out: a kernel stack without a user
+//! stack carries no older user stack). A thread without one stays without
+//! stacks; a thread's stacks are forgotten when it exits (its tid may come
+//! back as another thread's).
+//!
+//! The pass ([`crate::pass`]) tells [`PreviousStacks`] every dispatch to
+//! idle and every stack record of the window, and asks it, before the
+//! records that follow a switch-out's own stack records (the next dispatch
+//! of any CPU, a wake-up, an exit, a loss) and at the window's end, for
+//! the stacks to carry: it tells them to every handler
+//! ([`crate::pass::handler::Handler::carried_stack`]) with the dispatch's
+//! time, CPU and thread, where that switch-out's own records would have
+//! been told, so every handler takes them as it would take its own.
+//!
+//! Invariants: memory is one entry per thread (its latest own stacks at a
+//! switch-out to idle) and one per CPU slot (its last dispatch to idle),
+//! never one per dispatch; carried stacks only ever come from the same
+//! thread; with `idle_stack_budget` 0 nothing is kept and nothing carried.
+
+use idleflow_format::{Dispatch, SwitchStack};
+use rustc_hash::FxHashMap;
+
+use crate::pass::handler::StackKind;
+
+/// A thread's stacks at its latest switch-out to idle that had its own.
+#[derive(Debug, Clone, Copy)]
+struct Own {
+    /// When it left.
+    time: u64,
+    /// Kernel stack id (0: none).
+    kernel: u64,
+    /// User stack id (0: none).
+    user: u64,
+}
+
+/// A CPU slot's last dispatch to idle.
+#[derive(Debug, Clone, Copy)]
+struct ToIdle {
+    time: u64,
+    cpu: u32,
+    tid: u32,
+    /// A stack record of its own came.
+    own: bool,
+    /// Its thread's previous stacks were carried to it.
+    carried: bool,
+}
+
+/// A stack to tell the handlers: CPU slot, the record, which stack.
+pub type Carried = (usize, SwitchStack, StackKind);
+
+/// The stacks carried to the switch-outs to idle without their own.
+#[derive(Debug, Default)]
+pub struct PreviousStacks {
+    /// The recording's stacks at switch-outs to idle were sampled.
+    sampled: bool,
+    /// Per thread, its latest own stacks at a switch-out to idle.
+    last: FxHashMap<u32, Own>,
+    /// Per CPU slot, its last dispatch to idle in the window.
+    slots: Vec<Option<ToIdle>>,
+    /// The CPU slots whose last dispatch to idle may still get its own
+    /// stack records.
+    waiting: Vec<usize>,
+}
+
+impl PreviousStacks {
+    /// Carries stacks if `sampled` (the recording's `idle_stack_budget`
+    /// is not 0); else does nothing at all.
+    pub fn new(sampled: bool) -> Self {
+        PreviousStacks {
+            sampled,
+            ..Default::default()
+        }
+    }
+
+    /// Whether a dispatch to idle still waits to know its stacks.
+    pub fn waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// Dispatch `d` on CPU slot `ci` left its CPU idle.
+    pub fn to_idle(&mut self, ci: usize, d: &Dispatch) {
+        if !self.sampled {
+            return;
+        }
+        if self.slots.len() <= ci {
+            self.slots.resize(ci + 1, None);
+        }
+        self.slots[ci] = Some(ToIdle {
+            time: d.time,
+            cpu: d.cpu,
+            tid: d.prev_tid,
+            own: false,
+            carried: false,
+        });
+        if !self.waiting.contains(&ci) {
+            self.waiting.push(ci);
+        }
+    }
+
+    /// A stack record of the window on CPU slot `ci`: if it is the last
+    /// dispatch to idle's there, that switch-out has its own stacks, and
+    /// they are its thread's latest.
+    pub fn own_stack(&mut self, ci: usize, s: &SwitchStack, kind: StackKind) {
+        let Some(Some(sw)) = self.slots.get_mut(ci) else {
+            return;
+        };
+        if sw.time != s.time || sw.tid != s.tid || sw.carried {
+            return;
+        }
+        sw.own = true;
+        let fresh = Own {
+            time: s.time,
+            kernel: 0,
+            user: 0,
+        };
+        let e = self.last.entry(s.tid).or_insert(fresh);
+        if e.time != s.time {
+            *e = fresh;
+        }
+        match kind {
+            StackKind::Kernel => e.kernel = s.stack,
+            StackKind::User => e.user = s.stack,
+        }
+    }
+
+    /// The dispatches to idle that waited for their stacks have had every
+    /// record of their own: appends to `out` the stacks carried to those
+    /// without any (kernel first, then user; none for a stack id 0).
+    pub fn settle(&mut self, out: &mut Vec<Carried>) {
+        for ci in self.waiting.drain(..) {
+            let Some(Some(sw)) = self.slots.get_mut(ci) else {
+                continue;
+            };
+            if sw.own {
+                continue;
+            }
+            let Some(p) = self.last.get(&sw.tid) else {
+                continue;
+            };
+            sw.carried = true;
+            let at = |stack| SwitchStack {
+                time: sw.time,
+                cpu: sw.cpu,
+                tid: sw.tid,
+                stack,
+            };
+            if p.kernel != 0 {
+                out.push((ci, at(p.kernel), StackKind::Kernel));
+            }
+            if p.user != 0 {
+                out.push((ci, at(p.user), StackKind::User));
+            }
+        }
+    }
+
+    /// Whether `tid`'s switch-out to idle from CPU slot `ci` at `time` had
+    /// its thread's previous stacks carried to it.
+    pub fn carried_at(&self, ci: usize, tid: u32, time: u64) -> bool {
+        self.slots
+            .get(ci)
+            .copied()
+            .flatten()
+            .is_some_and(|sw| sw.carried && sw.time == time && sw.tid == tid)
+    }
+
+    /// Thread `tid` exited: its stacks are carried to no other thread that
+    /// gets its tid.
+    pub fn exited(&mut self, tid: u32) {
+        self.last.remove(&tid);
+    }
+
+    /// Threads with stacks to carry (one entry each).
+    #[cfg(test)]
+    pub fn threads(&self) -> usize {
+        self.last.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idleflow_format::{NodeTag, PrevState, IDLE_TID};
+
+    fn to_idle(time: u64, cpu: u32, tid: u32) -> Dispatch {
+        Dispatch {
+            time,
+            cpu,
+            prev_tid: tid,
+            prev_state: PrevState::Sleeping,
+            next_tid: IDLE_TID,
+            prev_node: NodeTag::Untraced,
+        }
+    }
+
+    fn stack(time: u64, cpu: u32, tid: u32, stack: u64) -> SwitchStack {
+        SwitchStack {
+            time,
+            cpu,
+            tid,
+            stack,
+        }
+    }
+
+    #[test]
+    fn the_latest_own_switch_out_is_carried_whole_and_only_to_its_thread() {
+        let mut p = PreviousStacks::new(true);
+        let mut out = Vec::new();
+        // Thread 7: kernel 1 and user 2, then kernel 3 alone.
+        p.to_idle(0, &to_idle(100, 0, 7));
+        p.own_stack(0, &stack(100, 0, 7, 1), StackKind::Kernel);
+        p.own_stack(0, &stack(100, 0, 7, 2), StackKind::User);
+        p.settle(&mut out);
+        p.to_idle(1, &to_idle(200, 1, 7));
+        p.own_stack(1, &stack(200, 1, 7, 3), StackKind::Kernel);
+        p.settle(&mut out);
+        assert!(out.is_empty(), "own stacks carry nothing");
+        // A stack record of another dispatch (another time) is not 7's.
+        p.own_stack(1, &stack(250, 1, 7, 9), StackKind::User);
+        // 7 again without stacks, and 8, which never had any.
+        p.to_idle(0, &to_idle(300, 0, 7));
+        p.to_idle(1, &to_idle(300, 1, 8));
+        p.settle(&mut out);
+        assert_eq!(out.len(), 1, "only kernel 3: the user stack 2 was older");
+        let (ci, s, kind) = out[0];
+        assert_eq!((ci, s.time, s.cpu, s.tid, s.stack), (0, 300, 0, 7, 3));
+        assert_eq!(kind, StackKind::Kernel);
+        assert!(p.carried_at(0, 7, 300));
+        assert!(!p.carried_at(0, 7, 200) && !p.carried_at(1, 8, 300));
+        assert!(!p.waiting());
+        // 7 exits: its tid, reused, carries nothing.
+        p.exited(7);
+        out.clear();
+        p.to_idle(0, &to_idle(400, 0, 7));
+        p.settle(&mut out);
+        assert!(out.is_empty());
+        assert_eq!(p.threads(), 0);
+    }
+
+    #[test]
+    fn without_sampling_nothing_is_kept() {
+        let mut p = PreviousStacks::new(false);
+        p.to_idle(0, &to_idle(100, 0, 7));
+        p.own_stack(0, &stack(100, 0, 7, 1), StackKind::Kernel);
+        assert!(!p.waiting());
+        p.to_idle(0, &to_idle(200, 0, 7));
+        let mut out = Vec::new();
+        p.settle(&mut out);
+        assert!(out.is_empty());
+        assert_eq!(p.threads(), 0);
+    }
+}
