@@ -527,7 +527,11 @@ impl<'o> Pass<'o> {
             Record::WakeStack(s) => self.tell(|h, ctx| h.wake_stack(&s, StackKind::Kernel, ctx)),
             Record::WakeUserStack(s) => self.tell(|h, ctx| h.wake_stack(&s, StackKind::User, ctx)),
             Record::SwitchArg(s) if !self.inside(s.time) => {}
-            Record::SwitchArg(s) => self.tell(|h, ctx| h.switch_arg(&s, ctx)),
+            Record::SwitchArg(s) => {
+                let ci = self.a.accounting.cpu_slot(s.cpu);
+                self.previous.own_arg(ci, &s);
+                self.tell(|h, ctx| h.switch_arg(&s, ctx))
+            }
             Record::TreeHead(h) => {
                 self.a.tool_tids.extend(h.agent_tids.iter().copied());
                 // A tid's first Java thread in a dump names it: the JVM
@@ -609,8 +613,13 @@ impl<'o> Pass<'o> {
     fn carry_stacks(&mut self) {
         let mut carried = std::mem::take(&mut self.carried_stacks);
         self.previous.settle(&mut carried);
-        for (ci, s, kind) in carried.drain(..) {
-            self.tell(|h, ctx| h.carried_stack(ci, &s, kind, ctx));
+        for c in carried.drain(..) {
+            match c {
+                Carried::Stack(ci, s, kind) => {
+                    self.tell(|h, ctx| h.carried_stack(ci, &s, kind, ctx))
+                }
+                Carried::Arg(a) => self.tell(|h, ctx| h.switch_arg(&a, ctx)),
+            }
         }
         self.carried_stacks = carried;
     }

@@ -8,7 +8,9 @@
 //! thread's previous stacks: the kernel and user stack ids of the most
 //! recent switch-out to idle *of the same thread* that carried stacks of
 //! its own (both from that one switch-out: a kernel stack without a user
-//! stack carries no older user stack). A thread without one stays without
+//! stack carries no older user stack), and the system call's first
+//! argument taken with them (a futex's address: what the blame chains
+//! name the lock by). A thread without one stays without
 //! stacks; a thread's stacks are forgotten when it exits (its tid may come
 //! back as another thread's).
 //!
@@ -26,7 +28,7 @@
 //! never one per dispatch; carried stacks only ever come from the same
 //! thread; with `idle_stack_budget` 0 nothing is kept and nothing carried.
 
-use idleflow_format::{Dispatch, SwitchStack};
+use idleflow_format::{Dispatch, SwitchArg, SwitchStack};
 use rustc_hash::FxHashMap;
 
 use crate::pass::handler::StackKind;
@@ -40,6 +42,8 @@ struct Own {
     kernel: u64,
     /// User stack id (0: none).
     user: u64,
+    /// The system call's first argument, taken with the user stack.
+    arg: Option<u64>,
 }
 
 /// A CPU slot's last dispatch to idle.
@@ -54,8 +58,15 @@ struct ToIdle {
     carried: bool,
 }
 
-/// A stack to tell the handlers: CPU slot, the record, which stack.
-pub type Carried = (usize, SwitchStack, StackKind);
+/// What to tell the handlers: a stack (CPU slot, the record, which stack),
+/// or the system call's argument taken with it.
+#[derive(Debug, Clone, Copy)]
+pub enum Carried {
+    /// A stack, as a `SWITCH_STACK` / `SWITCH_USER_STACK` record says it.
+    Stack(usize, SwitchStack, StackKind),
+    /// The argument, as a `SWITCH_ARG` record says it.
+    Arg(SwitchArg),
+}
 
 /// The stacks carried to the switch-outs to idle without their own.
 #[derive(Debug, Default)]
@@ -117,19 +128,40 @@ impl PreviousStacks {
             return;
         }
         sw.own = true;
-        let fresh = Own {
-            time: s.time,
-            kernel: 0,
-            user: 0,
-        };
-        let e = self.last.entry(s.tid).or_insert(fresh);
-        if e.time != s.time {
-            *e = fresh;
-        }
+        let e = self.latest(s.tid, s.time);
         match kind {
             StackKind::Kernel => e.kernel = s.stack,
             StackKind::User => e.user = s.stack,
         }
+    }
+
+    /// The system call's argument taken at a switch-out on CPU slot `ci`:
+    /// kept with its stacks if it is the last dispatch to idle's there.
+    pub fn own_arg(&mut self, ci: usize, a: &SwitchArg) {
+        let Some(Some(sw)) = self.slots.get_mut(ci) else {
+            return;
+        };
+        if sw.time != a.time || sw.tid != a.tid || sw.carried {
+            return;
+        }
+        sw.own = true;
+        self.latest(a.tid, a.time).arg = Some(a.arg);
+    }
+
+    /// `tid`'s entry for its switch-out at `time`, a fresh one if the
+    /// entry is of an earlier switch-out.
+    fn latest(&mut self, tid: u32, time: u64) -> &mut Own {
+        let fresh = Own {
+            time,
+            kernel: 0,
+            user: 0,
+            arg: None,
+        };
+        let e = self.last.entry(tid).or_insert(fresh);
+        if e.time != time {
+            *e = fresh;
+        }
+        e
     }
 
     /// The dispatches to idle that waited for their stacks have had every
@@ -154,10 +186,18 @@ impl PreviousStacks {
                 stack,
             };
             if p.kernel != 0 {
-                out.push((ci, at(p.kernel), StackKind::Kernel));
+                out.push(Carried::Stack(ci, at(p.kernel), StackKind::Kernel));
+            }
+            if let Some(arg) = p.arg {
+                out.push(Carried::Arg(SwitchArg {
+                    time: sw.time,
+                    cpu: sw.cpu,
+                    tid: sw.tid,
+                    arg,
+                }));
             }
             if p.user != 0 {
-                out.push((ci, at(p.user), StackKind::User));
+                out.push(Carried::Stack(ci, at(p.user), StackKind::User));
             }
         }
     }
@@ -230,7 +270,9 @@ mod tests {
         p.to_idle(1, &to_idle(300, 1, 8));
         p.settle(&mut out);
         assert_eq!(out.len(), 1, "only kernel 3: the user stack 2 was older");
-        let (ci, s, kind) = out[0];
+        let Carried::Stack(ci, s, kind) = out[0] else {
+            panic!("a stack: {out:?}")
+        };
         assert_eq!((ci, s.time, s.cpu, s.tid, s.stack), (0, 300, 0, 7, 3));
         assert_eq!(kind, StackKind::Kernel);
         assert!(p.carried_at(0, 7, 300));
@@ -243,6 +285,36 @@ mod tests {
         p.settle(&mut out);
         assert!(out.is_empty());
         assert_eq!(p.threads(), 0);
+    }
+
+    #[test]
+    fn the_system_calls_argument_goes_with_its_stacks() {
+        let mut p = PreviousStacks::new(true);
+        let mut out = Vec::new();
+        p.to_idle(0, &to_idle(100, 0, 7));
+        p.own_stack(0, &stack(100, 0, 7, 1), StackKind::Kernel);
+        p.own_arg(
+            0,
+            &SwitchArg {
+                time: 100,
+                cpu: 0,
+                tid: 7,
+                arg: 0xfeed,
+            },
+        );
+        p.own_stack(0, &stack(100, 0, 7, 2), StackKind::User);
+        p.settle(&mut out);
+        p.to_idle(1, &to_idle(200, 1, 7));
+        p.settle(&mut out);
+        let args: Vec<_> = out
+            .iter()
+            .filter_map(|c| match c {
+                Carried::Arg(a) => Some((a.time, a.cpu, a.tid, a.arg)),
+                Carried::Stack(..) => None,
+            })
+            .collect();
+        assert_eq!(args, [(200, 1, 7, 0xfeed)]);
+        assert_eq!(out.len(), 3, "kernel, argument, user: {out:?}");
     }
 
     #[test]
