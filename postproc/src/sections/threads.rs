@@ -79,6 +79,22 @@ pub struct ToolUse {
     pub drain_priority: String,
     /// Each of them, most CPU first.
     pub threads: Vec<ToolThread>,
+    /// With the eBPF source: what its programs cost in the kernel, as the
+    /// kernel timed them over part of the window (absent: not timed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_programs: Option<KernelPrograms>,
+}
+
+/// The eBPF programs' cost in the kernel (`RunSummary::kernel_cost`):
+/// the recorder times them one second in ten.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct KernelPrograms {
+    /// Their CPU time as % of one CPU, on average over the timed seconds.
+    pub cpu_pct_of_one: f64,
+    /// ns a run, on average.
+    pub ns_per_run: f64,
+    /// ns of the recording they were timed over.
+    pub timed_ns: u64,
 }
 
 /// One of idleflow's own threads (see [`ToolUse`]).
@@ -131,6 +147,13 @@ pub(crate) fn tool_use(
     tool.wakeups_pct = pct(tool.wakeups, all_wakeups);
     tool.drain_priority = a.summary.drain_priority.clone();
     (tool.idle_continued, tool.idle_ns_continued) = a.continued_idle;
+    tool.kernel_programs = a.summary.kernel_cost.as_ref().and_then(|k| {
+        Some(KernelPrograms {
+            cpu_pct_of_one: pct(k.run_ns, k.timed_ns),
+            ns_per_run: k.ns_per_run()?,
+            timed_ns: k.timed_ns,
+        })
+    });
     tool
 }
 

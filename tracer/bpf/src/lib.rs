@@ -35,7 +35,8 @@
 //! [`state`] (raw task state → [`PrevState`]), [`context`] (preempt count →
 //! [`WakeContext`]), `glue` (the tracing glue atop the programs' kernel
 //! call chains), `percpu` (where the preempt count is, from the kernel
-//! BTF), [`probe`](mod@probe) (can eBPF be used here), `loader` (the BPF object
+//! BTF), [`probe`](mod@probe) (can eBPF be used here), `stack_config` (which
+//! stacks the programs take), `loader` (the BPF object
 //! loaded), `rings` (one ring per CPU and their reader), [`stats`] (the
 //! programs' run counts and times), [`recorder`] (the life cycle), and
 //! [`error`]. All use of libbpf-rs stays inside this crate: no libbpf-rs
@@ -51,6 +52,7 @@ pub mod record;
 pub mod recorder;
 mod rings;
 mod skel;
+mod stack_config;
 pub mod state;
 pub mod stats;
 
@@ -63,8 +65,7 @@ pub use record::{
     decode, stacks, DecodeError, RecordStacks, SchedEvent, Switch, UserCopy, Wake, FLAG_STACKS,
     RECORD_BYTES, STACK_HEAD_BYTES,
 };
-pub use recorder::{
-    CpuLost, Lost, SchedRecorder, StackConfig, RING_BYTES_PER_RECORD, WAKEUP_BYTES,
-};
+pub use recorder::{CpuLost, Lost, SchedRecorder, RING_BYTES_PER_RECORD, WAKEUP_BYTES};
 pub use rings::{framed_len, records, RingDrain};
+pub use stack_config::StackConfig;
 pub use stats::{ProgramStats, RunTimeStats};

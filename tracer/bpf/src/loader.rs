@@ -15,8 +15,8 @@ use libbpf_rs::{Link, OpenObject, PrintLevel};
 
 use crate::error::BpfError;
 use crate::percpu::{wake_context_here, WakeContextSource};
-use crate::recorder::StackConfig;
 use crate::skel::{SchedSkel, SchedSkelBuilder};
+use crate::stack_config::StackConfig;
 
 /// The loaded programs and maps.
 pub(crate) struct Loaded {

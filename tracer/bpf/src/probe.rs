@@ -12,7 +12,7 @@ use std::fs;
 use crate::error::BpfError;
 use crate::loader::Loaded;
 use crate::percpu::WakeContextSource;
-use crate::recorder::StackConfig;
+use crate::stack_config::StackConfig;
 
 /// The kernel's own types, which CO-RE relocates the programs against.
 pub const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";

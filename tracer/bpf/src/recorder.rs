@@ -18,7 +18,8 @@ use crate::error::BpfError;
 use crate::loader::Loaded;
 use crate::percpu::WakeContextSource;
 use crate::probe::preconditions;
-use crate::record::{SchedEvent, RECORD_BYTES, STACK_HEAD_BYTES};
+use crate::record::{SchedEvent, RECORD_BYTES};
+use crate::stack_config::StackConfig;
 
 use crate::rings::{RingDrain, Rings};
 use crate::stats::{program_stats, ProgramStats};
@@ -30,42 +31,6 @@ pub const RING_BYTES_PER_RECORD: usize = RECORD_BYTES + 8;
 /// longest records with stacks, if more; or a quarter of the ring, if
 /// less).
 pub const WAKEUP_BYTES: usize = 64 * 1024;
-
-/// The stacks the programs take (the default: none). Each is what perf's
-/// sample of the same event would carry: the kernel call chain (up to
-/// [`crate::record::KERNEL_FRAMES`] frames), the user registers and a copy
-/// of the top of the user stack.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StackConfig {
-    /// At the switches that leave a CPU idle, the leaving thread's kernel
-    /// call chain.
-    pub idle_kernel: bool,
-    /// And this many bytes of its user stack (a multiple of 8; 0: none;
-    /// only with `idle_kernel`).
-    pub idle_user_bytes: u32,
-    /// About this many of those switches a second per CPU get their
-    /// stacks, each with the same chance; 0: every one.
-    pub idle_budget: u32,
-    /// One waking in this many (at random) gets stacks; 0: none.
-    pub waker_one_in: u32,
-    /// The waker's kernel call chain (an interrupt's, if one raised it).
-    pub waker_kernel: bool,
-    /// And this many bytes of a thread waker's user stack (0: none).
-    pub waker_user_bytes: u32,
-}
-
-impl StackConfig {
-    /// The longest record the programs write with these stacks.
-    pub fn max_record(&self) -> usize {
-        let user = match (self.idle_kernel, self.waker_one_in) {
-            (false, 0) => return RECORD_BYTES,
-            (true, 0) => self.idle_user_bytes,
-            (false, _) => self.waker_user_bytes,
-            (true, _) => self.idle_user_bytes.max(self.waker_user_bytes),
-        };
-        STACK_HEAD_BYTES + (user & !7) as usize
-    }
-}
 
 /// Records the recording did not get.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -191,6 +191,24 @@ fn render_tool(o: &mut String, t: &ToolUse) -> fmt::Result {
         count(t.wakeups),
         t.wakeups_pct,
     )?;
+    if let Some(k) = &t.kernel_programs {
+        writeln!(
+            o,
+            "{}",
+            fit(
+                &format!(
+                    "# recording cost: ≈ {:.1} % of one CPU: idleflow's threads {:.2} %, its eBPF programs {:.2} % \
+                     ({:.0} ns a run, timed {:.1} s)",
+                    t.cpu_pct_of_one + k.cpu_pct_of_one,
+                    t.cpu_pct_of_one,
+                    k.cpu_pct_of_one,
+                    k.ns_per_run,
+                    k.timed_ns as f64 / 1e9
+                ),
+                WIDTH
+            )
+        )?;
+    }
     if t.threads.len() > 1 {
         // As many threads, most CPU first, as fit the line.
         let mut line = String::from("#   by thread (ms on CPU, wake-ups):");
