@@ -189,13 +189,14 @@ static __always_inline struct counters *counters_here(void)
 	return bpf_map_lookup_elem(&counters, &zero);
 }
 
-/* A record in this CPU's ring, or NULL (counted). `*ring` receives the
- * ring, for submit(). */
-static __always_inline struct record *reserve(void **ring)
+/* `size` bytes in this CPU's ring, or NULL (counted). `*ring` receives the
+ * ring, for submit(). (Inlined: `size` is a constant at every call, as the
+ * verifier wants.) */
+static __always_inline void *reserve_bytes(void **ring, __u64 size)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct counters *c;
-	struct record *r;
+	void *r;
 
 	*ring = bpf_map_lookup_elem(&rings, &cpu);
 	if (!*ring) {
@@ -204,13 +205,19 @@ static __always_inline struct record *reserve(void **ring)
 			__sync_fetch_and_add(&c->no_ring, 1);
 		return NULL;
 	}
-	r = bpf_ringbuf_reserve(*ring, sizeof(*r), 0);
+	r = bpf_ringbuf_reserve(*ring, size, 0);
 	if (!r) {
 		c = counters_here();
 		if (c)
 			__sync_fetch_and_add(&c->ring_full, 1);
 	}
 	return r;
+}
+
+/* A record in this CPU's ring, or NULL (counted). */
+static __always_inline struct record *reserve(void **ring)
+{
+	return reserve_bytes(ring, sizeof(struct record));
 }
 
 /* A record's room in the ring: itself and the ring's 8-byte header. */
@@ -360,24 +367,7 @@ static __always_inline void fill_stacks(void *ctx, struct stack_record *r, struc
  * NULL (counted). */
 static __always_inline struct stack_record *reserve_stacks(void **ring, __u32 user)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct counters *c;
-	struct stack_record *r;
-
-	*ring = bpf_map_lookup_elem(&rings, &cpu);
-	if (!*ring) {
-		c = counters_here();
-		if (c)
-			__sync_fetch_and_add(&c->no_ring, 1);
-		return NULL;
-	}
-	r = bpf_ringbuf_reserve(*ring, sizeof(*r) + user, 0);
-	if (!r) {
-		c = counters_here();
-		if (c)
-			__sync_fetch_and_add(&c->ring_full, 1);
-	}
-	return r;
+	return reserve_bytes(ring, sizeof(struct stack_record) + user);
 }
 
 /* The switch of prev to the idle task, with prev's stacks. */
