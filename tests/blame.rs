@@ -338,9 +338,19 @@ fn consumers_idle_for_a_producer_reading_a_loopback_socket_are_rooted_in_the_net
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (r, _) = record_holders(dir.path(), "condvar", &[]);
+    // The client's own sleep is a second root (client, timer), and a right
+    // one: a CPU that goes idle when the client sleeps while the consumers
+    // run elsewhere. Its share follows the scheduler (4-20 % here, run to
+    // run), so the producer's root is held to 80 % of the idle left after
+    // it, and the two together to nearly all of it.
+    let client: f64 = roots(&r)
+        .iter()
+        .filter(|x| x["threads"]["name"] == "client" && x["device"] == "timer")
+        .map(|x| f(x, "share_pct"))
+        .sum();
     let top = assert_top_root(
         &r,
-        80.0,
+        0.8 * (100.0 - client),
         "device",
         Some("network"),
         "producer",
@@ -350,6 +360,11 @@ fn consumers_idle_for_a_producer_reading_a_loopback_socket_are_rooted_in_the_net
         chain(top),
         vec![("consumer-*".to_string(), "consumer".to_string())],
         "{top}"
+    );
+    assert!(
+        f(top, "share_pct") + client >= 95.0,
+        "the producer's root and the client's sleep: {} % + {client} %",
+        f(top, "share_pct")
     );
     // The interrupt's own stack at the producer's wake-ups (the network's
     // receive path) named the device for its wait, so for nearly all the idle.
