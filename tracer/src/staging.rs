@@ -13,6 +13,13 @@
 //! page fault in it takes only its own area's lock, which nothing else
 //! takes. The bytes the caller expects to use first are touched at once.
 //!
+//! The writer keeps to the pages already touched while it can: a region
+//! that would reach past them starts at the beginning again when nothing is
+//! in flight, so a recording whose reader keeps up faults no page after the
+//! first ones (a first pass through the
+//! whole mapping cost the recorder a page fault and a page clear per 4 KiB
+//! written, 15 % of its time on `perf bench sched pipe`).
+//!
 //! Invariant: the writer fills the mapping in one direction, round and round;
 //! it writes only bytes that are free (its position is never more than the
 //! mapping's length ahead of the released position), and a region is freed
@@ -55,6 +62,8 @@ pub struct Region {
 pub struct Writer {
     mem: Arc<Mem>,
     written: u64,
+    /// Offsets below this were touched (prefaulted or written before).
+    touched: u64,
 }
 
 /// The reading half: reads regions and frees them.
@@ -98,6 +107,7 @@ pub fn new(len: usize, prefault: usize) -> Result<(Writer, Reader), SysError> {
         Writer {
             mem: Arc::clone(&mem),
             written: 0,
+            touched: touched as u64,
         },
         Reader { mem },
     ))
@@ -129,10 +139,21 @@ impl Writer {
             return None;
         }
         let off = self.written % len;
+        let mut released = self.mem.released.load(Ordering::Acquire);
         // A region that would cross the end starts at the beginning again;
         // the skipped tail is freed with the region after it.
-        let skip = if off + n as u64 > len { len - off } else { 0 };
-        let released = self.mem.released.load(Ordering::Acquire);
+        let skip = if off + n as u64 > len {
+            len - off
+        } else if off + n as u64 > self.touched && off > 0 && released == self.written {
+            // One that would reach untouched pages does too when nothing is
+            // in flight; the skipped tail, holding nothing, is freed at once
+            // (so it never takes room from a burst that follows).
+            released = self.written + (len - off);
+            self.mem.released.fetch_max(released, Ordering::AcqRel);
+            len - off
+        } else {
+            0
+        };
         if self.written + skip + n as u64 - released > len {
             return None;
         }
@@ -140,6 +161,7 @@ impl Writer {
         let start = self.written;
         self.written += n as u64;
         let at = (start % len) as usize;
+        self.touched = self.touched.max((at + n) as u64);
         // SAFETY: [at, at + n) lies inside the mapping (no wrap, by `skip`),
         // and is free: the reader released every position up to
         // `written - len`, and no earlier region handed out overlaps it
@@ -198,5 +220,34 @@ mod tests {
         assert!(w.place(5 * page).is_none(), "larger than the mapping");
         r.release(w.position());
         assert_eq!(w.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_reader_that_keeps_up_keeps_the_writer_on_touched_pages() {
+        let page = crate::ring::page_size();
+        let (mut w, r) = new(8 * page, 2 * page).unwrap();
+        let mut offsets = Vec::new();
+        for _ in 0..20 {
+            let (region, bytes) = w.place(page).unwrap();
+            bytes.fill(3);
+            offsets.push(region.start % (8 * page) as u64 / page as u64);
+            r.release(w.position());
+        }
+        assert!(offsets.iter().all(|&o| o < 2), "{offsets:?}");
+        // A reader that holds bytes pushes the writer onto new pages, and
+        // those stay in use afterwards.
+        let (held, _) = w.place(page).unwrap();
+        let (_, _) = w.place(page).unwrap();
+        let (third, _) = w.place(page).unwrap();
+        assert!(third.start % (8 * page) as u64 >= 2 * page as u64);
+        r.release(held.start + page as u64);
+        r.release(w.position());
+        let mut high = 0;
+        for _ in 0..20 {
+            let (region, _) = w.place(page).unwrap();
+            high = high.max(region.start % (8 * page) as u64 / page as u64);
+            r.release(w.position());
+        }
+        assert!(high < 4, "touched pages only: {high}");
     }
 }

@@ -14,7 +14,8 @@ use std::fs;
 /// The address ranges of the glue, from `/proc/kallsyms`.
 #[derive(Debug, Clone, Default)]
 pub struct KernelGlue {
-    /// `[start, end)` of each glue function.
+    /// `[start, end)` of each glue function, sorted and disjoint (one per
+    /// tracepoint: thousands, so looked up by bisection).
     ranges: Vec<(u64, u64)>,
     /// The kernel's own text, `[_stext, _etext)`: a frame outside it at the
     /// top of the chain is the program.
@@ -62,6 +63,8 @@ impl KernelGlue {
         }
         addrs.sort_unstable();
         addrs.dedup();
+        glue.sort_unstable();
+        glue.dedup();
         let ranges = glue
             .into_iter()
             .map(|start| {
@@ -81,7 +84,11 @@ impl KernelGlue {
             return ips;
         };
         let glue = |ip: u64| {
-            !(stext..etext).contains(&ip) || self.ranges.iter().any(|&(s, e)| (s..e).contains(&ip))
+            if !(stext..etext).contains(&ip) {
+                return true;
+            }
+            let i = self.ranges.partition_point(|&(s, _)| s <= ip);
+            i > 0 && ip < self.ranges[i - 1].1
         };
         let skip = ips.iter().take_while(|&&ip| glue(ip)).count();
         &ips[skip..]
