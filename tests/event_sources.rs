@@ -19,7 +19,10 @@ fn ebpf_and_perf_sources_give_the_same_cause_and_root_cause() {
     let bin = example("condvar");
     let mut answers = Vec::new();
     for (events, header) in [
-        ("bpf", "# events: eBPF (--events bpf)"),
+        (
+            "bpf",
+            "# events: eBPF (--events bpf); idle ends at sched_switch, ≈ 0.5 µs before perf's switch-in",
+        ),
         ("perf", "# events: perf (--events perf)"),
     ] {
         let rec = dir.path().join(format!("{events}.idleflow"));

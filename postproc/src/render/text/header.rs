@@ -97,10 +97,18 @@ fn source_line(source: &str, why: &str) -> Option<String> {
         "bpf" => "eBPF",
         other => other,
     };
+    // Where the eBPF source's idle intervals end: at the tracepoint, inside
+    // the switch (PERFORMANCE.md §5c: 0.3-1.5 % less idle than perf's
+    // switch records on `perf bench sched pipe`).
+    let stamp = if source == "bpf" {
+        "; idle ends at sched_switch, ≈ 0.5 µs before perf's switch-in"
+    } else {
+        ""
+    };
     if why.is_empty() {
-        return Some(format!("# events: {name}"));
+        return Some(format!("# events: {name}{stamp}"));
     }
-    let line = format!("# events: {name} ({why})");
+    let line = format!("# events: {name} ({why}){stamp}");
     if line.chars().count() <= WIDTH {
         return Some(line);
     }
@@ -192,22 +200,16 @@ fn render_tool(o: &mut String, t: &ToolUse) -> fmt::Result {
         t.wakeups_pct,
     )?;
     if let Some(k) = &t.kernel_programs {
-        writeln!(
-            o,
-            "{}",
-            fit(
-                &format!(
-                    "# recording cost: ≈ {:.1} % of one CPU: idleflow's threads {:.2} %, its eBPF programs {:.2} % \
-                     ({:.0} ns a run, timed {:.1} s)",
-                    t.cpu_pct_of_one + k.cpu_pct_of_one,
-                    t.cpu_pct_of_one,
-                    k.cpu_pct_of_one,
-                    k.ns_per_run,
-                    k.timed_ns as f64 / 1e9
-                ),
-                WIDTH
-            )
-        )?;
+        let line = format!(
+            "recording cost: ≈ {:.1} % of one CPU: idleflow's threads {:.2} %, its eBPF programs {:.2} % \
+             ({:.0} ns a run, timed {:.1} s)",
+            t.cpu_pct_of_one + k.cpu_pct_of_one,
+            t.cpu_pct_of_one,
+            k.cpu_pct_of_one,
+            k.ns_per_run,
+            k.timed_ns as f64 / 1e9
+        );
+        write_wrapped(o, &line, "#", "#  ")?;
     }
     if t.threads.len() > 1 {
         // As many threads, most CPU first, as fit the line.
@@ -360,7 +362,7 @@ mod tests {
         assert_eq!(source_line("", ""), None);
         assert_eq!(
             source_line("bpf", "probe passed").as_deref(),
-            Some("# events: eBPF (probe passed)")
+            Some("# events: eBPF (probe passed); idle ends at sched_switch, ≈ 0.5 µs before perf's switch-in")
         );
         assert_eq!(source_line("perf", "").as_deref(), Some("# events: perf"));
     }
