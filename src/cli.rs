@@ -30,7 +30,8 @@ const MAIN_EXAMPLES: &str = "Examples:
 const RECORD_EXAMPLES: &str = "Examples:
   sudo idleflow record -o run.idleflow -- ./my-server --threads 8
   sudo idleflow record --pid 4242 --duration 30 -o live.idleflow
-  sudo idleflow record --stacks waits -- make -j8";
+  sudo idleflow record --stacks waits -- make -j8
+  sudo idleflow record --flight 60s --trigger 'wait>=500ms in http-nio-*' -o dumps/ --pid 4242";
 const REPORT_EXAMPLES: &str = "Examples:
   idleflow report run.idleflow
   idleflow report run.idleflow --per-cpu --threads 20 --paths 10
@@ -46,6 +47,9 @@ const EXPORT_EXAMPLES: &str = "Examples:
 const DIFF_EXAMPLES: &str = "Examples:
   idleflow diff base.idleflow new.idleflow
   idleflow diff base.idleflow new.idleflow --svg -o diff.svg";
+const TRIGGER_EXAMPLES: &str = "Examples:
+  idleflow trigger
+  idleflow trigger --pid 4242";
 const HISTORY_EXAMPLES: &str = "Examples:
   idleflow history add run.idleflow --job checkout
   idleflow history list --job checkout
@@ -182,6 +186,17 @@ pub enum Command {
     /// or more rose, 2 an error.
     #[command(subcommand, after_help = HISTORY_EXAMPLES)]
     History(HistoryCommand),
+    /// Ask the flight recorders running on this machine (`record --flight`) for a dump now.
+    ///
+    /// Each recorder listens on /run/idleflow/flight-PID.sock and checks who
+    /// asks: root, the recorder's own user, or a member of its
+    /// --trigger-group may; anyone else is told "not allowed". The dump
+    /// waits the recorder's --tail, then is written into its directory;
+    /// the recorder's cooldown and --max-dumps hold for requests too. Exit
+    /// status: 0 a recorder is dumping, 1 none is (not allowed, held back,
+    /// or no recorder runs).
+    #[command(after_help = TRIGGER_EXAMPLES)]
+    Trigger(TriggerArgs),
     /// (internal) Convert one JVM's flight recording into wait records, in
     /// a process of its own so that a damaged file cannot take `record` down.
     #[command(name = idleflow_session::CONVERT_SUBCOMMAND, hide = true)]
@@ -191,6 +206,14 @@ pub enum Command {
     /// the machine and soon after it was recorded.
     #[command(name = "__resolve", hide = true)]
     Resolve(ResolveArgs),
+}
+
+/// `idleflow trigger`.
+#[derive(Debug, Args)]
+pub struct TriggerArgs {
+    /// Ask only the flight recorder whose process id this is.
+    #[arg(long)]
+    pub pid: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         cli::Command::Export(args) => report::export(args).map(|()| 0),
         cli::Command::Diff(args) => report::diff(args).map(|()| 0),
         cli::Command::History(cmd) => history::run(cmd),
+        cli::Command::Trigger(args) => record::trigger(args),
         cli::Command::JfrConvert(args) => record::convert_child(args).map(|()| 0),
         cli::Command::Resolve(args) => record::resolve(args).map(|()| 0),
     };

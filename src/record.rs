@@ -6,11 +6,16 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Context;
+use idleflow_session::flight::FlightOptions;
 use idleflow_session::{ConvertJob, JavaOptions, Options, Progress, Status};
+use idleflow_tracer::flight::policy::Trigger;
+use idleflow_tracer::flight::FlightLimits;
 use idleflow_tracer::{EventSource, RecordOptions};
 use indicatif::ProgressBar;
 
-use crate::cli::{Events, JavaMode, JfrConvertArgs, RecordArgs, ResolveArgs, StacksAt};
+use crate::cli::{
+    Events, JavaMode, JfrConvertArgs, RecordArgs, ResolveArgs, StacksAt, TriggerArgs,
+};
 
 pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -19,11 +24,110 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             .context("cannot install the Ctrl-C handler")?;
     }
     let opts = options(&args);
+    if let Some(keep) = args.flight {
+        return fly(&args, &opts, keep, &stop);
+    }
     let recorded = idleflow_session::record(&opts, &stop, &mut Printer::default())?;
     if !args.quiet {
         eprintln!("idleflow: {}", recorded.summary_line(&opts));
     }
     Ok(recorded.exit.map_or(0, |c| c.clamp(0, 255) as u8))
+}
+
+/// `record --flight`: the flight recorder until the target ends.
+fn fly(
+    args: &RecordArgs,
+    opts: &Options,
+    keep: std::time::Duration,
+    stop: &AtomicBool,
+) -> anyhow::Result<u8> {
+    let triggers = args
+        .triggers
+        .iter()
+        .map(|t| Trigger::parse(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let signal = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR2, Arc::clone(&signal))
+        .context("cannot install the SIGUSR2 handler")?;
+    let trigger_group = match &args.trigger_group {
+        Some(g) => Some(group_id(g)?),
+        None => None,
+    };
+    let flight = FlightOptions {
+        dir: opts.output.clone(),
+        limits: FlightLimits {
+            keep_ns: keep.as_nanos() as u64,
+            max_bytes: args.flight_bytes as u64,
+        },
+        triggers,
+        cooldown: args.cooldown,
+        max_dumps: args.max_dumps,
+        tail: args.tail,
+        trigger_group,
+        signal,
+    };
+    let flown = idleflow_session::flight::fly(opts, &flight, stop, &mut Printer::default())?;
+    if !args.quiet {
+        eprintln!(
+            "idleflow: flight recorder ended ({}): {} dump{} in {}{}{}",
+            flown.reason,
+            flown.dumps.len(),
+            if flown.dumps.len() == 1 { "" } else { "s" },
+            flight.dir.display(),
+            if flown.held_back > 0 {
+                format!(
+                    ", {} trigger(s) held back by the cooldown or --max-dumps",
+                    flown.held_back
+                )
+            } else {
+                String::new()
+            },
+            if flown.failed > 0 {
+                format!(", {} failed", flown.failed)
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(flown.exit.map_or(0, |c| c.clamp(0, 255) as u8))
+}
+
+/// A group's id, from its name (`/etc/group`) or its number.
+fn group_id(group: &str) -> anyhow::Result<u32> {
+    if let Ok(gid) = group.parse() {
+        return Ok(gid);
+    }
+    let groups = std::fs::read_to_string("/etc/group").context("cannot read /etc/group")?;
+    groups
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() >= 3 && f[0] == group)
+                .then(|| f[2].parse().ok())
+                .flatten()
+        })
+        .with_context(|| format!("--trigger-group {group}: no such group in /etc/group"))
+}
+
+/// `idleflow trigger`: asks the flight recorders for a dump.
+pub fn trigger(args: TriggerArgs) -> anyhow::Result<u8> {
+    let answers = idleflow_session::flight::ask(args.pid)?;
+    if answers.is_empty() {
+        eprintln!(
+            "idleflow: no flight recorder runs here{} (they listen in {})",
+            args.pid
+                .map(|p| format!(" with pid {p}"))
+                .unwrap_or_default(),
+            idleflow_session::flight::SOCKET_DIR
+        );
+        return Ok(1);
+    }
+    let mut dumping = false;
+    for (pid, answer) in answers {
+        println!("recorder {pid}: {answer}");
+        dumping |= answer.starts_with("dumping");
+    }
+    Ok(if dumping { 0 } else { 1 })
 }
 
 /// `__jfr-convert`: the session's converter child.
@@ -42,9 +146,17 @@ pub fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
 }
 
 fn options(args: &RecordArgs) -> Options {
-    let java = |m| !args.no_agent && args.java.contains(&m);
+    // The flight recorder keeps no JVM flight recordings or call trees.
+    let java = |m| {
+        !args.no_agent && args.java.contains(&m) && (args.flight.is_none() || m == JavaMode::Stacks)
+    };
+    let default_output = if args.flight.is_some() {
+        "idleflow-dumps"
+    } else {
+        "run.idleflow"
+    };
     Options {
-        output: args.output.clone(),
+        output: args.output.clone().unwrap_or_else(|| default_output.into()),
         duration: args.duration,
         pid: args.pid,
         command: args.command.clone(),

@@ -48,9 +48,53 @@ pub struct JfrConvertArgs {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Where to write the recording.
-    #[arg(short, long, default_value = "run.idleflow")]
-    pub output: PathBuf,
+    /// Where to write the recording [default: run.idleflow]; with
+    /// --flight, the directory the dumps go into [default: idleflow-dumps].
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+
+    /// Run as a flight recorder: keep the last SECONDS (`60s`, `5m`) in
+    /// memory, bounded by --flight-bytes too, and write them into the -o
+    /// directory as an ordinary recording (0600) whenever a --trigger
+    /// fires, SIGUSR2 arrives or `idleflow trigger` asks; records until
+    /// the command or --pid's process exits, --duration or Ctrl-C. JVMs
+    /// run without their flight recorders or the call-tree agent here
+    /// (their waits are not in dumps yet); --java stacks still names JIT
+    /// frames.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_duration)]
+    pub flight: Option<std::time::Duration>,
+
+    /// The flight recorder's memory bound, bytes (K, M, G suffixes).
+    #[arg(long, default_value = "256M", value_parser = parse_size, requires = "flight")]
+    pub flight_bytes: usize,
+
+    /// When the flight recorder dumps (repeatable): `wait>=DUR [in PATTERN]`
+    /// (a thread of interest has waited DUR), `waiting>=N [in PATTERN]` (N
+    /// wait at once), `idle>=P% [for DUR] [while waiting>=N [in PATTERN]]`
+    /// (the CPUs were idle P % of the last DUR, default 1s), `signal`
+    /// (SIGUSR2, always on). PATTERN is a glob on thread names; without
+    /// one the threads of interest are the command's or --pid's (every
+    /// thread system-wide). Judged on the recorded stream after every drain
+    /// batch.
+    #[arg(long = "trigger", value_name = "SPEC", requires = "flight")]
+    pub triggers: Vec<String>,
+
+    /// No dump sooner than this after the last one.
+    #[arg(long, default_value = "1m", value_parser = parse_duration, requires = "flight")]
+    pub cooldown: std::time::Duration,
+
+    /// At most this many dumps in the recorder's life.
+    #[arg(long, default_value_t = 20, requires = "flight")]
+    pub max_dumps: u32,
+
+    /// What a dump keeps after its trigger fired.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, requires = "flight")]
+    pub tail: std::time::Duration,
+
+    /// Members of this group (a name or a gid) may ask for dumps with
+    /// `idleflow trigger`, besides root and the recorder's own user.
+    #[arg(long, value_name = "GROUP", requires = "flight")]
+    pub trigger_group: Option<String>,
 
     /// Stop after this many seconds (system-wide when no command is given;
     /// a command still running then keeps running, as with --pid).
@@ -280,6 +324,16 @@ pub enum JavaMode {
     /// HotSpot's frame pointers and the agent's light mode (the perf map
     /// only, no entries or exits).
     Stacks,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .or_else(|_| humantime::parse_duration(&format!("{}s", s.trim())))
+        .map_err(|e| format!("'{s}' is not a duration like 60s, 500ms or 5m ({e})"))?;
+    if d.is_zero() {
+        return Err("a duration must be more than 0".into());
+    }
+    Ok(d)
 }
 
 fn parse_stack_size(s: &str) -> Result<u32, String> {

@@ -10,10 +10,12 @@
 //! [`parse`] (ring records), [`join`] (records → dispatches), [`merge`]
 //! (time order across CPUs), [`pair`] (perf's stack samples ↔ eBPF's
 //! switches and wakings, for the eBPF event source), [`names`] (thread names in time order),
-//! [`procfs`] (`/proc` and `/sys`), and [`recorder`] (the whole, driven by
+//! [`procfs`] (`/proc` and `/sys`), [`flight`] (the flight recorder's ring,
+//! dumps and triggers), and [`recorder`] (the whole, driven by
 //! the recording session, `idleflow-session`).
 
 pub mod drain;
+pub mod flight;
 pub mod join;
 pub mod ksyms;
 pub mod merge;

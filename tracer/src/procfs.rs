@@ -209,6 +209,27 @@ pub fn process_exists(pid: u32) -> bool {
     fs::metadata(format!("/proc/{pid}")).is_ok()
 }
 
+/// The effective user id of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The supplementary groups of process `pid` (`Groups:` of its status);
+/// empty if it cannot be read.
+pub fn process_groups(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
 /// `uname -r` and the host name.
 pub fn uname() -> (String, String) {
     let read = |p: &str| {

@@ -37,6 +37,8 @@ pub use open::{IRQ_WAKE_FILTER, TASK_WAKE_FILTER};
 pub use source::{choose, Chosen, EventSource, Recorded};
 
 use crate::drain::{Drain, Round};
+use crate::flight::policy::{Fired, Policy, Trigger};
+use crate::flight::{FlightLimits, FlightRing, SegmentSink, Window};
 use crate::join::Joiner;
 use crate::merge::Merge;
 use crate::names::{TaskEvent, ThreadNames};
@@ -68,6 +70,10 @@ pub const DEFAULT_RING_BYTES: usize = 4 << 20;
 /// work area the period is this, ms: dispatches are tagged when read, and
 /// a thread's node history lasts tens of ms.
 const WORK_AREA_PERIOD_MS: i32 = 5;
+
+/// The drain's period while a flight recorder runs, ms: its triggers are
+/// judged after every batch, so this bounds how late a condition is seen.
+const FLIGHT_PERIOD_MS: i32 = 20;
 
 /// Why recording failed.
 #[derive(Debug, thiserror::Error)]
@@ -207,11 +213,91 @@ struct SampledStacks {
 }
 
 struct Output {
-    writer: Writer<BufWriter<File>>,
+    writer: Writer<Sink>,
     partial: PathBuf,
     path: PathBuf,
     /// When the writer was last flushed, ns.
     flushed_at: u64,
+    /// `record --flight`: the ring the writer writes into, and its policy.
+    flight: Option<Box<Flight>>,
+}
+
+impl Output {
+    /// Writes one record; the flight recorder's ring and policy see it.
+    fn write(&mut self, r: &Record) -> Result<(), RecorderError> {
+        self.writer.write(r)?;
+        if let Some(f) = self.flight.as_mut() {
+            f.ring.observe(r);
+            f.policy.observe(r);
+        }
+        Ok(())
+    }
+
+    /// Cuts the flight recorder's open segment at `now` (monotonic ns).
+    fn cut(&mut self, now: u64) -> Result<(), RecorderError> {
+        let Some(f) = self.flight.as_mut() else {
+            return Ok(());
+        };
+        self.writer.flush()?;
+        let bytes = match self.writer.get_mut() {
+            Sink::Flight(sink) => sink.take(),
+            Sink::File(_) => Vec::new(),
+        };
+        let last = self.writer.last_time();
+        f.ring.cut(
+            bytes,
+            last,
+            f.released_to.max(last),
+            now,
+            procfs::proc_stat().unwrap_or_default(),
+        );
+        f.cut_at_bytes = self.writer.bytes_written();
+        self.writer.forget_copies();
+        Ok(())
+    }
+}
+
+/// Where the writer's bytes go: the recording's file, or the flight
+/// recorder's open segment.
+#[derive(Debug)]
+enum Sink {
+    File(BufWriter<File>),
+    Flight(SegmentSink),
+}
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::File(f) => f.write(buf),
+            Sink::Flight(s) => s.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sink::File(f) => f.write_all(buf),
+            Sink::Flight(s) => s.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::File(f) => f.flush(),
+            Sink::Flight(s) => s.flush(),
+        }
+    }
+}
+
+/// The flight recorder's state ([`crate::flight`]).
+#[derive(Debug)]
+struct Flight {
+    ring: FlightRing,
+    policy: Policy,
+    info: RunInfo,
+    /// Bytes the writer had written at the last cut.
+    cut_at_bytes: u64,
+    /// Triggers that fired and were not taken yet.
+    fired: Vec<Fired>,
+    /// The stream is complete up to here (the last release's watermark).
+    released_to: u64,
 }
 
 /// What the merge holds: records ready to write, and task events whose
@@ -355,8 +441,76 @@ impl Recorder {
                 path: partial.clone(),
                 source,
             })?;
+        let info = self.run_info(command, target_pids);
+        let writer = Writer::new(Sink::File(BufWriter::with_capacity(1 << 20, file)), &info);
+        let output = Output {
+            writer: match writer {
+                Ok(w) => w,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&partial);
+                    return Err(e.into());
+                }
+            },
+            partial,
+            path: path.to_path_buf(),
+            flushed_at: self.start_ns,
+            flight: None,
+        };
+        self.output = Some(output);
+        self.write_existing()
+    }
+
+    /// Starts the flight recorder instead of a file (`record --flight`):
+    /// the recording goes into a ring bounded by `limits`, judged by
+    /// `triggers` after every drain batch ([`Recorder::flight_fired`]), and
+    /// dumped on request ([`Recorder::flight_window`]).
+    pub fn begin_flight(
+        &mut self,
+        limits: FlightLimits,
+        triggers: Vec<Trigger>,
+        command: &[String],
+        target_pids: &[u32],
+    ) -> Result<(), RecorderError> {
+        let info = self.run_info(command, target_pids);
+        let writer = Writer::new(Sink::Flight(SegmentSink::default()), &info)?;
+        let ring = FlightRing::new(
+            limits,
+            &self.cpus,
+            self.start_ns,
+            self.proc_stat_start.clone(),
+        );
+        let policy = Policy::new(triggers, self.cpus.len(), target_pids);
+        self.output = Some(Output {
+            writer,
+            partial: PathBuf::new(),
+            path: PathBuf::new(),
+            flushed_at: self.start_ns,
+            flight: Some(Box::new(Flight {
+                ring,
+                policy,
+                info,
+                cut_at_bytes: 0,
+                fired: Vec::new(),
+                released_to: self.start_ns,
+            })),
+        });
+        self.write_existing()?;
+        // The header and what came before the window are not a segment's:
+        // the directory keeps them for every dump.
+        let out = self.output.as_mut().expect("begun");
+        out.writer.flush()?;
+        if let Sink::Flight(sink) = out.writer.get_mut() {
+            sink.open();
+        }
+        if let Some(f) = out.flight.as_mut() {
+            f.cut_at_bytes = out.writer.bytes_written();
+        }
+        Ok(())
+    }
+
+    fn run_info(&self, command: &[String], target_pids: &[u32]) -> RunInfo {
         let (kernel_release, hostname) = procfs::uname();
-        let info = RunInfo {
+        RunInfo {
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             kernel_release,
             hostname,
@@ -380,19 +534,15 @@ impl Recorder {
             idle_stack_budget: self.idle_stack_budget,
             event_source: self.event_source.source.name().into(),
             event_source_why: self.event_source.why.clone(),
-        };
-        let writer = Writer::new(BufWriter::with_capacity(1 << 20, file), &info);
-        let mut output = Output {
-            writer: match writer {
-                Ok(w) => w,
-                Err(e) => {
-                    let _ = std::fs::remove_file(&partial);
-                    return Err(e.into());
-                }
-            },
-            partial,
-            path: path.to_path_buf(),
-            flushed_at: self.start_ns,
+        }
+    }
+
+    /// Writes the threads that exist now and, with user stacks, the
+    /// executable mappings of their processes (the kernel reports only
+    /// those made from now on).
+    fn write_existing(&mut self) -> Result<(), RecorderError> {
+        let Some(output) = self.output.as_mut() else {
+            return Ok(());
         };
         for t in procfs::threads() {
             let t = ThreadInfo {
@@ -402,13 +552,11 @@ impl Recorder {
                 ppid: t.ppid,
                 comm: t.comm,
             };
-            output.writer.write(&Record::Thread(t.clone()))?;
+            output.write(&Record::Thread(t.clone()))?;
             self.names.existing(&t);
-            // The mappings of processes that ran before the window: the
-            // kernel reports only those made from now on.
             if self.user_stacks && t.tid == t.pid {
                 for m in procfs::exec_maps(t.pid) {
-                    output.writer.write(&Record::ModuleMap(Box::new(ModuleMap {
+                    output.write(&Record::ModuleMap(Box::new(ModuleMap {
                         time: self.start_ns,
                         pid: t.pid,
                         start: m.start,
@@ -420,8 +568,46 @@ impl Recorder {
                 }
             }
         }
-        self.output = Some(output);
         Ok(())
+    }
+
+    /// Triggers that fired since the last call (`record --flight`).
+    pub fn flight_fired(&mut self) -> Vec<Fired> {
+        self.output
+            .as_mut()
+            .and_then(|o| o.flight.as_mut())
+            .map(|f| std::mem::take(&mut f.fired))
+            .unwrap_or_default()
+    }
+
+    /// The flight recorder's window from `from_ns` up to the last record
+    /// written (the open segment is cut first), with the run information
+    /// a dump of it carries; None without `record --flight`.
+    pub fn flight_window(
+        &mut self,
+        from_ns: u64,
+    ) -> Result<Option<(Window, RunInfo)>, RecorderError> {
+        let Some(out) = self.output.as_mut() else {
+            return Ok(None);
+        };
+        if out.flight.is_none() {
+            return Ok(None);
+        }
+        out.cut(sys::monotonic_ns())?;
+        let f = out.flight.as_ref().expect("flight");
+        Ok(Some((f.ring.window(from_ns), f.info.clone())))
+    }
+
+    /// The flight recorder's ring: bytes held and segments dropped so far.
+    pub fn flight_ring(&self) -> Option<(u64, u64)> {
+        let f = self.output.as_ref()?.flight.as_ref()?;
+        Some((f.ring.bytes(), f.ring.dropped()))
+    }
+
+    /// The policy's triggers, as given (`record --flight`).
+    pub fn flight_policy(&self) -> Option<String> {
+        let f = self.output.as_ref()?.flight.as_ref()?;
+        Some(f.policy.describe())
     }
 
     /// Bytes written so far.
@@ -443,12 +629,14 @@ impl Recorder {
         let Some(drain) = self.drain.as_ref() else {
             return Ok(());
         };
-        drain.set_period(
-            self.work_area
-                .as_ref()
-                .is_some_and(|w| w.active())
-                .then_some(WORK_AREA_PERIOD_MS),
-        );
+        let flight = self.output.as_ref().is_some_and(|o| o.flight.is_some());
+        drain.set_period(if self.work_area.as_ref().is_some_and(|w| w.active()) {
+            Some(WORK_AREA_PERIOD_MS)
+        } else if flight {
+            Some(FLIGHT_PERIOD_MS)
+        } else {
+            None
+        });
         let fds: Vec<i32> = std::iter::once(drain.ready_fd())
             .chain(wake.map(|w| w.as_raw_fd()))
             .collect();
@@ -526,13 +714,24 @@ impl Recorder {
             if let Some(wa) = work_area.as_mut() {
                 wa.account(&r);
             }
-            if let Err(e) = out.writer.write(&r) {
-                result = Err(e.into());
+            if let Err(e) = out.write(&r) {
+                result = Err(e);
             }
         });
         if result.is_ok() {
             let now = sys::monotonic_ns();
-            if now.saturating_sub(out.flushed_at) >= FLUSH_NS {
+            if let Some(f) = out.flight.as_mut() {
+                if watermark != u64::MAX {
+                    f.released_to = f.released_to.max(watermark);
+                    if let Some(fired) = f.policy.evaluate(watermark) {
+                        f.fired.push(fired);
+                    }
+                }
+                let open = out.writer.bytes_written() - f.cut_at_bytes;
+                if f.ring.due(now, open as usize) {
+                    result = out.cut(now);
+                }
+            } else if now.saturating_sub(out.flushed_at) >= FLUSH_NS {
                 out.flushed_at = now;
                 result = out.writer.flush().map_err(RecorderError::from);
             }
@@ -735,6 +934,13 @@ impl Recorder {
             .finish(&summary)
             .map_err(RecorderError::from)
             .and_then(|w| {
+                let Sink::File(w) = w else {
+                    return Err(RecorderError::Io {
+                        what: "a flight recorder has no file to finish",
+                        path: out.partial.clone(),
+                        source: std::io::Error::other("finish called in flight mode"),
+                    });
+                };
                 w.into_inner()
                     .map_err(|e| RecorderError::Io {
                         what: "cannot write",

@@ -255,6 +255,35 @@ pub fn pidfd_open(pid: u32) -> Result<OwnedFd, SysError> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// Who is at the other end of a connected Unix socket, as the kernel saw
+/// them connect (`SO_PEERCRED`): pid, uid, gid.
+pub fn peer_credentials(socket: BorrowedFd<'_>) -> Result<(u32, u32, u32), SysError> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes and `len` says how
+    // large `cred` is; the kernel writes at most that much.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(SysError {
+            call: "getsockopt(SO_PEERCRED)".into(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok((cred.pid as u32, cred.uid, cred.gid))
+}
+
 /// An `eventfd`: one thread says "look" ([`EventFd::notify`]), another
 /// waits for it in `poll` with other descriptors ([`poll_fds`]).
 #[derive(Debug)]

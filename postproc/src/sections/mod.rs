@@ -151,6 +151,10 @@ pub struct Report {
     pub per_cpu: Vec<CpuRow>,
     /// All CPUs together.
     pub total: CpuRow,
+    /// A flight recorder's dump (`record --flight`): the trigger that fired,
+    /// when, on what state; absent (left out of the JSON) otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flight: Option<idleflow_format::FlightDump>,
     /// Blocked-thread statistics, most runtime first (idleflow's own threads left out).
     pub threads: Vec<ThreadRow>,
     /// idleflow's own threads.
@@ -298,6 +302,7 @@ impl Report {
             command: a.info.command.clone(),
             target_pids: a.info.target_pids.clone(),
             stop_reason: a.summary.stop_reason.clone(),
+            flight: a.summary.flight.clone(),
             exit_code: a.summary.exit_code,
             dispatches: a.dispatches,
             wakeups: a.wakeups,

@@ -37,8 +37,8 @@ mod writer;
 pub use error::FormatError;
 pub use reader::{CutShort, Position, RawOther, RawRecord, Reader, WaitsAt};
 pub use record::{
-    Dispatch, KernelCost, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo, RunSummary,
-    ThreadExit, ThreadInfo, WakeContext, Wakeup, IDLE_TID,
+    Dispatch, FlightDump, KernelCost, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo,
+    RunSummary, ThreadExit, ThreadInfo, WakeContext, Wakeup, IDLE_TID,
 };
 pub use stacks::{KernelStack, KernelSymbol, KernelSymbols, SwitchArg, SwitchStack};
 pub use tree::{EncodedThread, ThreadTree, TreeDump, TreeHead, TreeNode};

@@ -444,6 +444,31 @@ pub struct RunSummary {
     /// over part of the window (None: not timed, or another source).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_cost: Option<KernelCost>,
+    /// A flight recorder's dump: what fired and on what state (None: an
+    /// ordinary recording).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flight: Option<FlightDump>,
+}
+
+/// Why a flight recorder (`record --flight`) wrote this recording: the
+/// trigger that fired, when, on what state, and the policy it belongs to.
+/// The window is the recording's (`RunInfo::start_ns` to `stop_ns`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightDump {
+    /// The trigger as the user wrote it (`wait>=500ms in http-nio-*`,
+    /// `signal`, `request`).
+    pub trigger: String,
+    /// When its condition held, ns on the recording's clock.
+    pub fired_ns: u64,
+    /// The state that made it hold, in words (`http-nio-8080-exec-3
+    /// (pid 4242) waiting 512 ms`), or who asked.
+    pub state: String,
+    /// Every trigger of the recorder, its cooldown and caps, as given.
+    pub policy: String,
+    /// The ring's length, ns (`--flight`).
+    pub keep_ns: u64,
+    /// This dump's number in the recorder's life (from 1).
+    pub number: u32,
 }
 
 /// The eBPF programs' run time as the kernel timed it

@@ -275,6 +275,34 @@ impl<W: Write> Writer<W> {
         self.end(start, frame.kind)
     }
 
+    /// The output (records written are there after [`Writer::flush`]).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
+    /// The time of the last timed record (the delta chain's previous time).
+    pub fn last_time(&self) -> u64 {
+        self.last_time
+    }
+
+    /// Forgets every thread's reference stack copy: the next copy of each
+    /// thread is written whole. A flight recorder's segment starts so, to
+    /// be readable without the segments before it.
+    pub fn forget_copies(&mut self) {
+        self.refs = Default::default();
+    }
+
+    /// Appends records another writer encoded, whose delta chain starts at
+    /// this writer's [`Writer::last_time`] and ends at `last_time`, as
+    /// they are (a flight recorder's segments, into a dump).
+    pub fn append_encoded(&mut self, records: &[u8], last_time: u64) -> Result<(), FormatError> {
+        self.hand_over()?;
+        self.out.write_all(records)?;
+        self.bytes += records.len() as u64;
+        self.last_time = last_time;
+        Ok(())
+    }
+
     /// Hands everything written so far to the output's own writer (for a
     /// file: to the kernel, so that it survives the writer being killed).
     pub fn flush(&mut self) -> Result<(), FormatError> {

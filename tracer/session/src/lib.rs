@@ -18,7 +18,9 @@
 //! [`CONVERT_SUBCOMMAND`] by calling [`convert_child`]: the session reads
 //! each JVM's flight recording in such a child of itself.
 //!
-//! Modules: `record` (the life cycle, one function per step), `agent`,
+//! Modules: `record` (the life cycle, one function per step), [`flight`]
+//! (`record --flight`: the flight recorder's session and its trigger
+//! socket), `agent`,
 //! `jfr` (its watcher thread, its every-wait policy, its converter child),
 //! [`attach`], `resolve`, and `error`.
 //!
@@ -32,6 +34,7 @@
 mod agent;
 pub mod attach;
 mod error;
+pub mod flight;
 mod jfr;
 mod record;
 mod resolve;

@@ -90,7 +90,7 @@ impl Recorded {
 }
 
 /// What the recording follows.
-enum Target {
+pub(crate) enum Target {
     /// The command idleflow started.
     Command(Child),
     /// A running process (`--pid`).
@@ -101,7 +101,7 @@ enum Target {
 
 impl Target {
     /// Its pids for the recording (empty: all).
-    fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         match self {
             Target::Command(c) => vec![c.id()],
             Target::Pid(pid) => vec![*pid],
@@ -110,7 +110,7 @@ impl Target {
     }
 
     /// A handle that wakes the poll when the target exits.
-    fn exit_fd(&self) -> Option<OwnedFd> {
+    pub(crate) fn exit_fd(&self) -> Option<OwnedFd> {
         match self {
             Target::Command(c) => idleflow_tracer::sys::pidfd_open(c.id()).ok(),
             Target::Pid(pid) => idleflow_tracer::sys::pidfd_open(*pid).ok(),
@@ -120,7 +120,7 @@ impl Target {
 
     /// Waits for the command, which runs on unrecorded, so that it is not
     /// left behind.
-    fn wait_command(&mut self) {
+    pub(crate) fn wait_command(&mut self) {
         if let Target::Command(child) = self {
             let _ = child.wait();
         }
@@ -128,7 +128,7 @@ impl Target {
 }
 
 /// The JVMs' part of a session.
-struct Java {
+pub(crate) struct Java {
     /// The entry/exit agent (`--java tree`).
     agent: Option<Agent>,
     /// The flight recorders (`--java waits`).
@@ -140,7 +140,7 @@ struct Java {
 }
 
 /// Why the poll loop ended.
-enum End {
+pub(crate) enum End {
     /// The target ended, the duration passed, or the stop flag was raised:
     /// the reason for the recording, and the command's exit status.
     Done(&'static str, Option<i32>),
@@ -149,10 +149,10 @@ enum End {
 }
 
 /// When the poll loop ends besides the target's exit.
-struct Until<'a> {
-    deadline: Option<Instant>,
-    stop: &'a AtomicBool,
-    show_status: bool,
+pub(crate) struct Until<'a> {
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) stop: &'a AtomicBool,
+    pub(crate) show_status: bool,
 }
 
 /// Records as `opts` says until the target ends, `opts.duration` passes or
@@ -240,7 +240,7 @@ pub fn record(
 }
 
 /// The options a session cannot run with.
-fn check(opts: &Options) -> Result<(), SessionError> {
+pub(crate) fn check(opts: &Options) -> Result<(), SessionError> {
     if let Some(d) = opts.duration {
         if !(d.is_finite() && d > 0.0) {
             return Err(SessionError::Duration { seconds: d });
@@ -263,7 +263,7 @@ fn check(opts: &Options) -> Result<(), SessionError> {
 /// Prepares the agent's work area (`--java tree`, commands only), the
 /// flight recorders' settings (`--java waits`, a command's or `--pid`'s
 /// JVMs) and the command's `JAVA_TOOL_OPTIONS`.
-fn prepare_java(
+pub(crate) fn prepare_java(
     opts: &Options,
     recorder: &mut Recorder,
     progress: &mut dyn Progress,
@@ -316,7 +316,7 @@ fn prepare_java(
 /// Starts the command (with the JVM options after the user's own
 /// `JAVA_TOOL_OPTIONS`, which the JVM reads first), or names `--pid`'s
 /// process, or the whole machine.
-fn launch(
+pub(crate) fn launch(
     opts: &Options,
     java: &Java,
     progress: &mut dyn Progress,
@@ -405,7 +405,7 @@ fn poll_until_end(
 }
 
 /// Whether the recording ends now: why, and the command's exit status.
-fn ended(
+pub(crate) fn ended(
     target: &mut Target,
     until: &Until<'_>,
 ) -> Result<Option<(&'static str, Option<i32>)>, SessionError> {

@@ -63,6 +63,23 @@ pub fn render(r: &Report, source: &str, opts: &TextOptions) -> String {
 /// and its root causes. [`render`] begins with it; the HTML page shows it.
 pub fn render_answer(r: &Report) -> String {
     let mut o = String::new();
+    if let Some(f) = &r.flight {
+        // A dump leads with the moment that fired.
+        let at = |ns: u64| ns.saturating_sub(r.recording_start_ns) as f64 / 1e9;
+        let _ = layout::write_wrapped(
+            &mut o,
+            &format!(
+                "flight recorder dump {}: '{}' fired at {:.3} s of {:.3} s: {}",
+                f.number,
+                f.trigger,
+                at(f.fired_ns),
+                at(r.stop_ns),
+                f.state
+            ),
+            "#",
+            "#  ",
+        );
+    }
     let _ = headline::render_headline(&mut o, r)
         .and_then(|()| root_causes::render_root_causes(&mut o, &r.root_causes));
     o

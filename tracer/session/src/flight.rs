@@ -1,0 +1,577 @@
+//! `record --flight`: the session that keeps the recording in the
+//! recorder's ring ([`idleflow_tracer::flight`]) and dumps its window when
+//! a trigger fires: one of the policy's (judged by the recorder after each
+//! drain batch), SIGUSR2 (`signal`), or a request on the recorder's socket
+//! (`idleflow trigger`).
+//!
+//! A dump is written by a thread of its own from a snapshot of the ring
+//! (the segments are shared, never copied), then its user stacks are
+//! resolved in place: the recorder goes on while a dump is written, and
+//! dumps may overlap. Each trigger is held to the cooldown and the caps
+//! (`--cooldown`, `--max-dumps`) and, when it fires, waits the tail
+//! (`--tail`) so that the dump also holds what followed.
+//!
+//! The socket (`/run/idleflow/flight-PID.sock`) accepts a connection from
+//! anyone and then checks who asks (`SO_PEERCRED`): root, the recorder's
+//! own user, or a member of `--trigger-group`; anyone else is told "not
+//! allowed" and nothing happens. A request runs nothing but a dump, at
+//! most one a second.
+//!
+//! Invariant: every dump is created private (0600) as `NAME.partial` and
+//! renamed only when complete; a dump that failed is said and counted, and
+//! the recording goes on.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use idleflow_format::FlightDump;
+use idleflow_tracer::flight::policy::{Fired, Trigger};
+use idleflow_tracer::flight::FlightLimits;
+use idleflow_tracer::{procfs, sys, Recorder};
+
+use crate::record::{self, End};
+use crate::{resolve, Options, Progress, SessionError};
+
+/// Where recorders listen for `idleflow trigger`.
+pub const SOCKET_DIR: &str = "/run/idleflow";
+
+/// `record --flight`'s own options.
+#[derive(Debug, Clone)]
+pub struct FlightOptions {
+    /// Where dumps go (created 0700 if missing).
+    pub dir: PathBuf,
+    /// How long and how big the ring is.
+    pub limits: FlightLimits,
+    /// The policy's triggers.
+    pub triggers: Vec<Trigger>,
+    /// No dump sooner than this after the last one.
+    pub cooldown: Duration,
+    /// At most this many dumps in the recorder's life.
+    pub max_dumps: u32,
+    /// What a dump keeps after its trigger fired.
+    pub tail: Duration,
+    /// Members of this group may ask for dumps too (`--trigger-group`).
+    pub trigger_group: Option<u32>,
+    /// Raised by the caller's SIGUSR2 handler.
+    pub signal: Arc<AtomicBool>,
+}
+
+/// What a flight session did.
+#[derive(Debug)]
+pub struct Flown {
+    /// The dumps written, in order.
+    pub dumps: Vec<PathBuf>,
+    /// Triggers that fired and were held back (cooldown, caps).
+    pub held_back: u64,
+    /// Dumps that failed.
+    pub failed: u64,
+    /// Why it ended.
+    pub reason: &'static str,
+    /// The command's exit status.
+    pub exit: Option<i32>,
+}
+
+/// A dump decided on, waiting for its tail.
+struct Pending {
+    fired: Fired,
+    due: Instant,
+    number: u32,
+}
+
+/// Runs a flight recorder as `opts` and `flight` say until the target
+/// ends, the duration passes or `stop` is raised.
+pub fn fly(
+    opts: &Options,
+    flight: &FlightOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+) -> Result<Flown, SessionError> {
+    record::check(opts)?;
+    make_private_dir(&flight.dir)?;
+    let mut recorder = Recorder::open(&opts.recorder)?;
+    recorder.enable()?;
+    let started = Instant::now();
+    let java = record::prepare_java(opts, &mut recorder, progress)?;
+    let mut target = record::launch(opts, &java, progress)?;
+    let target_pids = target.pids();
+    let exit_fd = target.exit_fd();
+    if let Err(e) = recorder.begin_flight(
+        flight.limits,
+        flight.triggers.clone(),
+        &opts.command,
+        &target_pids,
+    ) {
+        target.wait_command();
+        return Err(SessionError::RecorderAt {
+            what: "cannot start the flight recorder".into(),
+            source: e,
+        });
+    }
+    let listener = Listener::open(flight.trigger_group);
+    let listener = match listener {
+        Ok(l) => Some(l),
+        Err(e) => {
+            progress.note(&format!(
+                "no trigger socket ({}): `idleflow trigger` cannot reach this recorder",
+                crate::one_line(&e)
+            ));
+            None
+        }
+    };
+    if !opts.quiet {
+        progress.info(&format!(
+            "flight recorder: keeping the last {:.0} s (at most {} MiB) in memory; triggers: {}; dumps into {}{}",
+            flight.limits.keep_ns as f64 / 1e9,
+            flight.limits.max_bytes >> 20,
+            recorder.flight_policy().unwrap_or_default(),
+            flight.dir.display(),
+            listener
+                .as_ref()
+                .map(|l| format!("; `idleflow trigger` asks through {}", l.path.display()))
+                .unwrap_or_default()
+        ));
+    }
+    let until = record::Until {
+        deadline: opts.duration.map(|d| started + Duration::from_secs_f64(d)),
+        stop,
+        show_status: false,
+    };
+    let (done_tx, done_rx) = mpsc::channel::<Result<String, String>>();
+    let mut state = State {
+        flown: Flown {
+            dumps: Vec::new(),
+            held_back: 0,
+            failed: 0,
+            reason: "",
+            exit: None,
+        },
+        pending: Vec::new(),
+        last_decided: None,
+        decided: 0,
+        writers: Vec::new(),
+        said_capped: false,
+    };
+    let end = loop {
+        if let Err(e) = recorder.poll(exit_fd.as_ref().map(|f| f.as_fd()), 50) {
+            break End::Failed(e);
+        }
+        let now_ns = sys::monotonic_ns();
+        for fired in recorder.flight_fired() {
+            state.consider(fired, flight, progress);
+        }
+        if flight.signal.swap(false, Ordering::Relaxed) {
+            state.consider(
+                Fired {
+                    trigger: "signal".into(),
+                    at_ns: now_ns,
+                    state: "SIGUSR2".into(),
+                },
+                flight,
+                progress,
+            );
+        }
+        if let Some(l) = &listener {
+            if let Some(asked) = l.serve(&state, flight) {
+                state.consider(
+                    Fired {
+                        trigger: "request".into(),
+                        at_ns: now_ns,
+                        state: asked,
+                    },
+                    flight,
+                    progress,
+                );
+            }
+        }
+        if let Err(e) = state.write_due(&mut recorder, opts, flight, &done_tx, false) {
+            break End::Failed(e);
+        }
+        while let Ok(r) = done_rx.try_recv() {
+            state.said(r, progress);
+        }
+        match record::ended(&mut target, &until) {
+            Ok(Some((reason, exit))) => break End::Done(reason, exit),
+            Ok(None) => {}
+            Err(e) => return Err(e),
+        }
+    };
+    // Dumps decided on are written with what there is.
+    if let End::Done(..) = end {
+        if let Err(e) = state.write_due(&mut recorder, opts, flight, &done_tx, true) {
+            progress.error(&crate::one_line(&SessionError::RecorderAt {
+                what: "flight recorder".into(),
+                source: e,
+            }));
+        }
+    }
+    drop(done_tx);
+    for w in std::mem::take(&mut state.writers) {
+        let _ = w.join();
+    }
+    while let Ok(r) = done_rx.try_recv() {
+        state.said(r, progress);
+    }
+    let _ = recorder.stop();
+    drop(recorder);
+    match end {
+        End::Done(reason, exit) => {
+            state.flown.reason = reason;
+            state.flown.exit = exit;
+            Ok(state.flown)
+        }
+        End::Failed(e) => {
+            target.wait_command();
+            Err(SessionError::RecorderAt {
+                what: "flight recorder stopped".into(),
+                source: e,
+            })
+        }
+    }
+}
+
+struct State {
+    flown: Flown,
+    pending: Vec<Pending>,
+    last_decided: Option<Instant>,
+    decided: u32,
+    writers: Vec<JoinHandle<()>>,
+    said_capped: bool,
+}
+
+impl State {
+    /// A trigger fired: a dump is decided on unless the cooldown or the cap
+    /// holds it back.
+    fn consider(&mut self, fired: Fired, flight: &FlightOptions, progress: &mut dyn Progress) {
+        if self.decided >= flight.max_dumps {
+            self.flown.held_back += 1;
+            if !self.said_capped {
+                self.said_capped = true;
+                progress.note(&format!(
+                    "flight: '{}' fired, but --max-dumps {} is reached: no more dumps",
+                    fired.trigger, flight.max_dumps
+                ));
+            }
+            return;
+        }
+        if self
+            .last_decided
+            .is_some_and(|t| t.elapsed() < flight.cooldown)
+        {
+            self.flown.held_back += 1;
+            return;
+        }
+        self.last_decided = Some(Instant::now());
+        self.decided += 1;
+        progress.info(&format!(
+            "flight: '{}' fired: {}; dump {} in {:.1} s",
+            fired.trigger,
+            fired.state,
+            self.decided,
+            flight.tail.as_secs_f64()
+        ));
+        self.pending.push(Pending {
+            fired,
+            due: Instant::now() + flight.tail,
+            number: self.decided,
+        });
+    }
+
+    /// Writes the dumps whose tail has passed (all, with `all`), each in a
+    /// thread of its own.
+    fn write_due(
+        &mut self,
+        recorder: &mut Recorder,
+        opts: &Options,
+        flight: &FlightOptions,
+        done: &mpsc::Sender<Result<String, String>>,
+        all: bool,
+    ) -> Result<(), idleflow_tracer::RecorderError> {
+        let now = Instant::now();
+        let (due, later): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| all || p.due <= now);
+        self.pending = later;
+        for p in due {
+            let from = p.fired.at_ns.saturating_sub(flight.limits.keep_ns);
+            let Some((window, info)) = recorder.flight_window(from)? else {
+                continue;
+            };
+            let path = flight.dir.join(dump_name(p.number, &p.fired.trigger));
+            self.flown.dumps.push(path.clone());
+            let dump = FlightDump {
+                trigger: p.fired.trigger.clone(),
+                fired_ns: p.fired.at_ns,
+                state: p.fired.state.clone(),
+                policy: format!(
+                    "{}; cooldown {:.0} s, at most {} dumps, tail {:.1} s",
+                    recorder.flight_policy().unwrap_or_default(),
+                    flight.cooldown.as_secs_f64(),
+                    flight.max_dumps,
+                    flight.tail.as_secs_f64()
+                ),
+                keep_ns: flight.limits.keep_ns,
+                number: p.number,
+            };
+            let resolve_stacks = opts.recorder.user_stack_bytes > 0 && opts.resolve;
+            let done = done.clone();
+            self.writers.push(std::thread::spawn(move || {
+                let started = Instant::now();
+                let r = window
+                    .write(&path, &info, dump)
+                    .map_err(|e| format!("dump {} failed: {}", path.display(), error_chain(&e)))
+                    .and_then(|d| {
+                        let written = started.elapsed();
+                        if resolve_stacks {
+                            resolve::resolve_stacks(&d.path, true, &mut ()).map_err(|e| {
+                                format!(
+                                    "dump {}: resolving its stacks: {}",
+                                    d.path.display(),
+                                    crate::one_line(&e)
+                                )
+                            })?;
+                        }
+                        Ok(format!(
+                            "flight: dump {} written: {:.1} s, {} dispatches, {:.1} MiB in {} ms{}",
+                            d.path.display(),
+                            (d.summary.stop_ns.saturating_sub(window.base_ns)) as f64 / 1e9,
+                            d.summary.dispatches,
+                            d.bytes as f64 / (1 << 20) as f64,
+                            written.as_millis(),
+                            if resolve_stacks {
+                                format!(
+                                    " (stacks resolved in {} ms more)",
+                                    (started.elapsed() - written).as_millis()
+                                )
+                            } else {
+                                String::new()
+                            }
+                        ))
+                    });
+                let _ = done.send(r);
+            }));
+        }
+        Ok(())
+    }
+
+    fn said(&mut self, r: Result<String, String>, progress: &mut dyn Progress) {
+        match r {
+            Ok(line) => progress.info(&line),
+            Err(line) => {
+                self.flown.failed += 1;
+                progress.error(&line);
+            }
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// `idleflow-20261126T143005Z-1-wait.idleflow`: when, which, what.
+fn dump_name(number: u32, trigger: &str) -> String {
+    let when = humantime::format_rfc3339_seconds(SystemTime::now())
+        .to_string()
+        .replace([':', '-'], "");
+    let what: String = trigger
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .find(|w| !w.is_empty())
+        .unwrap_or("dump")
+        .to_string();
+    format!("idleflow-{when}-{number}-{what}.idleflow")
+}
+
+/// Creates `dir` readable by its owner only, or checks that an existing
+/// one is a directory.
+fn make_private_dir(dir: &Path) -> Result<(), SessionError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+        .map_err(SessionError::io(format!(
+            "cannot create the dump directory {}",
+            dir.display()
+        )))
+}
+
+/// The recorder's trigger socket.
+struct Listener {
+    listener: UnixListener,
+    path: PathBuf,
+    group: Option<u32>,
+    last_request: std::cell::Cell<Option<Instant>>,
+}
+
+impl Listener {
+    fn open(group: Option<u32>) -> Result<Listener, SessionError> {
+        let dir = Path::new(SOCKET_DIR);
+        let err = |what: String| SessionError::io(what);
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)))
+            .map_err(err(format!("cannot create {SOCKET_DIR}")))?;
+        let path = dir.join(format!("flight-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)
+            .map_err(err(format!("cannot listen on {}", path.display())))?;
+        // Anyone may connect; who asks is checked on each connection.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).map_err(err(
+            format!("cannot open {} to other users", path.display()),
+        ))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(err(format!("cannot listen on {}", path.display())))?;
+        Ok(Listener {
+            listener,
+            path,
+            group,
+            last_request: Default::default(),
+        })
+    }
+
+    /// Answers the connections waiting; the first allowed request, as who
+    /// asked, if one came.
+    fn serve(&self, state: &State, flight: &FlightOptions) -> Option<String> {
+        let mut asked = None;
+        while let Ok((stream, _)) = self.listener.accept() {
+            if let Some(who) = self.answer(stream, state, flight) {
+                asked.get_or_insert(who);
+            }
+        }
+        asked
+    }
+
+    fn answer(&self, stream: UnixStream, state: &State, flight: &FlightOptions) -> Option<String> {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+        let mut out = &stream;
+        let Ok((pid, uid, gid)) = sys::peer_credentials(stream.as_fd()) else {
+            let _ = writeln!(out, "error: cannot tell who asks");
+            return None;
+        };
+        let me = procfs::euid();
+        let allowed = uid == 0
+            || uid == me
+            || self
+                .group
+                .is_some_and(|g| gid == g || procfs::process_groups(pid).contains(&g));
+        if !allowed {
+            let _ = writeln!(
+                out,
+                "not allowed: uid {uid} is not root, the recorder's user or in its --trigger-group"
+            );
+            return None;
+        }
+        let mut line = String::new();
+        let _ = BufReader::new(&stream).read_line(&mut line);
+        if line.trim() != "dump" {
+            let _ = writeln!(
+                out,
+                "error: unknown request '{}' (only 'dump')",
+                line.trim()
+            );
+            return None;
+        }
+        if self
+            .last_request
+            .get()
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            let _ = writeln!(out, "busy: one request a second");
+            return None;
+        }
+        self.last_request.set(Some(Instant::now()));
+        if state.decided >= flight.max_dumps {
+            let _ = writeln!(out, "held back: --max-dumps {} reached", flight.max_dumps);
+            return None;
+        }
+        if state
+            .last_decided
+            .is_some_and(|t| t.elapsed() < flight.cooldown)
+        {
+            let _ = writeln!(
+                out,
+                "held back: cooling down (--cooldown {:.0} s)",
+                flight.cooldown.as_secs_f64()
+            );
+            return None;
+        }
+        let _ = writeln!(
+            out,
+            "dumping: recorder {} writes dump {} into {} after a {:.1} s tail",
+            std::process::id(),
+            state.decided + 1,
+            flight.dir.display(),
+            flight.tail.as_secs_f64()
+        );
+        Some(format!("asked by uid {uid} (pid {pid})"))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// `idleflow trigger`: asks the flight recorders on this machine (or the
+/// one of `pid`) for a dump; their answers, by recorder pid.
+pub fn ask(pid: Option<u32>) -> Result<Vec<(u32, String)>, SessionError> {
+    let dir = Path::new(SOCKET_DIR);
+    let mut socks: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    let p: u32 = name
+                        .strip_prefix("flight-")?
+                        .strip_suffix(".sock")?
+                        .parse()
+                        .ok()?;
+                    Some((p, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    socks.sort();
+    if let Some(want) = pid {
+        socks.retain(|(p, _)| *p == want);
+    }
+    let mut answers = Vec::new();
+    for (p, path) in socks {
+        let answer = match UnixStream::connect(&path) {
+            Ok(mut s) => {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = s.write_all(b"dump\n");
+                let mut line = String::new();
+                let _ = BufReader::new(&s).read_line(&mut line);
+                if line.trim().is_empty() {
+                    "no answer".to_string()
+                } else {
+                    line.trim().to_string()
+                }
+            }
+            // A recorder that ended without removing its socket.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+            Err(e) => format!("cannot connect to {}: {e}", path.display()),
+        };
+        answers.push((p, answer));
+    }
+    Ok(answers)
+}

@@ -1,0 +1,429 @@
+//! The flight recorder (`record --flight`): the recording kept in memory as
+//! a ring of segments bounded by age and bytes, and dumps of the ring's
+//! window written as ordinary recordings when a trigger fires.
+//!
+//! A segment is a run of records exactly as the writer encoded them for a
+//! file, cut at a drain batch: the writer forgets its stack-copy references
+//! at each cut, so a segment needs nothing written before it except the
+//! delta chain's previous time (its `base_ns`), the threads' names, the
+//! processes' executable mappings and the kernel stacks it names. Those the
+//! [`directory`] keeps for every thread and process that the ring's window
+//! may mention. A dump ([`Window::write`]) is then: the header and run
+//! information with `start_ns` = the first segment's base, the directory's
+//! THREAD, MODULE_MAP and KERNEL_STACK records at that time, the segments'
+//! bytes as they are, the kernel symbols of their stacks, and an END record
+//! that says which trigger fired ([`idleflow_format::FlightDump`]).
+//!
+//! Invariants: segments are consecutive (each one's base is the previous
+//! one's last time), so any run of the newest ones is one delta chain; the
+//! ring drops only whole segments, oldest first; a window is a snapshot
+//! (segments are shared, immutable), so writing a dump never holds the
+//! recorder up and never changes the ring.
+//!
+//! Modules: [`directory`] (names, mappings, stacks of the window),
+//! [`policy`] (the triggers: their language and their evaluation on the
+//! record stream), this file (segments, the ring, windows, dumps).
+
+pub mod directory;
+pub mod policy;
+
+use std::collections::VecDeque;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use idleflow_format::{
+    FlightDump, FormatError, KernelStack, ModuleMap, ProcStatCpu, Record, RunInfo, RunSummary,
+    ThreadInfo, Writer,
+};
+use rustc_hash::FxHashSet;
+
+use directory::Directory;
+
+/// A segment is cut at the first drain batch after it spans this long, ns.
+pub const SEGMENT_NS: u64 = 1_000_000_000;
+
+/// … or holds this many bytes.
+pub const SEGMENT_BYTES: usize = 8 << 20;
+
+/// How long and how big the ring may grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlightLimits {
+    /// Keep the segments of the last this many ns (`--flight`).
+    pub keep_ns: u64,
+    /// … and at most this many bytes of them (`--flight-bytes`).
+    pub max_bytes: u64,
+}
+
+/// What the writer hands over: into the open segment, or (before the first
+/// cut) nowhere: the header and run information are written again for each
+/// dump.
+#[derive(Debug, Default)]
+pub struct SegmentSink {
+    bytes: Vec<u8>,
+    open: bool,
+}
+
+impl SegmentSink {
+    /// From now on, bytes go into the open segment.
+    pub fn open(&mut self) {
+        self.open = true;
+    }
+
+    /// The open segment's bytes, taken (the next segment starts empty).
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.bytes)
+    }
+}
+
+impl std::io::Write for SegmentSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.open {
+            self.bytes.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One closed segment.
+#[derive(Debug)]
+pub struct Segment {
+    /// The delta chain's time before its first record.
+    pub base_ns: u64,
+    /// Its last record's time (the next segment's base).
+    pub end_ns: u64,
+    /// The stream was complete up to here when it was cut (≥ `end_ns`).
+    pub until_ns: u64,
+    /// Its records, encoded.
+    pub bytes: Vec<u8>,
+    /// The kernel stacks its records name.
+    pub stack_ids: Vec<u64>,
+    /// `/proc/stat`'s idle counters when it was opened.
+    pub proc_stat: Vec<ProcStatCpu>,
+    /// Its dispatches and wake-ups.
+    pub dispatches: u64,
+    /// Its wake-ups.
+    pub wakeups: u64,
+    /// Records the kernel dropped in it, per CPU (in `RunInfo::cpus` order).
+    pub lost_per_cpu: Vec<u64>,
+}
+
+/// The open segment's counts.
+#[derive(Debug, Default)]
+struct Open {
+    base_ns: u64,
+    opened_ns: u64,
+    stack_ids: FxHashSet<u64>,
+    proc_stat: Vec<ProcStatCpu>,
+    dispatches: u64,
+    wakeups: u64,
+    lost_per_cpu: Vec<u64>,
+}
+
+/// The ring: closed segments, the open one's counts, and the directory.
+#[derive(Debug)]
+pub struct FlightRing {
+    limits: FlightLimits,
+    /// `RunInfo::cpus`, for the per-CPU losses.
+    cpus: Vec<u32>,
+    segments: VecDeque<Arc<Segment>>,
+    bytes: u64,
+    open: Open,
+    directory: Directory,
+    /// Segments dropped since the recorder started (for the logs).
+    dropped: u64,
+}
+
+impl FlightRing {
+    /// An empty ring whose first segment starts at `start_ns`.
+    pub fn new(
+        limits: FlightLimits,
+        cpus: &[u32],
+        start_ns: u64,
+        proc_stat: Vec<ProcStatCpu>,
+    ) -> Self {
+        FlightRing {
+            limits,
+            cpus: cpus.to_vec(),
+            segments: VecDeque::new(),
+            bytes: 0,
+            open: Open {
+                base_ns: start_ns,
+                opened_ns: start_ns,
+                proc_stat,
+                lost_per_cpu: vec![0; cpus.len()],
+                ..Default::default()
+            },
+            directory: Directory::default(),
+            dropped: 0,
+        }
+    }
+
+    /// The ring's limits.
+    pub fn limits(&self) -> FlightLimits {
+        self.limits
+    }
+
+    /// Bytes held in closed segments.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Segments dropped for age or size so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Takes note of a record the writer just wrote into the open segment.
+    pub fn observe(&mut self, r: &Record) {
+        match r {
+            Record::Dispatch(_) => self.open.dispatches += 1,
+            Record::Wakeup(_) => self.open.wakeups += 1,
+            Record::SwitchStack(s) | Record::WakeStack(s) => {
+                self.open.stack_ids.insert(s.stack);
+            }
+            Record::Lost(l) => {
+                if let Some(i) = self.cpus.iter().position(|&c| c == l.cpu) {
+                    self.open.lost_per_cpu[i] += l.count;
+                }
+            }
+            _ => {}
+        }
+        self.directory.observe(r);
+    }
+
+    /// Whether the open segment should be cut now (`now_ns`, its bytes).
+    pub fn due(&self, now_ns: u64, open_bytes: usize) -> bool {
+        open_bytes > 0
+            && (now_ns.saturating_sub(self.open.opened_ns) >= SEGMENT_NS
+                || open_bytes >= SEGMENT_BYTES)
+    }
+
+    /// Closes the open segment with `bytes` (everything the writer handed
+    /// over since the last cut; its last record at `end_ns`, the stream
+    /// complete up to `until_ns`), opens the next
+    /// at `now_ns`, and drops what is older than the limits allow.
+    pub fn cut(
+        &mut self,
+        bytes: Vec<u8>,
+        end_ns: u64,
+        until_ns: u64,
+        now_ns: u64,
+        proc_stat: Vec<ProcStatCpu>,
+    ) {
+        let open = std::mem::replace(
+            &mut self.open,
+            Open {
+                base_ns: end_ns,
+                opened_ns: now_ns,
+                proc_stat,
+                lost_per_cpu: vec![0; self.cpus.len()],
+                ..Default::default()
+            },
+        );
+        if !bytes.is_empty() || open.dispatches > 0 {
+            let mut stack_ids: Vec<u64> = open.stack_ids.into_iter().collect();
+            stack_ids.sort_unstable();
+            self.bytes += bytes.len() as u64;
+            self.segments.push_back(Arc::new(Segment {
+                base_ns: open.base_ns,
+                end_ns,
+                until_ns: until_ns.max(end_ns),
+                bytes,
+                stack_ids,
+                proc_stat: open.proc_stat,
+                dispatches: open.dispatches,
+                wakeups: open.wakeups,
+                lost_per_cpu: open.lost_per_cpu,
+            }));
+        } else {
+            // Nothing in it: the next one starts where it started.
+            self.open.base_ns = open.base_ns;
+            self.open.proc_stat = open.proc_stat;
+        }
+        let oldest_kept = end_ns.saturating_sub(self.limits.keep_ns);
+        while let Some(first) = self.segments.front() {
+            let too_old = first.end_ns < oldest_kept;
+            let too_big = self.bytes > self.limits.max_bytes && self.segments.len() > 1;
+            if !(too_old || too_big) {
+                break;
+            }
+            self.bytes -= first.bytes.len() as u64;
+            self.segments.pop_front();
+            self.dropped += 1;
+        }
+        let from = self.segments.front().map_or(end_ns, |s| s.base_ns);
+        self.directory.forget_before(from);
+    }
+
+    /// The closed segments that reach past `from_ns`, with what a dump of
+    /// them needs from the directory.
+    pub fn window(&self, from_ns: u64) -> Window {
+        let segments: Vec<Arc<Segment>> = self
+            .segments
+            .iter()
+            .filter(|s| s.end_ns >= from_ns)
+            .cloned()
+            .collect();
+        let base_ns = segments.first().map_or(self.open.base_ns, |s| s.base_ns);
+        let mut ids: Vec<u64> = segments
+            .iter()
+            .flat_map(|s| s.stack_ids.iter().copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        Window {
+            base_ns,
+            threads: self.directory.threads_at(base_ns),
+            maps: self.directory.maps_at(base_ns),
+            stacks: self.directory.stacks(&ids),
+            segments,
+            proc_stat_end: self.open.proc_stat.clone(),
+        }
+    }
+}
+
+/// A snapshot of the ring to dump: everything [`Window::write`] needs.
+#[derive(Debug)]
+pub struct Window {
+    /// The first segment's base: the dump's start.
+    pub base_ns: u64,
+    threads: Vec<ThreadInfo>,
+    maps: Vec<ModuleMap>,
+    stacks: Vec<KernelStack>,
+    segments: Vec<Arc<Segment>>,
+    /// `/proc/stat`'s idle counters when the last segment was cut.
+    proc_stat_end: Vec<ProcStatCpu>,
+}
+
+/// A dump written.
+#[derive(Debug, Clone)]
+pub struct Dumped {
+    /// Its path.
+    pub path: PathBuf,
+    /// Its size, bytes.
+    pub bytes: u64,
+    /// Its end record.
+    pub summary: RunSummary,
+}
+
+impl Window {
+    /// The window's end: where the stream was complete when its last
+    /// segment was cut.
+    pub fn end_ns(&self) -> u64 {
+        self.segments.last().map_or(self.base_ns, |s| s.until_ns)
+    }
+
+    /// Dispatches in the window.
+    pub fn dispatches(&self) -> u64 {
+        self.segments.iter().map(|s| s.dispatches).sum()
+    }
+
+    /// Writes the window to `path` (through `<path>.partial`, created
+    /// private, renamed when complete) as an ordinary recording: `info` is
+    /// the recorder's run information, `flight` what fired.
+    pub fn write(
+        &self,
+        path: &Path,
+        info: &RunInfo,
+        flight: FlightDump,
+    ) -> Result<Dumped, DumpError> {
+        let mut partial = path.as_os_str().to_owned();
+        partial.push(".partial");
+        let partial = PathBuf::from(partial);
+        let io = |what: &'static str, p: &Path| {
+            let p = p.to_path_buf();
+            move |source| DumpError::Io {
+                what,
+                path: p,
+                source,
+            }
+        };
+        let file =
+            idleflow_format::create_private(&partial).map_err(io("cannot create", &partial))?;
+        let mut info = info.clone();
+        info.start_ns = self.base_ns;
+        if let Some(first) = self.segments.first() {
+            info.proc_stat_start = first.proc_stat.clone();
+        }
+        let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file), &info)?;
+        for t in &self.threads {
+            w.write(&Record::Thread(ThreadInfo {
+                time: self.base_ns,
+                ..t.clone()
+            }))?;
+        }
+        for m in &self.maps {
+            w.write(&Record::ModuleMap(Box::new(ModuleMap {
+                time: self.base_ns,
+                ..m.clone()
+            })))?;
+        }
+        for k in &self.stacks {
+            w.write(&Record::KernelStack(Box::new(k.clone())))?;
+        }
+        let mut summary = RunSummary {
+            stop_ns: self.end_ns(),
+            stop_reason: format!("flight recorder dump: {}", flight.trigger),
+            lost_per_cpu: vec![0; info.cpus.len()],
+            proc_stat_stop: self.proc_stat_end.clone(),
+            ..Default::default()
+        };
+        for s in &self.segments {
+            w.append_encoded(&s.bytes, s.end_ns)?;
+            summary.dispatches += s.dispatches;
+            summary.wakeups += s.wakeups;
+            for (sum, n) in summary.lost_per_cpu.iter_mut().zip(&s.lost_per_cpu) {
+                *sum += n;
+            }
+        }
+        let mut addrs: Vec<u64> = self
+            .stacks
+            .iter()
+            .flat_map(|k| k.ips.iter().copied())
+            .collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        if !addrs.is_empty() {
+            w.write(&Record::KernelSymbols(Box::new(crate::ksyms::name(&addrs))))?;
+        }
+        summary.flight = Some(flight);
+        let file = w
+            .finish(&summary)?
+            .into_inner()
+            .map_err(|e| DumpError::Io {
+                what: "cannot write",
+                path: partial.clone(),
+                source: e.into_error(),
+            })?;
+        file.sync_all().map_err(io("cannot write", &partial))?;
+        let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        std::fs::rename(&partial, path).map_err(io("cannot rename the dump to", path))?;
+        Ok(Dumped {
+            path: path.to_path_buf(),
+            bytes,
+            summary,
+        })
+    }
+}
+
+/// Why a dump could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    /// A file could not be created, written or renamed.
+    #[error("{what} {path}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// Encoding failed.
+    #[error("writing the dump")]
+    Format(#[from] FormatError),
+}

@@ -1,0 +1,612 @@
+//! The flight recorder's triggers (the patent's policies): when to look.
+//! Each is evaluated on the exact record stream, after every drain batch.
+//!
+//! The language (`record --trigger SPEC`, repeatable):
+//!
+//! ```text
+//! wait>=DUR [in PATTERN]            a thread of interest has been waiting DUR (once per wait)
+//! waiting>=N [in PATTERN]           N threads of interest wait at once
+//! idle>=P% [for DUR] [while waiting>=N [in PATTERN]]
+//!                                   the CPUs were idle P % of the last DUR (default 1s),
+//!                                   while N threads of interest wait
+//! signal                            SIGUSR2 to the recorder
+//! ```
+//!
+//! DUR is `500ms`, `2s`, `1m` (humantime); PATTERN a glob on thread names
+//! (`http-nio-*`). Without a PATTERN, the threads of interest are the
+//! recorded command's or process's (all threads, when the whole machine is
+//! recorded), never idleflow's own. A thread waits from a switch-out in a
+//! sleeping state (`S`, `D`, or not runnable) until its wake-up.
+//!
+//! Invariant: the policy sees records in stream order and judges at
+//! stream time: "now" is the latest time the stream reached, never the
+//! wall clock, so a condition holds or not on what was recorded.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use globset::{Glob, GlobMatcher};
+use idleflow_format::{PrevState, Record};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// Who a trigger watches.
+#[derive(Debug, Clone)]
+pub enum Interest {
+    /// The recorded command's or process's threads (all without one).
+    Target,
+    /// Threads whose name matches.
+    Named(GlobMatcher),
+}
+
+/// A trigger's condition.
+#[derive(Debug, Clone)]
+pub enum Condition {
+    /// A thread of interest has waited this long.
+    Wait { at_least_ns: u64, who: Interest },
+    /// This many threads of interest wait at once.
+    Waiting { at_least: u32, who: Interest },
+    /// The CPUs were idle this share of the last `for_ns`, while
+    /// `waiting` threads of interest wait.
+    Idle {
+        at_least_pct: f64,
+        for_ns: u64,
+        waiting: Option<(u32, Interest)>,
+    },
+    /// SIGUSR2 (the recording session raises it).
+    Signal,
+}
+
+/// One `--trigger`: its text and its condition.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    /// As the user wrote it.
+    pub spec: String,
+    /// What it means.
+    pub condition: Condition,
+}
+
+/// A trigger that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4', 'idle>=40% for 2s while waiting>=4', 'signal')")]
+pub struct TriggerError {
+    spec: String,
+    why: String,
+}
+
+fn duration_ns(s: &str) -> Result<u64, String> {
+    humantime::parse_duration(s)
+        .map(|d: Duration| d.as_nanos() as u64)
+        .map_err(|e| format!("'{s}' is not a duration ({e})"))
+}
+
+fn interest(words: &[&str]) -> Result<(Interest, usize), String> {
+    match words {
+        ["in", pat, ..] => Glob::new(pat)
+            .map(|g| (Interest::Named(g.compile_matcher()), 2))
+            .map_err(|e| format!("'{pat}' is not a name pattern ({e})")),
+        ["in"] => Err("'in' needs a thread-name pattern".into()),
+        _ => Ok((Interest::Target, 0)),
+    }
+}
+
+fn count(s: &str) -> Result<u32, String> {
+    s.parse::<u32>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("'{s}' is not a positive number of threads"))
+}
+
+impl Trigger {
+    /// Reads one trigger.
+    pub fn parse(spec: &str) -> Result<Trigger, TriggerError> {
+        let err = |why: String| TriggerError {
+            spec: spec.to_string(),
+            why,
+        };
+        let words: Vec<&str> = spec.split_whitespace().collect();
+        let (first, rest) = words.split_first().ok_or_else(|| err("empty".into()))?;
+        let (condition, used) = if *first == "signal" {
+            (Condition::Signal, 0)
+        } else if let Some(d) = first.strip_prefix("wait>=") {
+            let (who, n) = interest(rest).map_err(err)?;
+            (
+                Condition::Wait {
+                    at_least_ns: duration_ns(d).map_err(err)?,
+                    who,
+                },
+                n,
+            )
+        } else if let Some(n) = first.strip_prefix("waiting>=") {
+            let (who, used) = interest(rest).map_err(err)?;
+            (
+                Condition::Waiting {
+                    at_least: count(n).map_err(err)?,
+                    who,
+                },
+                used,
+            )
+        } else if let Some(p) = first.strip_prefix("idle>=") {
+            let pct: f64 = p
+                .trim_end_matches('%')
+                .parse()
+                .ok()
+                .filter(|v: &f64| (0.0..=100.0).contains(v) && p.ends_with('%'))
+                .ok_or_else(|| err(format!("'{p}' is not a share like 40%")))?;
+            let mut i = 0;
+            let mut for_ns = 1_000_000_000;
+            if rest.first() == Some(&"for") {
+                let d = rest
+                    .get(1)
+                    .ok_or_else(|| err("'for' needs a duration".into()))?;
+                for_ns = duration_ns(d).map_err(err)?;
+                i = 2;
+            }
+            let mut waiting = None;
+            if rest.get(i) == Some(&"while") {
+                let w = rest
+                    .get(i + 1)
+                    .and_then(|w| w.strip_prefix("waiting>="))
+                    .ok_or_else(|| err("'while' needs waiting>=N".into()))?;
+                let n = count(w).map_err(err)?;
+                let (who, used) = interest(&rest[i + 2..]).map_err(err)?;
+                waiting = Some((n, who));
+                i += 2 + used;
+            }
+            (
+                Condition::Idle {
+                    at_least_pct: pct,
+                    for_ns: for_ns.max(1),
+                    waiting,
+                },
+                i,
+            )
+        } else {
+            return Err(err(format!("unknown condition '{first}'")));
+        };
+        if let Some(extra) = rest.get(used) {
+            return Err(err(format!("unexpected '{extra}'")));
+        }
+        Ok(Trigger {
+            spec: words.join(" "),
+            condition,
+        })
+    }
+}
+
+/// A trigger that fired.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fired {
+    /// Its spec.
+    pub trigger: String,
+    /// When its condition held, ns (stream time).
+    pub at_ns: u64,
+    /// The state that made it hold, in words.
+    pub state: String,
+}
+
+/// Idle CPU-time is summed in bins this long, ns.
+const BIN_NS: u64 = 10_000_000;
+
+/// The stream's state the triggers judge, and the triggers.
+#[derive(Debug)]
+pub struct Policy {
+    triggers: Vec<Trigger>,
+    /// The target's processes (empty: every process).
+    target_pids: FxHashSet<u32>,
+    /// idleflow's own process: never of interest.
+    own_pid: u32,
+    /// tid → (pid, name).
+    names: FxHashMap<u32, (u32, String)>,
+    /// Threads waiting now: tid → since when, and whether a `wait>=`
+    /// trigger already fired on this wait.
+    waiting: FxHashMap<u32, (u64, bool)>,
+    /// Per CPU: idle since when (None: running, or not known yet).
+    idle_since: FxHashMap<u32, Option<u64>>,
+    /// Idle CPU-ns per bin: (bin start, ns), oldest first.
+    bins: VecDeque<(u64, u64)>,
+    cpus: usize,
+    /// The stream's first and latest times.
+    first_ns: Option<u64>,
+    now_ns: u64,
+}
+
+impl Policy {
+    /// A policy of `triggers` for a recording of `cpus` CPUs whose target
+    /// is `target_pids` (empty: the whole machine).
+    pub fn new(triggers: Vec<Trigger>, cpus: usize, target_pids: &[u32]) -> Self {
+        Policy {
+            triggers,
+            target_pids: target_pids.iter().copied().collect(),
+            own_pid: std::process::id(),
+            names: FxHashMap::default(),
+            waiting: FxHashMap::default(),
+            idle_since: FxHashMap::default(),
+            bins: VecDeque::new(),
+            cpus: cpus.max(1),
+            first_ns: None,
+            now_ns: 0,
+        }
+    }
+
+    /// Sets idleflow's own process (tests: another one).
+    pub fn set_own_pid(&mut self, pid: u32) {
+        self.own_pid = pid;
+    }
+
+    /// The triggers, as given, for the dumps' record of the policy.
+    pub fn describe(&self) -> String {
+        self.triggers
+            .iter()
+            .map(|t| format!("'{}'", t.spec))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Whether a trigger watches the stream (not only signals).
+    pub fn watches_stream(&self) -> bool {
+        self.triggers
+            .iter()
+            .any(|t| !matches!(t.condition, Condition::Signal))
+    }
+
+    /// Whether `signal` is among the triggers.
+    pub fn has_signal(&self) -> bool {
+        self.triggers
+            .iter()
+            .any(|t| matches!(t.condition, Condition::Signal))
+    }
+
+    fn add_idle(&mut self, from: u64, to: u64) {
+        let mut t = from;
+        while t < to {
+            let bin = t - t % BIN_NS;
+            let end = (bin + BIN_NS).min(to);
+            match self.bins.back_mut() {
+                Some((b, ns)) if *b == bin => *ns += end - t,
+                _ => self.bins.push_back((bin, end - t)),
+            }
+            t = end;
+        }
+    }
+
+    /// Takes note of one record, in stream order.
+    pub fn observe(&mut self, r: &Record) {
+        let time = match r {
+            Record::Thread(t) => {
+                self.names.insert(t.tid, (t.pid, t.comm.clone()));
+                t.time
+            }
+            Record::Dispatch(d) => {
+                if d.prev_tid != 0
+                    && matches!(
+                        d.prev_state,
+                        PrevState::Sleeping | PrevState::DiskSleep | PrevState::Blocked
+                    )
+                {
+                    self.waiting.entry(d.prev_tid).or_insert((d.time, false));
+                }
+                self.waiting.remove(&d.next_tid);
+                let since = self.idle_since.entry(d.cpu).or_insert(None);
+                if let Some(s) = since.take() {
+                    let s = s.max(d.time.saturating_sub(60_000_000_000));
+                    self.add_idle(s, d.time);
+                }
+                if d.next_tid == 0 {
+                    self.idle_since.insert(d.cpu, Some(d.time));
+                }
+                d.time
+            }
+            Record::Wakeup(w) => {
+                self.waiting.remove(&w.wakee_tid);
+                w.time
+            }
+            Record::Exit(e) => {
+                self.waiting.remove(&e.tid);
+                e.time
+            }
+            _ => return,
+        };
+        self.first_ns.get_or_insert(time);
+        self.now_ns = self.now_ns.max(time);
+    }
+
+    fn of_interest(&self, tid: u32, who: &Interest) -> bool {
+        let Some((pid, name)) = self.names.get(&tid) else {
+            return false;
+        };
+        if *pid == self.own_pid {
+            return false;
+        }
+        match who {
+            Interest::Named(g) => g.is_match(name),
+            Interest::Target => self.target_pids.is_empty() || self.target_pids.contains(pid),
+        }
+    }
+
+    fn waiters(&self, who: &Interest) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .waiting
+            .keys()
+            .copied()
+            .filter(|&t| self.of_interest(t, who))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn name(&self, tid: u32) -> String {
+        match self.names.get(&tid) {
+            Some((pid, name)) => format!("{name} (tid {tid}, pid {pid})"),
+            None => format!("tid {tid}"),
+        }
+    }
+
+    /// Idle CPU-ns in `[from, now]`, the CPUs idle now counted to now.
+    fn idle_ns_since(&self, from: u64) -> u64 {
+        let binned: u64 = self
+            .bins
+            .iter()
+            .filter(|(b, _)| *b + BIN_NS > from)
+            .map(|(b, ns)| {
+                if *b >= from {
+                    *ns
+                } else {
+                    ns * (b + BIN_NS - from) / BIN_NS
+                }
+            })
+            .sum();
+        let open: u64 = self
+            .idle_since
+            .values()
+            .flatten()
+            .map(|&s| self.now_ns.saturating_sub(s.max(from)))
+            .sum();
+        binned + open
+    }
+
+    /// Judges every trigger at stream time `now_ns` (at least the latest
+    /// record's): the first that holds, if any. Signals are not judged here.
+    pub fn evaluate(&mut self, now_ns: u64) -> Option<Fired> {
+        self.now_ns = self.now_ns.max(now_ns);
+        let now = self.now_ns;
+        let longest = self
+            .triggers
+            .iter()
+            .filter_map(|t| match t.condition {
+                Condition::Idle { for_ns, .. } => Some(for_ns),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        while self
+            .bins
+            .front()
+            .is_some_and(|(b, _)| b + BIN_NS + longest < now)
+        {
+            self.bins.pop_front();
+        }
+        let fired = |t: &Trigger, state: String| Fired {
+            trigger: t.spec.clone(),
+            at_ns: now,
+            state,
+        };
+        for t in &self.triggers {
+            match &t.condition {
+                Condition::Signal => {}
+                Condition::Wait { at_least_ns, who } => {
+                    let longest = self
+                        .waiting
+                        .iter()
+                        .filter(|(tid, (since, done))| {
+                            !done
+                                && now.saturating_sub(*since) >= *at_least_ns
+                                && self.of_interest(**tid, who)
+                        })
+                        .min_by_key(|(tid, (since, _))| (*since, **tid))
+                        .map(|(tid, (since, _))| (*tid, *since));
+                    if let Some((tid, since)) = longest {
+                        let state = format!(
+                            "{} waiting {:.0} ms",
+                            self.name(tid),
+                            now.saturating_sub(since) as f64 / 1e6
+                        );
+                        let f = fired(t, state);
+                        if let Some(w) = self.waiting.get_mut(&tid) {
+                            w.1 = true;
+                        }
+                        return Some(f);
+                    }
+                }
+                Condition::Waiting { at_least, who } => {
+                    let w = self.waiters(who);
+                    if w.len() >= *at_least as usize {
+                        return Some(fired(t, self.waiters_state(&w)));
+                    }
+                }
+                Condition::Idle {
+                    at_least_pct,
+                    for_ns,
+                    waiting,
+                } => {
+                    let Some(first) = self.first_ns else { continue };
+                    if now.saturating_sub(first) < *for_ns {
+                        continue;
+                    }
+                    let idle = self.idle_ns_since(now - for_ns);
+                    let pct = idle as f64 * 100.0 / (*for_ns as f64 * self.cpus as f64);
+                    if pct < *at_least_pct {
+                        continue;
+                    }
+                    let mut state = format!(
+                        "{pct:.1} % of {} CPUs idle over the last {:.1} s",
+                        self.cpus,
+                        *for_ns as f64 / 1e9
+                    );
+                    if let Some((n, who)) = waiting {
+                        let w = self.waiters(who);
+                        if w.len() < *n as usize {
+                            continue;
+                        }
+                        state.push_str(", while ");
+                        state.push_str(&self.waiters_state(&w));
+                    }
+                    return Some(fired(t, state));
+                }
+            }
+        }
+        None
+    }
+
+    fn waiters_state(&self, tids: &[u32]) -> String {
+        let shown: Vec<String> = tids.iter().take(3).map(|&t| self.name(t)).collect();
+        format!(
+            "{} threads waiting: {}{}",
+            tids.len(),
+            shown.join(", "),
+            if tids.len() > 3 { ", …" } else { "" }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idleflow_format::{Dispatch, NodeTag, ThreadInfo, WakeContext, Wakeup};
+
+    const MS: u64 = 1_000_000;
+
+    fn thread(tid: u32, comm: &str) -> Record {
+        Record::Thread(ThreadInfo {
+            time: 0,
+            tid,
+            pid: 100,
+            ppid: 1,
+            comm: comm.into(),
+        })
+    }
+
+    fn switch(time: u64, cpu: u32, prev: u32, state: PrevState, next: u32) -> Record {
+        Record::Dispatch(Dispatch {
+            time,
+            cpu,
+            prev_tid: prev,
+            prev_state: state,
+            next_tid: next,
+            prev_node: NodeTag::Untraced,
+        })
+    }
+
+    fn wake(time: u64, tid: u32) -> Record {
+        Record::Wakeup(Wakeup {
+            time,
+            cpu: 0,
+            waker_tid: 0,
+            wakee_tid: tid,
+            target_cpu: 0,
+            new_thread: false,
+            context: WakeContext::Task,
+        })
+    }
+
+    fn policy(specs: &[&str]) -> Policy {
+        let t = specs.iter().map(|s| Trigger::parse(s).unwrap()).collect();
+        let mut p = Policy::new(t, 2, &[]);
+        p.set_own_pid(1);
+        p.observe(&thread(7, "http-nio-1"));
+        p.observe(&thread(8, "http-nio-2"));
+        p.observe(&thread(9, "gc"));
+        p
+    }
+
+    #[test]
+    fn the_language_reads_and_bad_triggers_say_why() {
+        for ok in [
+            "wait>=500ms",
+            "wait>=2s in http-nio-*",
+            "waiting>=4 in pool-*",
+            "idle>=40% for 2s while waiting>=4 in http-nio-*",
+            "idle>=90%",
+            "signal",
+        ] {
+            Trigger::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for (bad, why) in [
+            ("wait>=soon", "not a duration"),
+            ("waiting>=0", "positive number"),
+            ("idle>=40", "share like 40%"),
+            ("idle>=40% for", "needs a duration"),
+            ("wait>=1s in", "needs a thread-name pattern"),
+            ("wait>=1s out x", "unexpected 'out'"),
+            ("cpu>=3", "unknown condition"),
+        ] {
+            let e = Trigger::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_wait_fires_once_when_it_reaches_its_length_and_only_for_threads_of_interest() {
+        let mut p = policy(&["wait>=500ms in http-nio-*"]);
+        p.observe(&switch(10 * MS, 0, 9, PrevState::Sleeping, 0)); // gc: not of interest
+        p.observe(&switch(20 * MS, 1, 7, PrevState::Sleeping, 0));
+        assert_eq!(p.evaluate(400 * MS), None);
+        let f = p.evaluate(520 * MS).expect("fired");
+        assert_eq!(f.at_ns, 520 * MS);
+        assert!(
+            f.state
+                .starts_with("http-nio-1 (tid 7, pid 100) waiting 500 ms"),
+            "{}",
+            f.state
+        );
+        // Once per wait.
+        assert_eq!(p.evaluate(900 * MS), None);
+        // Woken, then a new wait of another thread: a preempted one is not waiting.
+        p.observe(&wake(950 * MS, 7));
+        p.observe(&switch(960 * MS, 1, 8, PrevState::Preempted, 0));
+        assert_eq!(p.evaluate(2_000 * MS), None);
+    }
+
+    #[test]
+    fn waiting_threads_are_counted_at_once() {
+        let mut p = policy(&["waiting>=2 in http-nio-*"]);
+        p.observe(&switch(10 * MS, 0, 7, PrevState::Sleeping, 0));
+        assert_eq!(p.evaluate(11 * MS), None);
+        p.observe(&switch(12 * MS, 1, 8, PrevState::DiskSleep, 0));
+        let f = p.evaluate(13 * MS).expect("fired");
+        assert!(
+            f.state.starts_with("2 threads waiting: http-nio-1"),
+            "{}",
+            f.state
+        );
+        p.observe(&switch(14 * MS, 1, 0, PrevState::Unknown, 8));
+        assert_eq!(p.evaluate(15 * MS), None);
+    }
+
+    #[test]
+    fn idle_share_over_a_window_with_waiters() {
+        let mut p = policy(&["idle>=40% for 1s while waiting>=1 in http-nio-*"]);
+        // CPU 0 busy throughout, CPU 1 idle from 0.2 s: 40 % at 1 s... from 1 s on.
+        p.observe(&switch(0, 0, 0, PrevState::Unknown, 9));
+        p.observe(&switch(0, 1, 0, PrevState::Unknown, 7));
+        p.observe(&switch(200 * MS, 1, 7, PrevState::Sleeping, 0));
+        assert_eq!(p.evaluate(900 * MS), None, "not a whole window yet");
+        // 0.8 s of 2 CPU-s at 1 s: 40 %.
+        let f = p.evaluate(1_000 * MS).expect("fired");
+        assert!(f.state.starts_with("40.0 % of 2 CPUs idle"), "{}", f.state);
+        assert!(
+            f.state.contains("1 threads waiting: http-nio-1"),
+            "{}",
+            f.state
+        );
+        // The waiter woke: the idle alone does not fire.
+        p.observe(&wake(1_100 * MS, 7));
+        assert_eq!(p.evaluate(1_200 * MS), None);
+        // Without waiters asked for, and the CPU busy again: the share falls.
+        let mut q = policy(&["idle>=60% for 1s"]);
+        q.observe(&switch(0, 0, 0, PrevState::Unknown, 9));
+        q.observe(&switch(0, 1, 7, PrevState::Sleeping, 0));
+        assert_eq!(q.evaluate(1_000 * MS), None, "50 %");
+        q.observe(&switch(1_000 * MS, 0, 9, PrevState::Sleeping, 0));
+        assert!(q.evaluate(1_500 * MS).is_some(), "75 % of the last second");
+    }
+}
