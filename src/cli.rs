@@ -31,7 +31,7 @@ const RECORD_EXAMPLES: &str = "Examples:
   sudo idleflow record -o run.idleflow -- ./my-server --threads 8
   sudo idleflow record --pid 4242 --duration 30 -o live.idleflow
   sudo idleflow record --stacks waits -- make -j8
-  sudo idleflow record --flight 60s --trigger 'wait>=500ms in http-nio-*' -o dumps/ --pid 4242";
+  sudo idleflow record --flight 60s --trigger 'wait>=500ms' -o dumps/ --pid 4242";
 const REPORT_EXAMPLES: &str = "Examples:
   idleflow report run.idleflow
   idleflow report run.idleflow --per-cpu --threads 20 --paths 10

@@ -18,6 +18,7 @@ const COMMANDS: &[&str] = &[
     "export",
     "diff",
     "history",
+    "trigger",
 ];
 
 /// `idleflow CMD --help` at `columns`.
@@ -85,8 +86,9 @@ fn the_examples_that_need_no_root_run_as_shown() {
     for &cmd in COMMANDS {
         for e in examples(&help(cmd, 120)) {
             let words: Vec<&str> = e.split("  #").next().unwrap().split_whitespace().collect();
-            // Recording needs root; `show 7` needs seven runs; go is pprof's own test.
-            if words[0] != "idleflow" || words.contains(&"show") {
+            // Recording needs root; `show 7` needs seven runs; go is pprof's
+            // own test; `trigger` needs a flight recorder running (tests/flight.rs).
+            if words[0] != "idleflow" || words.contains(&"show") || words[1] == "trigger" {
                 continue;
             }
             let out = run(idleflow()

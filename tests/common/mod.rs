@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub mod perf_switches;
+
 /// Recording tests watch every CPU: run them one at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
 

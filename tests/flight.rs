@@ -1,0 +1,290 @@
+//! The flight recorder end to end (`record --flight`): a trigger on the
+//! record stream dumps a window that holds every dispatch perf's own switch
+//! records saw in it and says what fired; a condition that never holds
+//! dumps nothing; `idleflow trigger` dumps for the users allowed and says
+//! "not allowed" to the others; SIGUSR2 dumps; an idle trigger with waiters
+//! fires on an idle machine; every dump is private and readable by every
+//! command.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::perf_switches::*;
+use common::*;
+use serde_json::Value;
+
+/// The dumps in `dir`, sorted; no `.partial` file may be left.
+fn dumps(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    assert!(
+        v.iter()
+            .all(|p| p.extension().is_some_and(|e| e == "idleflow")),
+        "only complete dumps: {v:?}"
+    );
+    v
+}
+
+/// A dump is private (0600), and `report` (text and JSON) and `script`
+/// read it; its JSON report.
+fn read_dump(dump: &Path) -> (Value, String) {
+    let mode = std::fs::metadata(dump).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", dump.display());
+    let text = run(idleflow().arg("report").arg(dump));
+    assert!(text.status.success(), "report: {}", stderr(&text));
+    let script = run(idleflow().arg("script").arg(dump));
+    assert!(script.status.success(), "script: {}", stderr(&script));
+    assert!(
+        stdout(&script).contains(" dispatch "),
+        "script of {}",
+        dump.display()
+    );
+    (report_json(dump), stdout(&text))
+}
+
+#[test]
+fn a_wait_trigger_dumps_a_window_with_every_dispatch_and_says_what_fired() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dumps");
+    let work = format!(
+        "{} --busy-ms 2 --sleep-ms 2 --seconds 2.5 >/dev/null & sleep 0.2; sleep 1; wait",
+        example("dutycycle").display()
+    );
+    let (o, switches) = under_perf_switch_records(&tmp, || {
+        run(idleflow()
+            .args(["record", "--flight", "30s", "--tail", "300ms"])
+            .args(["--trigger", "wait>=400ms in sleep", "-o"])
+            .arg(&out)
+            .args(["--", "bash", "-c", &work]))
+    });
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("'wait>=400ms in sleep' fired: sleep (tid"),
+        "{err}"
+    );
+    let d = dumps(&out);
+    assert_eq!(d.len(), 1, "{err}");
+    let (r, text) = read_dump(&d[0]);
+    let svg = tmp.path().join("dump.svg");
+    let fg = run(idleflow().arg("flamegraph").arg(&d[0]).arg("-o").arg(&svg));
+    assert!(fg.status.success(), "flamegraph: {}", stderr(&fg));
+    // It leads with what fired, and the JSON says it too.
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("# flight recorder dump 1: 'wait>=400ms in sleep' fired at "),
+        "{text}"
+    );
+    let fl = &r["flight"];
+    assert_eq!(fl["trigger"], "wait>=400ms in sleep");
+    assert_eq!(fl["number"], 1);
+    assert!(
+        fl["policy"].as_str().unwrap().contains("tail 0.3 s"),
+        "{fl}"
+    );
+    let (start, stop, fired) = (u(&r, "start_ns"), u(&r, "stop_ns"), u(fl, "fired_ns"));
+    // The sleep began 0.2 s in and fired 0.4 s later; the tail followed.
+    assert!(
+        fired >= start + 550_000_000,
+        "fired {} s in",
+        (fired - start) as f64 / 1e9
+    );
+    assert!(
+        stop >= fired + 250_000_000,
+        "tail: {} s",
+        (stop - fired) as f64 / 1e9
+    );
+    assert!(r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["comm"] == "sleep" || t["name"] == "sleep"));
+    // Every dispatch of the window: the switch-ins from idle per CPU
+    // against perf's own switch records over the same window.
+    let perf = perf_switch_ins_from_idle(&switches, start, stop);
+    let per_cpu = r["per_cpu"].as_array().unwrap();
+    assert_eq!(perf.len(), per_cpu.len(), "perf saw CPUs {perf:?}");
+    for (c, (cpu, perf_n)) in per_cpu.iter().zip(&perf) {
+        assert_eq!(u(c, "cpu"), u64::from(*cpu));
+        let ours = u(c, "idle_dispatches_from");
+        println!("| CPU {cpu} | dump's dispatches from idle {ours} | perf's switch-ins from idle {perf_n} |");
+        assert!(*perf_n > 100, "CPU {cpu}: {perf_n} switch-ins from idle");
+        assert!(
+            ours.abs_diff(*perf_n) <= 3 + perf_n / 100,
+            "CPU {cpu}: the dump has {ours} dispatches from idle, perf {perf_n}"
+        );
+    }
+    assert_eq!(u(&r, "lost_events"), 0);
+
+    // A condition that never holds dumps nothing.
+    let none = tmp.path().join("none");
+    let o = run(idleflow()
+        .args([
+            "record",
+            "--flight",
+            "30s",
+            "--trigger",
+            "wait>=5s in sleep",
+            "-o",
+        ])
+        .arg(&none)
+        .args(["--", "bash", "-c", "sleep 0.2; sleep 1"]));
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("0 dumps in"), "{err}");
+    assert!(dumps(&none).is_empty());
+}
+
+/// Waits until the flight recorder `pid` listens, up to 5 s.
+fn wait_for_socket(pid: u32) {
+    let sock = format!("/run/idleflow/flight-{pid}.sock");
+    let t = Instant::now();
+    while !Path::new(&sock).exists() {
+        assert!(t.elapsed() < Duration::from_secs(5), "no {sock}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `idleflow trigger --pid PID` as uid 65534 with group `gid` and no others.
+fn trigger_as(gid: u32, pid: u32) -> std::process::Output {
+    run(Command::new("setpriv").args([
+        "--reuid=65534",
+        &format!("--regid={gid}"),
+        "--clear-groups",
+        env!("CARGO_BIN_EXE_idleflow"),
+        "trigger",
+        "--pid",
+        &pid.to_string(),
+    ]))
+}
+
+#[test]
+fn idleflow_trigger_dumps_for_the_allowed_and_not_for_others_and_sigusr2_dumps() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dumps");
+    let rec = idleflow()
+        .args([
+            "record",
+            "--flight",
+            "10s",
+            "--cooldown",
+            "100ms",
+            "--tail",
+            "200ms",
+        ])
+        .args(["--trigger-group", "65534", "-o"])
+        .arg(&out)
+        .args(["--", "sleep", "4"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = rec.id();
+    wait_for_socket(pid);
+    std::thread::sleep(Duration::from_millis(300));
+    // Not root, not the recorder's user, not in its group: not allowed.
+    let no = trigger_as(1, pid);
+    assert_eq!(no.status.code(), Some(1), "{}", stderr(&no));
+    assert!(stdout(&no).contains("not allowed"), "{}", stdout(&no));
+    // In the group: allowed.
+    let yes = trigger_as(65534, pid);
+    assert_eq!(
+        yes.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&yes),
+        stderr(&yes)
+    );
+    assert!(stdout(&yes).contains("dumping"), "{}", stdout(&yes));
+    std::thread::sleep(Duration::from_millis(1200));
+    // SIGUSR2.
+    // SAFETY: kill has no memory effects; `pid` is our child.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR2) };
+    let o = rec.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{err}");
+    let d = dumps(&out);
+    assert_eq!(d.len(), 2, "{err}");
+    let triggers: Vec<String> = d
+        .iter()
+        .map(|p| {
+            let (r, _) = read_dump(p);
+            let state = r["flight"]["state"].as_str().unwrap().to_string();
+            format!("{} {state}", r["flight"]["trigger"].as_str().unwrap())
+        })
+        .collect();
+    assert!(
+        triggers[0].starts_with("request asked by uid 65534"),
+        "{triggers:?}"
+    );
+    assert_eq!(triggers[1], "signal SIGUSR2");
+    // Nobody is left listening.
+    assert!(!Path::new(&format!("/run/idleflow/flight-{pid}.sock")).exists());
+    let gone = run(idleflow().args(["trigger", "--pid", &pid.to_string()]));
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(
+        stderr(&gone).contains("no flight recorder runs here"),
+        "{}",
+        stderr(&gone)
+    );
+}
+
+#[test]
+fn an_idle_trigger_with_waiters_fires_on_an_idle_machine() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dumps");
+    let o = run(idleflow()
+        .args(["record", "--flight", "10s", "--tail", "100ms"])
+        .args([
+            "--trigger",
+            "idle>=80% for 500ms while waiting>=1 in sleep",
+            "-o",
+        ])
+        .arg(&out)
+        .args(["--", "sleep", "1.5"]));
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let d = dumps(&out);
+    assert_eq!(d.len(), 1, "{err}");
+    let (r, _) = read_dump(&d[0]);
+    let state = r["flight"]["state"].as_str().unwrap();
+    assert!(
+        state.contains("% of 2 CPUs idle over the last 0.5 s, while 1 threads waiting: sleep"),
+        "{state}"
+    );
+    let pct: f64 = state.split(' ').next().unwrap().parse().unwrap();
+    assert!(pct >= 80.0, "{state}");
+    let fired = u(&r["flight"], "fired_ns");
+    assert!(
+        fired >= u(&r, "start_ns") + 500_000_000,
+        "a whole 0.5 s window first"
+    );
+}
+
+#[test]
+fn bad_flight_options_are_refused_before_anything_runs() {
+    for (args, says) in [
+        (vec!["--flight", "soon"], "is not a duration"),
+        (
+            vec!["--flight", "10s", "--trigger", "cpu>=3"],
+            "unknown condition 'cpu>=3'",
+        ),
+        (vec!["--trigger", "signal"], "--flight"),
+        (
+            vec!["--flight", "10s", "--trigger-group", "no-such-group-here"],
+            "no such group",
+        ),
+    ] {
+        let o = run(idleflow().arg("record").args(&args).args(["--", "true"]));
+        assert!(!o.status.success(), "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}
