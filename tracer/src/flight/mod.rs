@@ -427,3 +427,132 @@ pub enum DumpError {
     #[error("writing the dump")]
     Format(#[from] FormatError),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idleflow_format::{Dispatch, NodeTag, PrevState, Reader, SwitchStack};
+
+    const S: u64 = 1_000_000_000;
+
+    fn dispatch(time: u64, cpu: u32, prev: u32, next: u32) -> Record {
+        Record::Dispatch(Dispatch {
+            time,
+            cpu,
+            prev_tid: prev,
+            prev_state: PrevState::Sleeping,
+            next_tid: next,
+            prev_node: NodeTag::Untraced,
+        })
+    }
+
+    fn info(start_ns: u64) -> RunInfo {
+        RunInfo::minimal(vec![0, 1], start_ns)
+    }
+
+    /// Writes `records` through a writer into the ring, cutting after each
+    /// second of stream time, as the recorder does.
+    fn fill(ring: &mut FlightRing, records: &[Record]) {
+        let mut w = Writer::new(SegmentSink::default(), &info(0)).unwrap();
+        w.flush().unwrap();
+        w.get_mut().open();
+        let mut opened = 0;
+        for r in records {
+            let t = match r {
+                Record::Dispatch(d) => d.time,
+                Record::SwitchStack(s) => s.time,
+                _ => opened,
+            };
+            if t >= opened + S {
+                w.flush().unwrap();
+                let bytes = w.get_mut().take();
+                ring.cut(bytes, w.last_time(), t, t, vec![]);
+                w.forget_copies();
+                opened = t;
+            }
+            w.write(r).unwrap();
+            ring.observe(r);
+        }
+        w.flush().unwrap();
+        let bytes = w.get_mut().take();
+        let last = w.last_time();
+        ring.cut(bytes, last, last, last, vec![]);
+    }
+
+    #[test]
+    fn the_ring_keeps_whole_segments_of_the_last_seconds_and_a_window_reads_back() {
+        let limits = FlightLimits {
+            keep_ns: 3 * S,
+            max_bytes: 1 << 20,
+        };
+        let mut ring = FlightRing::new(limits, &[0, 1], 0, vec![]);
+        let mut records = vec![
+            Record::Thread(ThreadInfo {
+                time: 0,
+                tid: 7,
+                pid: 7,
+                ppid: 1,
+                comm: "worker".into(),
+            }),
+            Record::KernelStack(Box::new(KernelStack {
+                id: 1,
+                ips: vec![0xffff_ffff_8100_0000],
+            })),
+        ];
+        // 10 s: a dispatch every 100 ms; the stack interned at 0 s is named
+        // again at 9.5 s.
+        for i in 1..100u64 {
+            records.push(dispatch(i * S / 10, (i % 2) as u32, 7, 0));
+            if i == 95 {
+                records.push(Record::SwitchStack(SwitchStack {
+                    time: i * S / 10,
+                    cpu: 1,
+                    tid: 7,
+                    stack: 1,
+                }));
+            }
+        }
+        fill(&mut ring, &records);
+        assert!(ring.dropped() >= 5, "dropped {}", ring.dropped());
+        let w = ring.window(0);
+        // At least the last 3 s, in whole segments of about 1 s.
+        assert!(w.base_ns >= 5 * S && w.base_ns <= 99 * S / 10 - 3 * S, "base {}", w.base_ns);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dump.idleflow");
+        let d = w
+            .write(
+                &path,
+                &info(0),
+                FlightDump {
+                    trigger: "signal".into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(d.summary.dispatches, w.dispatches());
+        // Read back: the delta chain is whole (times as written), the
+        // thread is named before its first dispatch, the stack is defined.
+        let mut r = Reader::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+        assert_eq!(r.info().start_ns, w.base_ns);
+        let (mut times, mut named, mut stack) = (Vec::new(), false, false);
+        while let Some(rec) = r.next_record().unwrap() {
+            match rec {
+                Record::Thread(t) if t.tid == 7 => named = true,
+                Record::KernelStack(k) if k.id == 1 => stack = true,
+                Record::Dispatch(d) => {
+                    assert!(named, "named first");
+                    times.push(d.time);
+                }
+                Record::SwitchStack(s) => assert!(stack && s.stack == 1),
+                _ => {}
+            }
+        }
+        let want: Vec<u64> = (1..100u64)
+            .map(|i| i * S / 10)
+            .filter(|&t| t > w.base_ns)
+            .collect();
+        assert_eq!(times, want);
+        assert!(stack);
+        assert_eq!(r.summary().unwrap().flight.as_ref().unwrap().trigger, "signal");
+    }
+}
