@@ -304,6 +304,7 @@ impl State {
             let Some((window, info)) = recorder.flight_window(from)? else {
                 continue;
             };
+            let ring_bytes = recorder.flight_ring().map_or(0, |(bytes, _)| bytes);
             let path = flight.dir.join(dump_name(p.number, &p.fired.trigger));
             self.flown.dumps.push(path.clone());
             let dump = FlightDump {
@@ -339,12 +340,13 @@ impl State {
                             })?;
                         }
                         Ok(format!(
-                            "flight: dump {} written: {:.1} s, {} dispatches, {:.1} MiB in {} ms{}",
+                            "flight: dump {} written: {:.1} s, {} dispatches, {:.1} MiB in {} ms{}; \
+                             the ring held {:.1} MiB",
                             d.path.display(),
                             (d.summary.stop_ns.saturating_sub(window.base_ns)) as f64 / 1e9,
                             d.summary.dispatches,
                             d.bytes as f64 / (1 << 20) as f64,
-                            written.as_millis(),
+                            d.latency.as_millis(),
                             if resolve_stacks {
                                 format!(
                                     " (stacks resolved in {} ms more)",
@@ -352,7 +354,8 @@ impl State {
                                 )
                             } else {
                                 String::new()
-                            }
+                            },
+                            ring_bytes as f64 / (1 << 20) as f64
                         ))
                     });
                 let _ = done.send(r);

@@ -97,8 +97,11 @@ pub struct Segment {
     pub end_ns: u64,
     /// The stream was complete up to here when it was cut (≥ `end_ns`).
     pub until_ns: u64,
-    /// Its records, encoded.
-    pub bytes: Vec<u8>,
+    /// Its records, encoded, then compressed (LZ4, its length first): the
+    /// delta-coded stream of one second shrinks about threefold.
+    pub compressed: Vec<u8>,
+    /// Their length before compression.
+    pub raw_len: usize,
     /// The kernel stacks its records name.
     pub stack_ids: Vec<u64>,
     /// `/proc/stat`'s idle counters when it was opened.
@@ -227,12 +230,14 @@ impl FlightRing {
         if !bytes.is_empty() || open.dispatches > 0 {
             let mut stack_ids: Vec<u64> = open.stack_ids.into_iter().collect();
             stack_ids.sort_unstable();
-            self.bytes += bytes.len() as u64;
+            let compressed = lz4_flex::compress_prepend_size(&bytes);
+            self.bytes += compressed.len() as u64;
             self.segments.push_back(Arc::new(Segment {
                 base_ns: open.base_ns,
                 end_ns,
                 until_ns: until_ns.max(end_ns),
-                bytes,
+                compressed,
+                raw_len: bytes.len(),
                 stack_ids,
                 proc_stat: open.proc_stat,
                 dispatches: open.dispatches,
@@ -251,7 +256,7 @@ impl FlightRing {
             if !(too_old || too_big) {
                 break;
             }
-            self.bytes -= first.bytes.len() as u64;
+            self.bytes -= first.compressed.len() as u64;
             self.segments.pop_front();
             self.dropped += 1;
         }
@@ -308,6 +313,8 @@ pub struct Dumped {
     pub bytes: u64,
     /// Its end record.
     pub summary: RunSummary,
+    /// From [`Window::write`]'s call to the rename (a complete file).
+    pub latency: std::time::Duration,
 }
 
 impl Window {
@@ -331,6 +338,7 @@ impl Window {
         info: &RunInfo,
         flight: FlightDump,
     ) -> Result<Dumped, DumpError> {
+        let started = std::time::Instant::now();
         let mut partial = path.as_os_str().to_owned();
         partial.push(".partial");
         let partial = PathBuf::from(partial);
@@ -373,7 +381,13 @@ impl Window {
             ..Default::default()
         };
         for s in &self.segments {
-            w.append_encoded(&s.bytes, s.end_ns)?;
+            let bytes = lz4_flex::decompress_size_prepended(&s.compressed).map_err(|e| {
+                DumpError::Format(FormatError::Corrupt {
+                    offset: 0,
+                    what: format!("a flight segment does not decompress: {e}"),
+                })
+            })?;
+            w.append_encoded(&bytes, s.end_ns)?;
             summary.dispatches += s.dispatches;
             summary.wakeups += s.wakeups;
             for (sum, n) in summary.lost_per_cpu.iter_mut().zip(&s.lost_per_cpu) {
@@ -399,13 +413,17 @@ impl Window {
                 path: partial.clone(),
                 source: e.into_error(),
             })?;
-        file.sync_all().map_err(io("cannot write", &partial))?;
         let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
         std::fs::rename(&partial, path).map_err(io("cannot rename the dump to", path))?;
+        let latency = started.elapsed();
+        // Complete once renamed; on the disk a little later (the caller's
+        // latency is to the rename).
+        file.sync_all().map_err(io("cannot write", path))?;
         Ok(Dumped {
             path: path.to_path_buf(),
             bytes,
             summary,
+            latency,
         })
     }
 }
@@ -516,7 +534,11 @@ mod tests {
         assert!(ring.dropped() >= 5, "dropped {}", ring.dropped());
         let w = ring.window(0);
         // At least the last 3 s, in whole segments of about 1 s.
-        assert!(w.base_ns >= 5 * S && w.base_ns <= 99 * S / 10 - 3 * S, "base {}", w.base_ns);
+        assert!(
+            w.base_ns >= 5 * S && w.base_ns <= 99 * S / 10 - 3 * S,
+            "base {}",
+            w.base_ns
+        );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("dump.idleflow");
         let d = w
@@ -532,7 +554,8 @@ mod tests {
         assert_eq!(d.summary.dispatches, w.dispatches());
         // Read back: the delta chain is whole (times as written), the
         // thread is named before its first dispatch, the stack is defined.
-        let mut r = Reader::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+        let mut r =
+            Reader::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
         assert_eq!(r.info().start_ns, w.base_ns);
         let (mut times, mut named, mut stack) = (Vec::new(), false, false);
         while let Some(rec) = r.next_record().unwrap() {
@@ -553,6 +576,9 @@ mod tests {
             .collect();
         assert_eq!(times, want);
         assert!(stack);
-        assert_eq!(r.summary().unwrap().flight.as_ref().unwrap().trigger, "signal");
+        assert_eq!(
+            r.summary().unwrap().flight.as_ref().unwrap().trigger,
+            "signal"
+        );
     }
 }

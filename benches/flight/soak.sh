@@ -1,0 +1,51 @@
+#!/bin/bash
+# The flight recorder's soak (issue 40): a saturated hand-off recorded with
+# `record --flight KEEP` for MINUTES, a dump asked for every PERIOD seconds
+# with `idleflow trigger`; the recorder's RSS and the dump directory's size
+# sampled before each request. Prints one line per sample, then the dumps'
+# write times (trigger's tail aside: file created to renamed, complete) and
+# their resolve times, p50/p99, and bytes per dispatch in the dumps.
+#
+#   bash benches/flight/soak.sh MINUTES [KEEP] [PERIOD] [PAIRS]
+#
+# Run from the repository after `cargo build --release --examples`.
+set -euo pipefail
+MIN=${1:-5}; KEEP=${2:-60s}; PERIOD=${3:-15}; PAIRS=${4:-2}
+BIN=$PWD/target/release/idleflow
+EX=$PWD/target/release/examples/handoff
+OUT=/tmp/flight-soak; rm -rf "$OUT" "$OUT.log"
+SECS=$((MIN * 60))
+"$BIN" record --flight "$KEEP" --cooldown 1s --tail 0.1s --max-dumps 100000 -o "$OUT" \
+    -- "$EX" --pairs "$PAIRS" --seconds "$SECS" >/dev/null 2>"$OUT.log" &
+REC=$!
+sleep 3
+echo "# t_s rss_MiB dumps_dir_MiB"
+T0=$(date +%s)
+while kill -0 "$REC" 2>/dev/null; do
+    now=$(( $(date +%s) - T0 ))
+    rss=$(ps -o rss= -p "$REC" 2>/dev/null || echo 0)
+    dir=$(du -sm "$OUT" 2>/dev/null | cut -f1)
+    echo "$now $((rss / 1024)) ${dir:-0}"
+    "$BIN" trigger --pid "$REC" >/dev/null 2>&1 || true
+    sleep "$PERIOD"
+    # Keep the disk flat too: the dumps were measured, drop them.
+    find "$OUT" -name '*.idleflow' -mmin +1 -delete 2>/dev/null || true
+done
+wait "$REC" || true
+python3 - "$OUT.log" <<'PY'
+import re, sys, statistics
+w, r, bpd = [], [], []
+for line in open(sys.argv[1]):
+    m = re.search(r"written: ([\d.]+) s, (\d+) dispatches, ([\d.]+) MiB in (\d+) ms(?: \(stacks resolved in (\d+) ms more\))?", line)
+    if m:
+        w.append(int(m.group(4)))
+        if m.group(5): r.append(int(m.group(5)))
+        d = int(m.group(2))
+        if d: bpd.append(float(m.group(3)) * 2**20 / d)
+def pct(v, p):
+    v = sorted(v); return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
+print(f"# dumps: {len(w)}; write ms p50 {pct(w,50)} p99 {pct(w,99)} max {max(w)}")
+if r: print(f"# resolve ms p50 {pct(r,50)} p99 {pct(r,99)} max {max(r)}")
+if bpd: print(f"# bytes per dispatch in the dumps: median {statistics.median(bpd):.1f}")
+PY
+tail -3 "$OUT.log"
