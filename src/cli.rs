@@ -65,7 +65,7 @@ pub enum Command {
     /// chooses which threads the report's thread table shows. Stop early
     /// with Ctrl-C: the recording stays valid.
     #[command(after_help = RECORD_EXAMPLES)]
-    Record(RecordArgs),
+    Record(Box<RecordArgs>),
     /// Print the per-CPU idle breakdown and the blocked-thread table of a recording.
     ///
     /// Needs no privileges; the recording can come from another machine.

@@ -18,7 +18,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let result = match cli.command {
-        cli::Command::Record(args) => record::run(args),
+        cli::Command::Record(args) => record::run(*args),
         cli::Command::Report(args) => report::run(args).map(|()| 0),
         cli::Command::Script(args) => report::script(args).map(|()| 0),
         cli::Command::Flamegraph(args) => report::flamegraph(args).map(|()| 0),

@@ -65,6 +65,10 @@ fn fly(
         tail: args.tail,
         trigger_group,
         signal,
+        history: args
+            .history_job
+            .clone()
+            .map(|job| (job, args.history.clone())),
     };
     let flown = idleflow_session::flight::fly(opts, &flight, stop, &mut Printer::default())?;
     if !args.quiet {

@@ -288,3 +288,43 @@ fn bad_flight_options_are_refused_before_anything_runs() {
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn unclaimed_idle_fires_when_threads_pinned_to_one_cpu_queue_while_another_idles() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dumps");
+    let history = tmp.path().join("history.sqlite");
+    // Two spinning shells on CPU 0: each is preempted and waits its turn
+    // while CPU 1 has nothing to run. Every dump goes into the history.
+    let spin = "taskset -c 0 timeout 1.5 sh -c 'while :; do :; done' & \
+                taskset -c 0 timeout 1.5 sh -c 'while :; do :; done'; wait";
+    let o = run(idleflow()
+        .args(["record", "--flight", "10s", "--tail", "100ms"])
+        .args([
+            "--trigger",
+            "unclaimed>=2ms in sh",
+            "--history-job",
+            "spin",
+            "--history",
+        ])
+        .arg(&history)
+        .arg("-o")
+        .arg(&out)
+        .args(["--", "bash", "-c", spin]));
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let d = dumps(&out);
+    assert_eq!(d.len(), 1, "{err}");
+    let (r, _) = read_dump(&d[0]);
+    let state = r["flight"]["state"].as_str().unwrap();
+    assert!(state.starts_with("CPU 1 idle "), "{state}");
+    assert!(state.contains(" while sh (tid "), "{state}");
+    assert!(err.contains("as run 1 of job spin"), "{err}");
+    let list = run(idleflow()
+        .args(["history", "list", "--format", "json", "--history"])
+        .arg(&history));
+    let runs: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["job"], "spin");
+}

@@ -1,5 +1,7 @@
 #!/bin/bash
-# The flight recorder's soak (issue 40): a saturated hand-off recorded with
+# The flight recorder's soak (issue 40): a load of about 100 k dispatches a
+# second (examples/dutycycle, 8 threads running and sleeping 10 µs each;
+# PAIRS=N instead: the saturated hand-off, N pairs) recorded with
 # `record --flight KEEP` for MINUTES, a dump asked for every PERIOD seconds
 # with `idleflow trigger`; the recorder's RSS and the dump directory's size
 # sampled before each request. Prints one line per sample, then the dumps'
@@ -7,16 +9,21 @@
 # their resolve times, p50/p99, and bytes per dispatch in the dumps.
 #
 #   bash benches/flight/soak.sh MINUTES [KEEP] [PERIOD] [PAIRS]
+#   e.g. bash benches/flight/soak.sh 10 60s 20      (the figures in PERFORMANCE.md §6)
 #
 # Run from the repository after `cargo build --release --examples`.
 set -euo pipefail
-MIN=${1:-5}; KEEP=${2:-60s}; PERIOD=${3:-15}; PAIRS=${4:-2}
+MIN=${1:-5}; KEEP=${2:-60s}; PERIOD=${3:-15}; PAIRS=${4:-0}
 BIN=$PWD/target/release/idleflow
-EX=$PWD/target/release/examples/handoff
+if [ "$PAIRS" -gt 0 ]; then
+    WORK=("$PWD/target/release/examples/handoff" --pairs "$PAIRS")
+else
+    WORK=("$PWD/target/release/examples/dutycycle" --threads 8 --busy-ms 0.01 --sleep-ms 0.01)
+fi
 OUT=/tmp/flight-soak; rm -rf "$OUT" "$OUT.log"
 SECS=$((MIN * 60))
 "$BIN" record --flight "$KEEP" --cooldown 1s --tail 0.1s --max-dumps 100000 -o "$OUT" \
-    -- "$EX" --pairs "$PAIRS" --seconds "$SECS" >/dev/null 2>"$OUT.log" &
+    -- "${WORK[@]}" --seconds "$SECS" >/dev/null 2>"$OUT.log" &
 REC=$!
 sleep 3
 echo "# t_s rss_MiB dumps_dir_MiB"

@@ -91,6 +91,22 @@ pub struct RecordArgs {
     #[arg(long, default_value = "1s", value_parser = parse_duration, requires = "flight")]
     pub tail: std::time::Duration,
 
+    /// Keep a summary of every dump in the history under this job (as
+    /// `idleflow history add DUMP --job JOB`), so `history check` compares
+    /// a dump with the job's normal times.
+    #[arg(long, value_name = "JOB", requires = "flight")]
+    pub history_job: Option<String>,
+
+    /// The history for --history-job: an SQLite file, or a postgres:// URL
+    /// [default: ~/.local/share/idleflow/history.sqlite].
+    #[arg(
+        long,
+        value_name = "FILE|URL",
+        env = "IDLEFLOW_HISTORY",
+        requires = "history_job"
+    )]
+    pub history: Option<String>,
+
     /// Members of this group (a name or a gid) may ask for dumps with
     /// `idleflow trigger`, besides root and the recorder's own user.
     #[arg(long, value_name = "GROUP", requires = "flight")]

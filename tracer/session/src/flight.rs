@@ -62,6 +62,9 @@ pub struct FlightOptions {
     pub trigger_group: Option<u32>,
     /// Raised by the caller's SIGUSR2 handler.
     pub signal: Arc<AtomicBool>,
+    /// Keep each dump's summary in the history under this job
+    /// (`--history-job`), in this store (`--history`; None: the default).
+    pub history: Option<(String, Option<String>)>,
 }
 
 /// What a flight session did.
@@ -322,6 +325,7 @@ impl State {
                 number: p.number,
             };
             let resolve_stacks = opts.recorder.user_stack_bytes > 0 && opts.resolve;
+            let history = flight.history.clone();
             let done = done.clone();
             self.writers.push(std::thread::spawn(move || {
                 let started = Instant::now();
@@ -356,7 +360,7 @@ impl State {
                                 String::new()
                             },
                             ring_bytes as f64 / (1 << 20) as f64
-                        ))
+                        ) + &history.map(|h| keep_in_history(&d.path, &h)).unwrap_or_default())
                     });
                 let _ = done.send(r);
             }));
@@ -372,6 +376,30 @@ impl State {
                 progress.error(&line);
             }
         }
+    }
+}
+
+/// Adds a dump to the history (`idleflow history add`, run as a child of
+/// this executable): what it said, as the end of the dump's log line.
+fn keep_in_history(dump: &Path, (job, store): &(String, Option<String>)) -> String {
+    let mut cmd = std::process::Command::new(
+        std::env::current_exe().unwrap_or_else(|_| PathBuf::from("idleflow")),
+    );
+    cmd.arg("history").arg("add").arg(dump).args(["--job", job]);
+    if let Some(s) = store {
+        cmd.args(["--history", s]);
+    }
+    match cmd.output() {
+        Ok(o) => {
+            let said = String::from_utf8_lossy(&o.stderr);
+            let said = said.trim().trim_start_matches("idleflow: ");
+            if o.status.success() {
+                format!("; {said}")
+            } else {
+                format!("; not kept in the history: {said}")
+            }
+        }
+        Err(e) => format!("; not kept in the history: {e}"),
     }
 }
 

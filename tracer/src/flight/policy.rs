@@ -9,8 +9,15 @@
 //! idle>=P% [for DUR] [while waiting>=N [in PATTERN]]
 //!                                   the CPUs were idle P % of the last DUR (default 1s),
 //!                                   while N threads of interest wait
+//! unclaimed>=DUR [in PATTERN]       a CPU idle DUR while a thread of interest has been
+//!                                   runnable as long, not on a CPU
 //! signal                            SIGUSR2 to the recorder
 //! ```
+//!
+//! Any of them may end in `every:N` (every Nth occurrence fires) or
+//! `once-after:N` (only the Nth). An occurrence is the condition coming to
+//! hold (it counts again only after it stopped holding); for `wait>=`,
+//! each wait that reaches DUR.
 //!
 //! DUR is `500ms`, `2s`, `1m` (humantime); PATTERN a glob on thread names
 //! (`http-nio-*`). Without a PATTERN, the threads of interest are the
@@ -52,8 +59,29 @@ pub enum Condition {
         for_ns: u64,
         waiting: Option<(u32, Interest)>,
     },
+    /// A CPU has been idle this long while a thread of interest has been
+    /// runnable (woken or preempted, not on a CPU) as long: unclaimed idle.
+    Unclaimed { at_least_ns: u64, who: Interest },
     /// SIGUSR2 (the recording session raises it).
     Signal,
+}
+
+/// Which of a trigger's occurrences fire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rate {
+    /// Every one.
+    Always,
+    /// Every Nth (`every:N`).
+    Every(u32),
+    /// Only the Nth (`once-after:N`).
+    OnceAfter(u32),
+}
+
+/// A trigger's occurrences so far, and whether its condition holds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Edge {
+    holding: bool,
+    occurrences: u64,
 }
 
 /// One `--trigger`: its text and its condition.
@@ -63,11 +91,13 @@ pub struct Trigger {
     pub spec: String,
     /// What it means.
     pub condition: Condition,
+    /// Which occurrences fire.
+    pub rate: Rate,
 }
 
 /// A trigger that cannot be read.
 #[derive(Debug, thiserror::Error)]
-#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4', 'idle>=40% for 2s while waiting>=4', 'signal')")]
+#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'signal', any of them ending in every:N or once-after:N)")]
 pub struct TriggerError {
     spec: String,
     why: String,
@@ -103,7 +133,23 @@ impl Trigger {
             spec: spec.to_string(),
             why,
         };
-        let words: Vec<&str> = spec.split_whitespace().collect();
+        let mut words: Vec<&str> = spec.split_whitespace().collect();
+        let mut rate = Rate::Always;
+        if let Some(last) = words.last() {
+            let n = |v: &str| {
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("'{last}' needs a positive count"))
+            };
+            if let Some(v) = last.strip_prefix("every:") {
+                rate = Rate::Every(n(v).map_err(err)?);
+                words.pop();
+            } else if let Some(v) = last.strip_prefix("once-after:") {
+                rate = Rate::OnceAfter(n(v).map_err(err)?);
+                words.pop();
+            }
+        }
         let (first, rest) = words.split_first().ok_or_else(|| err("empty".into()))?;
         let (condition, used) = if *first == "signal" {
             (Condition::Signal, 0)
@@ -111,6 +157,15 @@ impl Trigger {
             let (who, n) = interest(rest).map_err(err)?;
             (
                 Condition::Wait {
+                    at_least_ns: duration_ns(d).map_err(err)?,
+                    who,
+                },
+                n,
+            )
+        } else if let Some(d) = first.strip_prefix("unclaimed>=") {
+            let (who, n) = interest(rest).map_err(err)?;
+            (
+                Condition::Unclaimed {
                     at_least_ns: duration_ns(d).map_err(err)?,
                     who,
                 },
@@ -167,8 +222,9 @@ impl Trigger {
             return Err(err(format!("unexpected '{extra}'")));
         }
         Ok(Trigger {
-            spec: words.join(" "),
+            spec: spec.split_whitespace().collect::<Vec<_>>().join(" "),
             condition,
+            rate,
         })
     }
 }
@@ -200,6 +256,10 @@ pub struct Policy {
     /// Threads waiting now: tid → since when, and whether a `wait>=`
     /// trigger already fired on this wait.
     waiting: FxHashMap<u32, (u64, bool)>,
+    /// Threads runnable and not on a CPU: tid → since when.
+    runnable: FxHashMap<u32, u64>,
+    /// Per trigger, in order.
+    edges: Vec<Edge>,
     /// Per CPU: idle since when (None: running, or not known yet).
     idle_since: FxHashMap<u32, Option<u64>>,
     /// Idle CPU-ns per bin: (bin start, ns), oldest first.
@@ -215,6 +275,8 @@ impl Policy {
     /// is `target_pids` (empty: the whole machine).
     pub fn new(triggers: Vec<Trigger>, cpus: usize, target_pids: &[u32]) -> Self {
         Policy {
+            edges: vec![Edge::default(); triggers.len()],
+            runnable: FxHashMap::default(),
             triggers,
             target_pids: target_pids.iter().copied().collect(),
             own_pid: std::process::id(),
@@ -285,23 +347,42 @@ impl Policy {
                 {
                     self.waiting.entry(d.prev_tid).or_insert((d.time, false));
                 }
-                self.waiting.remove(&d.next_tid);
-                let since = self.idle_since.entry(d.cpu).or_insert(None);
-                if let Some(s) = since.take() {
-                    let s = s.max(d.time.saturating_sub(60_000_000_000));
-                    self.add_idle(s, d.time);
+                if d.prev_tid != 0 && d.prev_state == PrevState::Preempted {
+                    self.runnable.insert(d.prev_tid, d.time);
                 }
-                if d.next_tid == 0 {
-                    self.idle_since.insert(d.cpu, Some(d.time));
+                self.waiting.remove(&d.next_tid);
+                self.runnable.remove(&d.next_tid);
+                // idleflow's own threads on an idle CPU leave it idle (they
+                // run when the drain wakes, just before every judgement).
+                let own = |tid: u32| {
+                    self.names
+                        .get(&tid)
+                        .is_some_and(|(pid, _)| *pid == self.own_pid)
+                };
+                let next_idle = d.next_tid == 0 || own(d.next_tid);
+                let was_idle = d.prev_tid == 0 || own(d.prev_tid);
+                let since = self.idle_since.entry(d.cpu).or_insert(None);
+                match (*since, next_idle) {
+                    (Some(_), true) => {}
+                    (Some(s), false) => {
+                        *since = None;
+                        let s = s.max(d.time.saturating_sub(60_000_000_000));
+                        self.add_idle(s, d.time);
+                    }
+                    (None, true) if !was_idle || d.next_tid == 0 => *since = Some(d.time),
+                    (None, _) => {}
                 }
                 d.time
             }
             Record::Wakeup(w) => {
-                self.waiting.remove(&w.wakee_tid);
+                if self.waiting.remove(&w.wakee_tid).is_some() || w.new_thread {
+                    self.runnable.entry(w.wakee_tid).or_insert(w.time);
+                }
                 w.time
             }
             Record::Exit(e) => {
                 self.waiting.remove(&e.tid);
+                self.runnable.remove(&e.tid);
                 e.time
             }
             _ => return,
@@ -364,8 +445,94 @@ impl Policy {
         binned + open
     }
 
+    /// Whether trigger `i`'s condition holds at `now`: the state in words.
+    /// A `wait>=` holds once per wait (the wait is marked).
+    fn holds(&mut self, i: usize, now: u64) -> Option<String> {
+        match &self.triggers[i].condition {
+            Condition::Signal => None,
+            Condition::Wait { at_least_ns, who } => {
+                let (tid, since) = self
+                    .waiting
+                    .iter()
+                    .filter(|(tid, (since, done))| {
+                        !done
+                            && now.saturating_sub(*since) >= *at_least_ns
+                            && self.of_interest(**tid, who)
+                    })
+                    .min_by_key(|(tid, (since, _))| (*since, **tid))
+                    .map(|(tid, (since, _))| (*tid, *since))?;
+                if let Some(w) = self.waiting.get_mut(&tid) {
+                    w.1 = true;
+                }
+                Some(format!(
+                    "{} waiting {:.0} ms",
+                    self.name(tid),
+                    now.saturating_sub(since) as f64 / 1e6
+                ))
+            }
+            Condition::Waiting { at_least, who } => {
+                let w = self.waiters(who);
+                (w.len() >= *at_least as usize).then(|| self.waiters_state(&w))
+            }
+            Condition::Unclaimed { at_least_ns, who } => {
+                let (cpu, idle_since) = self
+                    .idle_since
+                    .iter()
+                    .filter_map(|(cpu, s)| s.map(|s| (*cpu, s)))
+                    .filter(|(_, s)| now.saturating_sub(*s) >= *at_least_ns)
+                    .min_by_key(|(cpu, s)| (*s, *cpu))?;
+                let (tid, runnable_since) = self
+                    .runnable
+                    .iter()
+                    .filter(|(tid, since)| {
+                        now.saturating_sub(**since) >= *at_least_ns && self.of_interest(**tid, who)
+                    })
+                    .min_by_key(|(tid, since)| (**since, **tid))
+                    .map(|(tid, since)| (*tid, *since))?;
+                Some(format!(
+                    "CPU {cpu} idle {:.1} ms while {} runnable {:.1} ms, not on a CPU",
+                    now.saturating_sub(idle_since) as f64 / 1e6,
+                    self.name(tid),
+                    now.saturating_sub(runnable_since) as f64 / 1e6
+                ))
+            }
+            Condition::Idle {
+                at_least_pct,
+                for_ns,
+                waiting,
+            } => {
+                let first = self.first_ns?;
+                if now.saturating_sub(first) < *for_ns {
+                    return None;
+                }
+                let idle = self.idle_ns_since(now - for_ns);
+                let pct = idle as f64 * 100.0 / (*for_ns as f64 * self.cpus as f64);
+                if pct < *at_least_pct {
+                    return None;
+                }
+                let mut state = format!(
+                    "{pct:.1} % of {} CPUs idle over the last {:.1} s",
+                    self.cpus,
+                    *for_ns as f64 / 1e9
+                );
+                if let Some((n, who)) = waiting {
+                    let w = self.waiters(who);
+                    if w.len() < *n as usize {
+                        return None;
+                    }
+                    state.push_str(", while ");
+                    state.push_str(&self.waiters_state(&w));
+                }
+                Some(state)
+            }
+        }
+    }
+
     /// Judges every trigger at stream time `now_ns` (at least the latest
-    /// record's): the first that holds, if any. Signals are not judged here.
+    /// record's): the first that fires, if any. A condition that holds
+    /// counts once until it stops holding (a `wait>=`: once per wait); its
+    /// rate (`every:N`, `once-after:N`) picks which of those fire. Signals
+    /// are not judged here.
     pub fn evaluate(&mut self, now_ns: u64) -> Option<Fired> {
         self.now_ns = self.now_ns.max(now_ns);
         let now = self.now_ns;
@@ -385,76 +552,34 @@ impl Policy {
         {
             self.bins.pop_front();
         }
-        let fired = |t: &Trigger, state: String| Fired {
-            trigger: t.spec.clone(),
-            at_ns: now,
-            state,
-        };
-        for t in &self.triggers {
-            match &t.condition {
-                Condition::Signal => {}
-                Condition::Wait { at_least_ns, who } => {
-                    let longest = self
-                        .waiting
-                        .iter()
-                        .filter(|(tid, (since, done))| {
-                            !done
-                                && now.saturating_sub(*since) >= *at_least_ns
-                                && self.of_interest(**tid, who)
-                        })
-                        .min_by_key(|(tid, (since, _))| (*since, **tid))
-                        .map(|(tid, (since, _))| (*tid, *since));
-                    if let Some((tid, since)) = longest {
-                        let state = format!(
-                            "{} waiting {:.0} ms",
-                            self.name(tid),
-                            now.saturating_sub(since) as f64 / 1e6
-                        );
-                        let f = fired(t, state);
-                        if let Some(w) = self.waiting.get_mut(&tid) {
-                            w.1 = true;
-                        }
-                        return Some(f);
-                    }
-                }
-                Condition::Waiting { at_least, who } => {
-                    let w = self.waiters(who);
-                    if w.len() >= *at_least as usize {
-                        return Some(fired(t, self.waiters_state(&w)));
-                    }
-                }
-                Condition::Idle {
-                    at_least_pct,
-                    for_ns,
-                    waiting,
-                } => {
-                    let Some(first) = self.first_ns else { continue };
-                    if now.saturating_sub(first) < *for_ns {
-                        continue;
-                    }
-                    let idle = self.idle_ns_since(now - for_ns);
-                    let pct = idle as f64 * 100.0 / (*for_ns as f64 * self.cpus as f64);
-                    if pct < *at_least_pct {
-                        continue;
-                    }
-                    let mut state = format!(
-                        "{pct:.1} % of {} CPUs idle over the last {:.1} s",
-                        self.cpus,
-                        *for_ns as f64 / 1e9
-                    );
-                    if let Some((n, who)) = waiting {
-                        let w = self.waiters(who);
-                        if w.len() < *n as usize {
-                            continue;
-                        }
-                        state.push_str(", while ");
-                        state.push_str(&self.waiters_state(&w));
-                    }
-                    return Some(fired(t, state));
-                }
+        let mut first = None;
+        for i in 0..self.triggers.len() {
+            let state = self.holds(i, now);
+            let per_wait = matches!(self.triggers[i].condition, Condition::Wait { .. });
+            let edge = &mut self.edges[i];
+            let Some(state) = state else {
+                edge.holding = false;
+                continue;
+            };
+            if edge.holding && !per_wait {
+                continue;
+            }
+            edge.holding = true;
+            edge.occurrences += 1;
+            let fires = match self.triggers[i].rate {
+                Rate::Always => true,
+                Rate::Every(n) => edge.occurrences.is_multiple_of(u64::from(n)),
+                Rate::OnceAfter(n) => edge.occurrences == u64::from(n),
+            };
+            if fires && first.is_none() {
+                first = Some(Fired {
+                    trigger: self.triggers[i].spec.clone(),
+                    at_ns: now,
+                    state,
+                });
             }
         }
-        None
+        first
     }
 
     fn waiters_state(&self, tids: &[u32]) -> String {
@@ -564,6 +689,62 @@ mod tests {
         p.observe(&wake(950 * MS, 7));
         p.observe(&switch(960 * MS, 1, 8, PrevState::Preempted, 0));
         assert_eq!(p.evaluate(2_000 * MS), None);
+    }
+
+    #[test]
+    fn a_condition_counts_once_while_it_holds_and_its_rate_picks_what_fires() {
+        // Holding for several batches is one occurrence.
+        let mut p = policy(&["waiting>=1 in http-nio-*"]);
+        p.observe(&switch(10 * MS, 0, 7, PrevState::Sleeping, 0));
+        assert!(p.evaluate(11 * MS).is_some());
+        assert_eq!(p.evaluate(12 * MS), None, "still the same occurrence");
+        // every:2 fires on the 2nd and 4th occurrence; once-after:3 on the 3rd only.
+        let mut every = policy(&["waiting>=1 in http-nio-* every:2"]);
+        let mut once = policy(&["waiting>=1 in http-nio-* once-after:3"]);
+        let (mut e, mut o) = (Vec::new(), Vec::new());
+        for i in 0..5u64 {
+            let t = 100 * MS * (i + 1);
+            for (p, fired) in [(&mut every, &mut e), (&mut once, &mut o)] {
+                p.observe(&switch(t, 0, 7, PrevState::Sleeping, 0));
+                if p.evaluate(t + MS).is_some() {
+                    fired.push(i + 1);
+                }
+                p.observe(&wake(t + 2 * MS, 7));
+                assert_eq!(p.evaluate(t + 3 * MS), None);
+            }
+        }
+        assert_eq!(e, [2, 4]);
+        assert_eq!(o, [3]);
+        assert!(Trigger::parse("waiting>=1 every:0").is_err());
+    }
+
+    #[test]
+    fn unclaimed_idle_is_a_cpu_idle_while_a_thread_waits_for_one() {
+        let mut p = policy(&["unclaimed>=5ms"]);
+        p.observe(&switch(0, 1, 9, PrevState::Sleeping, 0)); // CPU 1 idle from 0
+        p.observe(&switch(0, 0, 0, PrevState::Unknown, 8)); // CPU 0 runs 8
+        p.observe(&switch(MS, 0, 8, PrevState::Preempted, 7)); // 8 runnable from 1 ms
+        assert_eq!(p.evaluate(4 * MS), None, "runnable 3 ms only");
+        // idleflow's own thread (pid 1 here) running on the idle CPU leaves it idle.
+        p.observe(&Record::Thread(ThreadInfo {
+            time: 0,
+            tid: 50,
+            pid: 1,
+            ppid: 0,
+            comm: "idleflow-drain".into(),
+        }));
+        p.observe(&switch(5 * MS, 1, 0, PrevState::Unknown, 50));
+        p.observe(&switch(5 * MS + 100_000, 1, 50, PrevState::Sleeping, 0));
+        let f = p.evaluate(6 * MS).expect("fired");
+        assert!(
+            f.state
+                .starts_with("CPU 1 idle 6.0 ms while http-nio-2 (tid 8, pid 100) runnable 5.0 ms"),
+            "{}",
+            f.state
+        );
+        // Dispatched: no longer.
+        p.observe(&switch(7 * MS, 1, 0, PrevState::Unknown, 8));
+        assert_eq!(p.evaluate(20 * MS), None);
     }
 
     #[test]
