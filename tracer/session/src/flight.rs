@@ -106,6 +106,10 @@ pub fn fly(
     let mut target = record::launch(opts, &java, progress)?;
     let target_pids = target.pids();
     let exit_fd = target.exit_fd();
+    let perf_maps_of = java
+        .jit_stacks
+        .then(|| target_pids.first().copied())
+        .flatten();
     if let Err(e) = recorder.begin_flight(
         flight.limits,
         flight.triggers.clone(),
@@ -194,7 +198,8 @@ pub fn fly(
                 );
             }
         }
-        if let Err(e) = state.write_due(&mut recorder, opts, flight, &done_tx, false) {
+        if let Err(e) = state.write_due(&mut recorder, opts, flight, perf_maps_of, &done_tx, false)
+        {
             break End::Failed(e);
         }
         while let Ok(r) = done_rx.try_recv() {
@@ -208,7 +213,7 @@ pub fn fly(
     };
     // Dumps decided on are written with what there is.
     if let End::Done(..) = end {
-        if let Err(e) = state.write_due(&mut recorder, opts, flight, &done_tx, true) {
+        if let Err(e) = state.write_due(&mut recorder, opts, flight, perf_maps_of, &done_tx, true) {
             progress.error(&crate::one_line(&SessionError::RecorderAt {
                 what: "flight recorder".into(),
                 source: e,
@@ -294,6 +299,7 @@ impl State {
         recorder: &mut Recorder,
         opts: &Options,
         flight: &FlightOptions,
+        perf_maps_of: Option<u32>,
         done: &mpsc::Sender<Result<String, String>>,
         all: bool,
     ) -> Result<(), idleflow_tracer::RecorderError> {
@@ -335,6 +341,9 @@ impl State {
                     .and_then(|d| {
                         let written = started.elapsed();
                         if resolve_stacks {
+                            // The JVMs' JIT code of now names the window's
+                            // frames (`--java stacks`, attached JVMs).
+                            resolve::write_perf_maps(perf_maps_of, true, &mut ());
                             resolve::resolve_stacks(&d.path, true, &mut ()).map_err(|e| {
                                 format!(
                                     "dump {}: resolving its stacks: {}",

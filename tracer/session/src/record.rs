@@ -134,7 +134,7 @@ pub(crate) struct Java {
     /// The flight recorders (`--java waits`).
     waits: Option<Arc<Waits>>,
     /// `--java stacks` with user stacks to name.
-    jit_stacks: bool,
+    pub(crate) jit_stacks: bool,
     /// What the command's `JAVA_TOOL_OPTIONS` gets.
     tool_options: Vec<String>,
 }

@@ -20,7 +20,7 @@
 //! each wait that reaches DUR.
 //!
 //! DUR is `500ms`, `2s`, `1m` (humantime); PATTERN a glob on thread names
-//! (`http-nio-*`). Without a PATTERN, the threads of interest are the
+//! (`http-nio-*`, `H2 TCP*`: the rest of the trigger). Without a PATTERN, the threads of interest are the
 //! recorded command's or process's (all threads, when the whole machine is
 //! recorded), never idleflow's own. A thread waits from a switch-out in a
 //! sleeping state (`S`, `D`, or not runnable) until its wake-up.
@@ -109,11 +109,16 @@ fn duration_ns(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("'{s}' is not a duration ({e})"))
 }
 
+/// `in PATTERN` (the rest of the words: thread names have spaces, `H2 TCP
+/// Server (`), or nothing; and how many words it took.
 fn interest(words: &[&str]) -> Result<(Interest, usize), String> {
     match words {
-        ["in", pat, ..] => Glob::new(pat)
-            .map(|g| (Interest::Named(g.compile_matcher()), 2))
-            .map_err(|e| format!("'{pat}' is not a name pattern ({e})")),
+        ["in", pat @ ..] if !pat.is_empty() => {
+            let pat = pat.join(" ");
+            Glob::new(&pat)
+                .map(|g| (Interest::Named(g.compile_matcher()), words.len()))
+                .map_err(|e| format!("'{pat}' is not a name pattern ({e})"))
+        }
         ["in"] => Err("'in' needs a thread-name pattern".into()),
         _ => Ok((Interest::Target, 0)),
     }
@@ -648,6 +653,7 @@ mod tests {
         for ok in [
             "wait>=500ms",
             "wait>=2s in http-nio-*",
+            "waiting>=6 in H2 TCP Server*",
             "waiting>=4 in pool-*",
             "idle>=40% for 2s while waiting>=4 in http-nio-*",
             "idle>=90%",
@@ -662,6 +668,7 @@ mod tests {
             ("idle>=40% for", "needs a duration"),
             ("wait>=1s in", "needs a thread-name pattern"),
             ("wait>=1s out x", "unexpected 'out'"),
+            ("idle>=5% while waiting>=1 in [", "not a name pattern"),
             ("cpu>=3", "unknown condition"),
         ] {
             let e = Trigger::parse(bad).unwrap_err().to_string();
