@@ -15,6 +15,39 @@ use std::process::Command;
 #[test]
 fn ebpf_and_perf_sources_give_the_same_cause_and_root_cause() {
     let Some(_m) = machine() else { return };
+    // On a quiet machine the worker's idle is rooted in main's path (98 %
+    // on both sources, every run here). Once in a fresh-clone CI run the
+    // eBPF recording's top root was "contention" (75.8 %: main woken and
+    // not yet on a CPU while the CPUs sat idle: this VM's host delaying the
+    // vCPU), and perf's, recorded next, the path. Such a pair measured the
+    // host, not the sources: it is recorded again (at most 3 pairs), and
+    // the pair compared is one in which neither was disturbed so.
+    for attempt in 1..=3 {
+        let answers = record_both_sources();
+        let disturbed = answers.iter().any(|a| a.4 == "contention");
+        if disturbed && attempt < 3 {
+            println!("pair {attempt} disturbed (a top root of CPU contention): {answers:?}; again");
+            continue;
+        }
+        check_same_answers(&answers);
+        return;
+    }
+}
+
+type Answer = (
+    serde_json::Value,
+    serde_json::Value,
+    serde_json::Value,
+    Vec<String>,
+    serde_json::Value,
+    serde_json::Value,
+    String,
+);
+
+/// `examples/condvar` recorded with each source: its top path's process,
+/// reason, thread and frames, its top root's kind and process, and where
+/// the waiters were released.
+fn record_both_sources() -> Vec<Answer> {
     let dir = tempfile::tempdir().unwrap();
     let bin = example("condvar");
     let mut answers = Vec::new();
@@ -81,6 +114,10 @@ fn ebpf_and_perf_sources_give_the_same_cause_and_root_cause() {
             released,
         ));
     }
+    answers
+}
+
+fn check_same_answers(answers: &[Answer]) {
     assert_eq!(
         answers[0], answers[1],
         "eBPF (left) and perf (right) disagree"
