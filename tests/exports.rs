@@ -267,6 +267,12 @@ fn perfetto_export_decodes_with_the_switches_per_cpu_and_the_top_paths_stack() {
             }
         }
         let last = events.last().unwrap();
+        assert!(
+            first.0 >= start && last.0 <= stop,
+            "CPU {cpu}: switches from {} to {} ns, outside the window {start}..{stop}",
+            first.0,
+            last.0
+        );
         if last.2 == 0 {
             idle += stop - last.0;
         }

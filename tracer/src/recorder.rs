@@ -674,6 +674,7 @@ impl Recorder {
             names,
             work_area,
             summary,
+            stop_ns,
             ..
         } = self;
         let mut result = Ok(());
@@ -681,9 +682,16 @@ impl Recorder {
             merge.release(watermark, |_, _| {});
             return Ok(());
         };
-        merge.release(watermark, |_, m| {
+        let stopped = stop_ns.is_some();
+        merge.release(watermark, |t, m| {
             if result.is_err() {
                 return;
+            }
+            if stopped {
+                // A program that ran while the events were being detached
+                // wrote records after the stop was read: the window ends
+                // at the last of them, so that no interval crosses its end.
+                summary.stop_ns = summary.stop_ns.max(t);
             }
             let r = match m {
                 Merged::Dispatch(d) => Record::Dispatch(d),
