@@ -21,7 +21,7 @@ mkdir -p target/java
 # 1. The default mode: one answer, the Java frames and reasons.
 ./target/release/idleflow record -o waits.idleflow -- \
     /usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp target/java LockedIo 4 6
-./target/release/idleflow report waits.idleflow --threads 5 --paths 3
+./target/release/idleflow report waits.idleflow
 ./target/release/idleflow flamegraph waits.idleflow -o waits.svg
 echo "flame graph of the merged idle-causing paths, the JVM's reason on top: waits.svg"
 # 2. The same program with the entry/exit agent: the arcflow call tree.

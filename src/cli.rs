@@ -11,10 +11,11 @@ pub use record::{Events, JavaMode, JfrConvertArgs, RecordArgs, ResolveArgs, Stac
 
 /// Which code paths make the processors go idle, and why.
 ///
-/// idleflow records every dispatch (context switch) on every CPU, counts the
-/// dispatches to and from idle per CPU and per thread, and reports which
-/// threads' leaving made a CPU idle, for how long, and in what state they
-/// left (sleeping, waiting for I/O, preempted).
+/// idleflow records every dispatch (context switch) on every CPU, gives each
+/// dispatch that left a CPU idle one call path (kernel, native and Java
+/// frames) and a reason, and follows the idle down the wait chain to the code
+/// that held things up (its root cause). `record` once as root, then read the
+/// recording with any other command, on any machine.
 #[derive(Debug, Parser)]
 #[command(name = "idleflow", version, propagate_version = true, after_help = MAIN_EXAMPLES)]
 pub struct Cli {
@@ -47,6 +48,9 @@ const EXPORT_EXAMPLES: &str = "Examples:
 const DIFF_EXAMPLES: &str = "Examples:
   idleflow diff base.idleflow new.idleflow
   idleflow diff base.idleflow new.idleflow --svg -o diff.svg";
+const SCRIPT_EXAMPLES: &str = "Examples:
+  idleflow script run.idleflow | less
+  idleflow script run.idleflow | grep LOST";
 const TRIGGER_EXAMPLES: &str = "Examples:
   idleflow trigger
   idleflow trigger --pid 4242";
@@ -66,9 +70,14 @@ pub enum Command {
     /// with Ctrl-C: the recording stays valid.
     #[command(after_help = RECORD_EXAMPLES)]
     Record(Box<RecordArgs>),
-    /// Print the per-CPU idle breakdown and the blocked-thread table of a recording.
+    /// Print the answer: the code paths that left CPUs idle, their root causes, then the tables.
     ///
-    /// Needs no privileges; the recording can come from another machine.
+    /// Needs no privileges; the recording can come from another machine. The
+    /// first screen is the answer: the window and how idle its CPUs were, the
+    /// top idle-causing paths one line each (reason, threads, the program's
+    /// own innermost frame), and the root causes with their wait chains.
+    /// Then the merged paths (--paths), per CPU (--per-cpu), per thread
+    /// (--threads) and each source's own section (--view).
     ///
     /// Per-CPU columns: to-idle = dispatches that left the CPU idle;
     /// from-idle = dispatches out of idle; idle ms / idle% = idle time in the
@@ -91,8 +100,7 @@ pub enum Command {
     /// thread was in this node, as the agent credited them from the work
     /// area) and to-idle (dispatches to idle caused in this node). Its
     /// header says how much of the idle after the JVM's threads left a CPU
-    /// the tree covers, and
-    /// header says how the dispatches of traced threads were tagged: from
+    /// the tree covers, and how the dispatches of traced threads were tagged: from
     /// the node current at the dispatch, from the thread's history, or
     /// unknown (the node then lasted less than --delta, or its history entry
     /// was overwritten: counted, never guessed), and how many came before
@@ -113,6 +121,7 @@ pub enum Command {
     /// Columns: seconds since the start, CPU, then `dispatch PREV [STATE] -> NEXT`
     /// (thread ids, 0 = idle), `wakeup WAKER wakes WAKEE on cpu N`, thread names, exits,
     /// and LOST lines where the kernel dropped records.
+    #[command(after_help = SCRIPT_EXAMPLES)]
     Script(ScriptArgs),
     /// Draw a flame graph of the call paths whose leaving made CPUs idle.
     ///
@@ -269,28 +278,30 @@ pub struct ReportArgs {
     pub format: Format,
 
     /// Also show one source's own section (repeat or comma-separate):
-    /// `tree`, `java`, `user`, `kernel`, `blocking`, or `all`. The merged
-    /// paths, the per-CPU and the thread tables are always there; JSON
-    /// carries a view's section only when asked for.
+    /// `tree`, `java`, `user`, `kernel`, `blocking`, or `all`. The answer
+    /// and the merged paths are always there; JSON carries a view's section
+    /// only when asked for.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "VIEW")]
     pub view: Vec<ViewArg>,
 
-    /// Threads shown in the text thread table (JSON has all).
-    #[arg(long, default_value_t = 10)]
-    pub threads: usize,
+    /// Also show the thread tables: the threads whose leaving made a CPU
+    /// idle, and N threads' blocked-thread statistics (default 10; JSON has
+    /// all).
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "10")]
+    pub threads: Option<usize>,
 
-    /// Threads shown among those whose leaving made a CPU idle (for all CPUs
-    /// together, and per CPU with --per-cpu).
+    /// Threads shown among those whose leaving made a CPU idle (with
+    /// --threads: all CPUs together; with --per-cpu: each CPU's own).
     #[arg(long, default_value_t = 5)]
     pub causes: usize,
 
     /// Idle-causing paths shown, merged and per view (JSON has all).
-    #[arg(long, default_value_t = 5, value_name = "N")]
+    #[arg(long, default_value_t = 3, value_name = "N")]
     pub paths: usize,
 
-    /// Every CPU's row in the per-CPU table (above 16 CPUs the text shows
-    /// the 5 most and 5 least idle and a histogram) and each CPU's own idle
-    /// causes; JSON always has every CPU.
+    /// Also show the per-CPU table (above 16 CPUs the 5 most and 5 least
+    /// idle and a histogram) and the idle causes of each CPU it shows; JSON
+    /// always has every CPU.
     #[arg(long)]
     pub per_cpu: bool,
 

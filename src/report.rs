@@ -75,7 +75,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let mut report = Report::new(&analysis, args.causes);
     report.keep_views(report_views(&args.view));
     let text_opts = text::TextOptions {
-        max_threads: args.threads,
+        max_threads: args.threads.unwrap_or(0),
         per_cpu: args.per_cpu,
         max_paths: args.paths,
     };

@@ -25,7 +25,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{idleflow, run, stderr};
+use common::{assert_one_screen, idleflow, run, stderr, stdout};
 
 /// One output: its file name under `expected/`, and the command that makes
 /// it, run in a fresh temporary folder: `{rec}` is the recordings' folder
@@ -45,7 +45,7 @@ const CASES: &[(&str, &str)] = &[
     ("chain.pb.gz", "export {rec}/chain.idleflow -f pprof -o {out}"),
     // Blame chains: the root causes, the blame flame graph.
     ("holders.report.txt", "report {rec}/holders.idleflow"),
-    ("holders.report-all.txt", "report {rec}/holders.idleflow --view all --per-cpu --causes 10"),
+    ("holders.report-all.txt", "report {rec}/holders.idleflow --view all --per-cpu --threads --causes 10"),
     ("holders.report.json", "report {rec}/holders.idleflow -f json --view all"),
     ("holders.window.txt", "report {rec}/holders.idleflow --from 0.5 --to 1.5"),
     ("holders.window.json", "report {rec}/holders.idleflow -f json --from 0.5 --to 1.5"),
@@ -231,4 +231,23 @@ fn every_output_is_what_was_blessed() {
             );
         }
     }
+}
+
+#[test]
+fn every_recordings_default_report_is_one_screen() {
+    let dir = golden_dir().join("recordings");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "idleflow") {
+            continue;
+        }
+        let out = run(idleflow().arg("report").arg(&path));
+        assert!(out.status.success(), "{}: {}", path.display(), stderr(&out));
+        let text = stdout(&out);
+        println!("{}: {} lines", path.display(), text.lines().count());
+        assert_one_screen(&text);
+        n += 1;
+    }
+    assert!(n >= 7, "{n} recordings");
 }

@@ -14,6 +14,7 @@ const COMMANDS: &[&str] = &[
     "",
     "record",
     "report",
+    "script",
     "flamegraph",
     "export",
     "diff",
@@ -85,7 +86,9 @@ fn the_examples_that_need_no_root_run_as_shown() {
     let mut ran = 0;
     for &cmd in COMMANDS {
         for e in examples(&help(cmd, 120)) {
-            let words: Vec<&str> = e.split("  #").next().unwrap().split_whitespace().collect();
+            // The idleflow part of a pipe: what follows `|` is the shell's.
+            let command = e.split("  #").next().unwrap().split(" | ").next().unwrap();
+            let words: Vec<&str> = command.split_whitespace().collect();
             // Recording needs root; `show 7` needs seven runs; go is pprof's
             // own test; `trigger` needs a flight recorder running (tests/flight.rs).
             if words[0] != "idleflow" || words.contains(&"show") || words[1] == "trigger" {

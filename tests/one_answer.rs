@@ -67,10 +67,11 @@ fn program(p: &Value) -> &Value {
     &p["frames"][i as usize]
 }
 
-/// The text report's first `n` lines.
+/// The text report's first `n` lines, after checking that the whole
+/// default report is one screen.
 fn head(rec: &Path, n: usize) -> String {
     let text = stdout(&run(idleflow().arg("report").arg(rec)));
-    assert_fits_120_columns(&text);
+    assert_one_screen(&text);
     text.lines().take(n).collect::<Vec<_>>().join("\n")
 }
 
@@ -386,4 +387,66 @@ fn with_monitor_threshold_0_a_running_jvms_convoy_is_named_whole() {
         .args(["report", "--view", "java"])
         .arg(&rec)));
     assert!(text.contains("monitor enters all"), "{text}");
+}
+
+#[test]
+fn idle_after_other_processes_names_them_and_their_reason() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // A process outside the recorded command that sleeps in a loop: the
+    // idle after it is another process's, by its name and its reason.
+    let sleeper = dir.path().join("bgsleeper");
+    std::fs::copy("/bin/sleep", &sleeper).unwrap();
+    let mut bg = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!("while :; do {} 0.002; done", sleeper.display()))
+        .spawn()
+        .expect("bash");
+    let bin = build_c_example(
+        dir.path(),
+        "chain.c",
+        "chain",
+        &["-O2", "-fomit-frame-pointer", "-pthread", "-g"],
+    );
+    let rec = dir.path().join("c.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&bin)
+        .arg("1500"));
+    let _ = bg.kill();
+    let _ = bg.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = default_json(&rec);
+    paths(&r);
+    let ip = &r["idle_paths"];
+    let others = ip["other_processes"].as_array().expect("other_processes");
+    let mine = others
+        .iter()
+        .find(|p| p["process"] == "bgsleeper")
+        .unwrap_or_else(|| panic!("bgsleeper among {others:?}"));
+    assert_eq!(mine["reason"], "sleep", "{mine}");
+    assert!(f(mine, "share_pct") >= 1.0, "{mine}");
+    let sum: u64 = others.iter().map(|p| u(p, "idle_ns")).sum();
+    assert!(
+        sum <= u(&ip["not_in_paths"], "other_processes_ns") * 101 / 100,
+        "the named processes' idle {sum} is within the other processes' {}",
+        ip["not_in_paths"]
+    );
+    // One headline line says it, after the program's own cause.
+    let text = head(&rec, 12);
+    let line = text
+        .lines()
+        .find(|l| l.contains("after other processes:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("bgsleeper") && line.contains("(sleep)"),
+        "{text}"
+    );
+    let first = text.lines().nth(1).unwrap();
+    assert!(
+        first.contains("pipe read — worker in fill_buffer:"),
+        "{text}"
+    );
 }

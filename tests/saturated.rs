@@ -222,7 +222,14 @@ fn a_128_cpu_report_stays_readable() {
         ..Default::default()
     })
     .unwrap();
-    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    // The default report is one screen, without the per-CPU table.
+    let default = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert_one_screen(&default);
+    assert!(!default.contains("## Per-CPU idle"), "{default}");
+    assert!(!default.contains("\nCPU 5:"), "{default}");
+    // --per-cpu: the most and the least idle CPUs, how many lie between, a
+    // histogram, and the causes of the CPUs shown.
+    let text = stdout(&run(idleflow().arg("report").arg(&rec).arg("--per-cpu")));
     assert_fits_120_columns(&text);
     let table: Vec<&str> = text
         .lines()
@@ -249,21 +256,22 @@ fn a_128_cpu_report_stays_readable() {
         text.contains("CPUs by idle% (from: how many): 0:12 10:12 20:13"),
         "{text}"
     );
+    // CPU 0 is among the most idle (90 %), CPU 119 among the least (0 %);
+    // CPU 5 (40 %) lies between.
     assert!(
-        text.contains("All CPUs (--per-cpu for each CPU):"),
+        text.contains("\nCPU 0:") && text.contains("\nCPU 119:"),
         "{text}"
     );
-    assert!(
-        !text.contains("\nCPU 5:"),
-        "no per-CPU cause blocks by default"
-    );
+    assert!(!text.contains("\nCPU 5:"), "{text}");
     assert!(!text.contains("4294967295"));
-    let all = stdout(&run(idleflow().arg("report").arg(&rec).arg("--per-cpu")));
-    assert_fits_120_columns(&all);
+    // --threads: the threads whose leaving made a CPU idle, all CPUs together.
+    let threads = stdout(&run(idleflow().arg("report").arg(&rec).arg("--threads")));
+    assert_fits_120_columns(&threads);
     assert!(
-        all.contains("\nCPU 127:"),
-        "--per-cpu shows each CPU's causes"
+        threads.contains("All CPUs (--per-cpu for each CPU):"),
+        "{threads}"
     );
+    assert!(!threads.contains("## Per-CPU idle"), "{threads}");
     let r = report_json(&rec);
     let per_cpu = r["per_cpu"].as_array().unwrap();
     assert_eq!(per_cpu.len(), 128);

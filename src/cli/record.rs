@@ -71,8 +71,11 @@ pub struct RecordArgs {
     /// When the flight recorder dumps (repeatable): `wait>=DUR [in PATTERN]`
     /// (a thread of interest has waited DUR), `waiting>=N [in PATTERN]` (N
     /// wait at once), `idle>=P% [for DUR] [while waiting>=N [in PATTERN]]`
-    /// (the CPUs were idle P % of the last DUR, default 1s), `signal`
-    /// (SIGUSR2, always on). PATTERN is a glob on thread names; without
+    /// (the CPUs were idle P % of the last DUR, default 1s), `unclaimed>=DUR
+    /// [in PATTERN]` (a CPU idle DUR while a thread of interest was runnable
+    /// as long), `signal` (SIGUSR2, always on); `… every:N` or `…
+    /// once-after:N` fires only every Nth occurrence, or the Nth. PATTERN is
+    /// a glob on thread names; without
     /// one the threads of interest are the command's or --pid's (every
     /// thread system-wide). Judged on the recorded stream after every drain
     /// batch.

@@ -86,6 +86,33 @@ pub fn assert_fits_120_columns(text: &str) {
     }
 }
 
+/// The default text report is one screen: at most 60 lines of at most 120
+/// columns, and the program's own causes lead its headline (a line of the
+/// causes with no program frame, the other processes' line and what the
+/// paths leave out come after them).
+pub fn assert_one_screen(text: &str) {
+    assert_fits_120_columns(text);
+    let lines = text.lines().count();
+    assert!(lines <= 60, "{lines} lines:\n{text}");
+    let headline: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .take_while(|l| *l != "#" && !l.is_empty())
+        .collect();
+    let cause = |l: &str| {
+        let share: String = l.chars().skip(1).take(8).collect();
+        share.trim_end().ends_with('%')
+    };
+    let grouped =
+        |l: &str| l.contains("%  no program frame:") || l.contains("%  after other processes");
+    if let Some(g) = headline.iter().position(|l| cause(l) && grouped(l)) {
+        assert!(
+            !headline[g..].iter().any(|l| cause(l) && !grouped(l)),
+            "a program's cause after the grouped lines:\n{text}"
+        );
+    }
+}
+
 /// `idleflow report --format json` of `rec`.
 pub fn report_json(rec: &Path) -> Value {
     // Every source's own section too (`--view all`), beside the merged paths.

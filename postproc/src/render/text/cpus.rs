@@ -1,7 +1,9 @@
-//! The per-CPU sections: each CPU's idle (dispatches to and from idle,
-//! idle and unknown time, the kernel's own idle, breaks, losses, the idle
-//! intervals' quantiles) and the threads whose leaving made a CPU idle,
-//! all CPUs together or, with `--per-cpu`, each CPU's own.
+//! The per-CPU sections (`--per-cpu`): each CPU's idle (dispatches to and
+//! from idle, idle and unknown time, the kernel's own idle, breaks, losses,
+//! the idle intervals' quantiles) and the threads whose leaving made a CPU
+//! idle, all CPUs together (`--threads`) or each shown CPU's own
+//! (`--per-cpu`). Without the table, the notes where a CPU's idle differs
+//! from the kernel's beyond what explains it still print.
 //!
 //! Invariant: above [`MANY_CPUS`] CPUs the table shows the most and the
 //! least idle ones, a line saying how many lie between, and a histogram;
@@ -23,7 +25,7 @@ fn cpu_name(c: &CpuRow) -> String {
 }
 
 /// The per-CPU table, then the notes on the kernel's idle.
-pub(super) fn render_cpus(o: &mut String, r: &Report, per_cpu: bool) -> fmt::Result {
+pub(super) fn render_cpus(o: &mut String, r: &Report) -> fmt::Result {
     writeln!(o)?;
     writeln!(o, "## Per-CPU idle")?;
     writeln!(
@@ -44,7 +46,7 @@ pub(super) fn render_cpus(o: &mut String, r: &Report, per_cpu: bool) -> fmt::Res
         "max ms"
     )?;
     // Many CPUs: the most and the least idle ones, then the total.
-    let rows = shown_cpus(r, per_cpu);
+    let rows = shown_cpus(r);
     for (i, c) in rows
         .iter()
         .copied()
@@ -93,6 +95,12 @@ pub(super) fn render_cpus(o: &mut String, r: &Report, per_cpu: bool) -> fmt::Res
         o,
         "(kernel%: /proc/stat idle+iowait; its clock stops while the idle task serves interrupts and wake-ups)"
     )?;
+    render_kernel_notes(o, r)
+}
+
+/// A note for each CPU whose idle differs from the kernel's beyond what
+/// interrupt and wake-up work explains.
+pub(super) fn render_kernel_notes(o: &mut String, r: &Report) -> fmt::Result {
     for c in r.per_cpu.iter().filter(|c| c.kernel_differs) {
         let k = c.kernel_idle_ns.unwrap_or(0);
         writeln!(
@@ -107,10 +115,10 @@ pub(super) fn render_cpus(o: &mut String, r: &Report, per_cpu: bool) -> fmt::Res
     Ok(())
 }
 
-/// The CPUs the table shows: all, or with many CPUs (and no `--per-cpu`)
-/// the most and the least idle ones.
-fn shown_cpus(r: &Report, per_cpu: bool) -> Vec<&CpuRow> {
-    if per_cpu || r.per_cpu.len() <= MANY_CPUS {
+/// The CPUs the table shows: all, or with many CPUs the most and the
+/// least idle ones.
+fn shown_cpus(r: &Report) -> Vec<&CpuRow> {
+    if r.per_cpu.len() <= MANY_CPUS {
         r.per_cpu.iter().collect()
     } else {
         let mut by_idle: Vec<&CpuRow> = r.per_cpu.iter().collect();
@@ -146,7 +154,8 @@ fn idle_histogram(cpus: &[CpuRow]) -> String {
 }
 
 /// The threads whose leaving made a CPU idle, with their states then: all
-/// CPUs together, or each CPU's own with `--per-cpu`.
+/// CPUs together, or with `--per-cpu` each CPU's own (of the CPUs the
+/// table shows) and then all together.
 pub(super) fn render_idle_causes(o: &mut String, r: &Report, per_cpu: bool) -> fmt::Result {
     writeln!(o)?;
     writeln!(o, "## Threads whose leaving made a CPU idle")?;
@@ -156,7 +165,9 @@ pub(super) fn render_idle_causes(o: &mut String, r: &Report, per_cpu: bool) -> f
     )?;
     // All CPUs together; each CPU's own with --per-cpu.
     let blocks: Vec<&CpuRow> = if per_cpu {
-        r.per_cpu.iter().chain(std::iter::once(&r.total)).collect()
+        let mut shown = shown_cpus(r);
+        shown.sort_by_key(|c| c.cpu);
+        shown.into_iter().chain(std::iter::once(&r.total)).collect()
     } else {
         vec![&r.total]
     };

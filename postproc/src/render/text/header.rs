@@ -27,11 +27,6 @@ pub(super) fn render_header(o: &mut String, r: &Report, source: &str) -> fmt::Re
 
 /// What was recorded, where and for how long, and the window reported.
 fn render_recording(o: &mut String, r: &Report, source: &str) -> fmt::Result {
-    writeln!(
-        o,
-        "{}",
-        fit(&format!("# idleflow report of {source}"), WIDTH)
-    )?;
     let what = if r.command.is_empty() {
         if r.target_pids.is_empty() {
             "system-wide".to_string()
@@ -41,7 +36,11 @@ fn render_recording(o: &mut String, r: &Report, source: &str) -> fmt::Result {
     } else {
         format!("`{}`", r.command.join(" "))
     };
-    writeln!(o, "{}", fit(&format!("# {what}"), WIDTH))?;
+    writeln!(
+        o,
+        "{}",
+        fit(&format!("# idleflow report of {source}: {what}"), WIDTH)
+    )?;
     let exit = r
         .exit_code
         .map(|c| format!(", exit code {c}"))
@@ -286,21 +285,18 @@ fn render_gaps_warning(o: &mut String, r: &Report) -> fmt::Result {
     let cpu_time = r.duration_ns.saturating_mul(r.cpus as u64).max(1);
     let unknown_pct = r.total.unknown_ns as f64 * 100.0 / cpu_time as f64;
     if r.lost_events > 0 || unknown_pct > 0.5 {
-        writeln!(
-            o,
-            "# WARNING: {} records lost, {:.2} % of the CPUs' time unknown: idle lies between `idle ms` and",
+        let line = format!(
+            "WARNING: {} records lost, {:.2} % of the CPUs' time unknown: idle lies between `idle ms` and `idle ms + \
+             unknown ms`{}",
             count(r.lost_events),
-            unknown_pct
-        )?;
-        writeln!(
-            o,
-            "#   `idle ms + unknown ms`{}",
+            unknown_pct,
             if r.lost_events > 0 {
                 "; record again with a larger --ring-size"
             } else {
                 ""
             }
-        )?;
+        );
+        write_wrapped(o, &line, "#", "#  ")?;
     }
     Ok(())
 }

@@ -1,16 +1,20 @@
 //! The report's first lines, its answer: the window, the CPUs, how idle
-//! they were and how much of it the merged paths explain, then the top
-//! causes one line each (two or more where the names do not fit), and
-//! what the paths leave out.
+//! they were and how much of it the merged paths explain, then the
+//! program's own top causes one line each (two or more where the names do
+//! not fit), the causes with no program frame (the runtime's own threads,
+//! waits only libraries and the JVM show) together in one line, the other
+//! processes' idle by name in one line, and what the paths leave out.
 //!
 //! Invariant: every line fits in 120 columns; a cause's names give way
 //! (shortened at their middle or, for Java, from the left) before its
-//! program frame does.
+//! program frame does; the program's causes come first, whatever their
+//! share against the others'.
 
 use std::fmt::{self, Write};
 
 use super::frames::frame_words;
-use super::layout::{fit, fit_method, ms, wrap, write_lines, write_wrapped, WIDTH};
+use super::layout::{fit, fit_method, ms, wrap, write_lines, write_wrapped, GLUE, WIDTH};
+use crate::reasons::{JvmReason, Reason};
 use crate::sections::idle_paths::{Cause, IdlePathsSection, OtherThread};
 use crate::sections::Report;
 
@@ -18,6 +22,11 @@ use crate::sections::Report;
 const HEADLINE_PATHS: usize = 5;
 /// The smallest share of idle a headline path has, %.
 const HEADLINE_MIN_SHARE: f64 = 0.5;
+/// Causes named in the line of those with no program frame, at most.
+const GROUPED_SHOWN: usize = 3;
+/// The share from which a cause whose Java frames no source named says
+/// which source would, %.
+const HINT_MIN_SHARE: f64 = 10.0;
 
 /// The report's first lines, its answer: the window, the CPUs, how idle
 /// they were, how much of it the paths explain, then the top paths one
@@ -41,7 +50,9 @@ pub(super) fn render_headline(o: &mut String, r: &Report) -> fmt::Result {
             WIDTH
         )
     )?;
-    for c in ip.causes.iter().take(HEADLINE_PATHS) {
+    let (program, other): (Vec<&Cause>, Vec<&Cause>) =
+        ip.causes.iter().partition(|c| c.program && !c.jvm_internal);
+    for c in program.iter().take(HEADLINE_PATHS) {
         if c.share_pct < HEADLINE_MIN_SHARE {
             break;
         }
@@ -51,8 +62,87 @@ pub(super) fn render_headline(o: &mut String, r: &Report) -> fmt::Result {
             cause_lines(&format!("# {:>5.1} %  ", c.share_pct), c, WIDTH),
         )?;
     }
+    render_no_program(o, &other)?;
+    render_other_processes(o, ip)?;
     render_not_in_paths(o, ip)?;
     render_java_share(o, ip)
+}
+
+/// The causes with no program frame in one line: the runtime's own
+/// threads, and waits whose frames are all the kernel's, the libraries'
+/// and the JVM's; then, for a large one whose Java frames no source named,
+/// the source that would.
+fn render_no_program(o: &mut String, causes: &[&Cause]) -> fmt::Result {
+    let share: f64 = causes.iter().map(|c| c.share_pct).sum();
+    let shown: Vec<&&Cause> = causes
+        .iter()
+        .filter(|c| c.share_pct >= HEADLINE_MIN_SHARE)
+        .take(GROUPED_SHOWN)
+        .collect();
+    if shown.is_empty() {
+        return Ok(());
+    }
+    let mut parts: Vec<String> = shown
+        .iter()
+        .map(|c| {
+            let mut who = fit(&c.threads.name, 40);
+            if c.threads.count > 1 {
+                who.push_str(&format!(" ×{}", c.threads.count));
+            }
+            let whose = if c.jvm_internal { " (HotSpot)" } else { "" };
+            format!("{} — {who}{whose} {:.1}{GLUE}%", c.reason, c.share_pct)
+        })
+        .collect();
+    if causes.len() > shown.len() {
+        parts.push(format!("+{} more", causes.len() - shown.len()));
+    }
+    let line = format!("no program frame: {}", parts.join("; "));
+    write_wrapped(o, &line, &format!("# {share:>5.1} % "), "#          ")?;
+    for c in shown
+        .iter()
+        .filter(|c| c.java_unnamed && c.share_pct >= HINT_MIN_SHARE)
+    {
+        let source = if c.reason == Reason::Jvm(JvmReason::MonitorEnter) {
+            "--monitor-threshold 0 records every monitor enter"
+        } else {
+            "--stacks waits takes the stacks at every wait"
+        };
+        let line = format!(
+            "{}: no source named its Java frames ({:.1}{GLUE}%); {source}",
+            fit(&c.threads.name, 40),
+            c.share_pct
+        );
+        write_wrapped(o, &line, "#          ", "#            ")?;
+    }
+    Ok(())
+}
+
+/// The idle after other processes' threads, with the processes that left
+/// the most and the reason of most of it, in one line.
+fn render_other_processes(o: &mut String, ip: &IdlePathsSection) -> fmt::Result {
+    let share = ip.not_in_paths.other_processes_ns as f64 * 100.0 / ip.idle_ns.max(1) as f64;
+    if share < 0.05 {
+        return Ok(());
+    }
+    let names: Vec<String> = ip
+        .other_processes
+        .iter()
+        .filter(|p| p.share_pct >= 0.05)
+        .map(|p| {
+            format!(
+                "{} {:.1}{GLUE}% ({})",
+                fit(&p.process, 24),
+                p.share_pct,
+                p.reason
+            )
+        })
+        .collect();
+    let line = if names.is_empty() {
+        "after other processes".to_string()
+    } else {
+        format!("after other processes: {}", names.join(", "))
+    };
+    write_wrapped(o, &line, &format!("# {share:>5.1} % "), "#          ")
 }
 
 /// What idle the paths leave out: before any cause, after other processes,
@@ -66,7 +156,6 @@ fn render_not_in_paths(o: &mut String, ip: &IdlePathsSection) -> fmt::Result {
             rest.no_cause_ns,
             "idle since the window's start or a stream break",
         ),
-        (rest.other_processes_ns, "after other processes"),
         (rest.idleflow_ns, "after idleflow's own threads"),
     ] {
         if part(ns) >= 0.05 {
@@ -97,7 +186,7 @@ fn render_java_share(o: &mut String, ip: &IdlePathsSection) -> fmt::Result {
             };
             if j.before_recorder_ns > 0 {
                 line.push_str(&format!(
-                    "; {} ms came before their JVM's flight recorder ran",
+                    "; {} ms before their flight recorder ran",
                     ms(j.before_recorder_ns)
                 ));
             }
@@ -163,6 +252,9 @@ fn cause_words(c: &Cause, holder: usize, names: usize) -> String {
     if let Some(f) = &c.frame {
         s.push_str(&format!(" in {}", frame_words(&f.frame)));
     }
+    if let Some(f) = &c.caller {
+        s.push_str(&format!(" ← {}", frame_words(&f.frame)));
+    }
     if !c.program {
         s.push_str(if c.jvm_internal {
             " (HotSpot, not the program's code)"
@@ -217,6 +309,7 @@ mod tests {
                 runtime: false,
                 module: String::new(),
             }),
+            caller: None,
             program: true,
             held_by: vec![],
             notified_by: vec![OtherThread {
@@ -228,6 +321,7 @@ mod tests {
             dispatches: 4457,
             paths: 2,
             jvm_internal: false,
+            java_unnamed: false,
         };
         let lines = cause_lines("#   0.9 %  ", &c, 120);
         let text = lines.join("\n");

@@ -38,6 +38,9 @@ pub(super) fn count(n: u64) -> String {
     out
 }
 
+/// A space [`wrap`] never breaks a line at (`0.6{GLUE}%`): it prints as one.
+pub(super) const GLUE: char = '\u{1f}';
+
 /// `text` as lines of at most `width` characters, broken at spaces, the
 /// first starting with `first`, the others with `rest` (a word longer than
 /// a line is cut by [`fit`]).
@@ -51,7 +54,7 @@ pub(crate) fn wrap(text: &str, first: &str, rest: &str, width: usize) -> Vec<Str
             words = 0;
         }
         line.push(' ');
-        line.push_str(word);
+        line.extend(word.chars().map(|c| if c == GLUE { ' ' } else { c }));
         words += 1;
     }
     lines.push(line);

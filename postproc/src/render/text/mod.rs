@@ -31,23 +31,25 @@ pub(crate) use frames::{frame_words, shown_frames_of};
 pub(crate) use layout::wrap;
 pub use layout::WIDTH;
 
-/// Options of the text layout.
+/// Options of the text layout. The default is one screen: the answer,
+/// the header and the top merged paths; the tables come on request.
 #[derive(Debug, Clone)]
 pub struct TextOptions {
-    /// Threads shown in the blocked-thread table (JSON has all).
+    /// Threads shown in the blocked-thread table, with the threads whose
+    /// leaving made a CPU idle before it (0: neither; JSON has all).
     pub max_threads: usize,
-    /// Every CPU's row and its own idle causes, however many CPUs.
+    /// The per-CPU table and the idle causes of each CPU it shows.
     pub per_cpu: bool,
-    /// Idle-causing Java paths shown (JSON has all).
+    /// Idle-causing paths shown, merged and per source (JSON has all).
     pub max_paths: usize,
 }
 
 impl Default for TextOptions {
     fn default() -> Self {
         TextOptions {
-            max_threads: 25,
+            max_threads: 0,
             per_cpu: false,
-            max_paths: 10,
+            max_paths: 3,
         }
     }
 }
@@ -91,11 +93,19 @@ fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> 
     writeln!(o)?;
     header::render_header(o, r, source)?;
     paths::render_idle_paths(o, &r.idle_paths, opts.max_paths)?;
-    cpus::render_cpus(o, r, opts.per_cpu)?;
-    cpus::render_idle_causes(o, r, opts.per_cpu)?;
+    if opts.per_cpu {
+        cpus::render_cpus(o, r)?;
+    } else {
+        cpus::render_kernel_notes(o, r)?;
+    }
+    if opts.per_cpu || opts.max_threads > 0 {
+        cpus::render_idle_causes(o, r, opts.per_cpu)?;
+    }
     render_sources(o, r, opts.max_paths)?;
-    threads::render_threads(o, r, opts.max_threads)?;
-    render_more(o, r)
+    if opts.max_threads > 0 {
+        threads::render_threads(o, r, opts.max_threads)?;
+    }
+    render_more(o, r, opts)
 }
 
 /// Each source's own section, where the report has it, then why there is
@@ -127,7 +137,7 @@ fn render_sources(o: &mut String, r: &Report, max_paths: usize) -> fmt::Result {
 }
 
 /// The last lines: what else the report can show.
-fn render_more(o: &mut String, r: &Report) -> fmt::Result {
+fn render_more(o: &mut String, r: &Report, opts: &TextOptions) -> fmt::Result {
     writeln!(o)?;
     let mut views = Vec::new();
     if r.arcflow.is_none() {
@@ -145,12 +155,20 @@ fn render_more(o: &mut String, r: &Report) -> fmt::Result {
     if r.blocking_paths.is_none() {
         views.push("blocking");
     }
+    let mut more = vec!["--paths N"];
+    if opts.max_threads == 0 {
+        more.push("--threads");
+    }
+    if !opts.per_cpu {
+        more.push("--per-cpu");
+    }
     writeln!(
         o,
         "{}",
         layout::fit(
             &format!(
-                "# more: --paths N, --threads N, --per-cpu; each source's own section: --view {}",
+                "# more: {}; each source's own section: --view {}",
+                more.join(", "),
                 views.join("|")
             ),
             WIDTH

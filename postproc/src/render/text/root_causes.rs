@@ -2,8 +2,8 @@
 //! the root thread did and where, then the chain that led to it from the
 //! victims' wait out (`←`, at most three links: the victims', the last,
 //! and how many between); then the idle that continued an interrupted
-//! one, the knots of threads waiting on each other, and the roots with
-//! no stack.
+//! one, the largest knot of threads waiting on each other (and how many
+//! more there are), and the roots with no stack.
 //!
 //! Invariant: every line fits in 120 columns; names are fitted into 40.
 
@@ -16,9 +16,12 @@ use crate::reasons::{KernelReason, Reason};
 use crate::sections::idle_paths::PathThreads;
 use crate::sections::root_causes::{ChainLink, RootCause, RootCausesSection, RootKind as K};
 
-/// Roots shown, at most, and the smallest share shown, %.
-const ROOTS_SHOWN: usize = 5;
-const ROOT_MIN_SHARE: f64 = 0.5;
+/// Roots shown, at most, and the smallest share shown, % (the JSON and
+/// `export -f csv` have them all).
+const ROOTS_SHOWN: usize = 4;
+const ROOT_MIN_SHARE: f64 = 1.0;
+/// Knots shown (the largest); the JSON has them all.
+const KNOTS_SHOWN: usize = 1;
 
 /// The root causes of idle: the kinds' shares, then each root shown with
 /// its chain, then the notes.
@@ -175,14 +178,24 @@ fn render_root_notes(o: &mut String, rc: &RootCausesSection) -> fmt::Result {
         );
         write_wrapped(o, &line, "#  ", "#    ")?;
     }
-    for k in rc.wait_graph.knots.iter().take(3) {
+    let knots = &rc.wait_graph.knots;
+    for k in knots.iter().take(KNOTS_SHOWN) {
         let waits = if k.waits_on.is_empty() {
             String::new()
         } else {
             format!(", waiting on {}", k.waits_on.join(", "))
         };
+        let more = if knots.len() > KNOTS_SHOWN {
+            let n = knots.len() - KNOTS_SHOWN;
+            format!(
+                " ({n} more knot{}: --format json)",
+                if n == 1 { "" } else { "s" }
+            )
+        } else {
+            String::new()
+        };
         let line = format!(
-            "knot (threads that wait only on each other or on devices): {} — {:.1} % of the idle ends in it{waits}",
+            "knot (threads that wait only on each other or on devices): {} — {:.1} % of the idle ends in it{waits}{more}",
             k.pools.join(" + "),
             k.share_pct
         );

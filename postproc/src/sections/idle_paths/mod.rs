@@ -147,6 +147,30 @@ pub struct NotInPaths {
     pub other_processes_ns: u64,
 }
 
+/// Another process whose threads' leaving made CPUs idle, one of those
+/// the report does not show (JSON `idle_paths.other_processes`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OtherProcess {
+    /// The process's name; kernel threads and numbered names by their
+    /// pattern (`kworker`, `worker-*`).
+    pub process: String,
+    /// Idle after its threads left, ns, and its share of all CPUs' idle, %.
+    pub idle_ns: u64,
+    pub share_pct: f64,
+    /// The reason with the most of that idle.
+    pub reason: Reason,
+}
+
+/// Other processes shown by name, at most.
+const OTHER_PROCESSES: usize = 3;
+
+/// The name other processes are summed under: a kernel thread's name up to
+/// its `/` (`kworker/1:0-events` → `kworker`), a number that ends a name
+/// as `*`.
+fn process_pattern(name: &str) -> String {
+    crate::path::thread_pattern(name.split('/').next().unwrap_or(name))
+}
+
 /// The Java threads' share of the paths (recordings with JVMs).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct JavaCoverage {
@@ -178,6 +202,10 @@ pub struct IdlePathsSection {
     pub dispatches: u64,
     /// The rest of `idle_ns`.
     pub not_in_paths: NotInPaths,
+    /// The processes with the most of `not_in_paths.other_processes_ns`,
+    /// most first (at most three).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_processes: Vec<OtherProcess>,
     /// How much of the Java threads' idle has Java frames (with JVMs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub java: Option<JavaCoverage>,
@@ -215,6 +243,11 @@ pub struct Cause {
     /// the first frame outside the kernel and the C library's internals.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frame: Option<PathFrame>,
+    /// The program's frame that called `frame`, where `frame` is native
+    /// code with no line (a stripped binary's function alone says little:
+    /// `WaitEventSetWait` ← `secure_read`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller: Option<PathFrame>,
     /// Whether `frame` is the program's own code.
     pub program: bool,
     /// As [`IdlePath::held_by`], [`IdlePath::notified_by`].
@@ -231,6 +264,10 @@ pub struct Cause {
     pub paths: u64,
     /// All its threads are HotSpot's own.
     pub jvm_internal: bool,
+    /// Some of its dispatches were in a JVM thread that runs Java code and
+    /// none of its frames names Java code (as [`IdlePath::java_unnamed`]).
+    #[serde(skip)]
+    pub java_unnamed: bool,
 }
 
 /// The frame a cause is named by: the program's first, else the first
@@ -243,14 +280,33 @@ fn cause_frame(p: &IdlePath) -> Option<&PathFrame> {
     })
 }
 
+/// The program's named frame that called `p`'s program frame, where that
+/// frame is native code with no line ([`Cause::caller`]).
+fn cause_caller(p: &IdlePath) -> Option<&PathFrame> {
+    let i = p.program_frame?;
+    let f = p.frames.get(i)?;
+    if f.frame.kind != FrameKind::Native || f.frame.line > 0 {
+        return None;
+    }
+    p.frames[i + 1..]
+        .iter()
+        .find(|g| !g.runtime && !g.frame.name.contains("+0x"))
+}
+
 /// How a cause names HotSpot's own threads.
 const JVM_THREADS: &str = "JVM threads";
 
 /// The causes of `paths` (most idle first), with the distinct threads of
 /// each (pattern → tids).
 fn causes(paths: &[IdlePath], tids: &[FxHashMap<String, FxHashSet<u32>>]) -> Vec<Cause> {
-    /// (process, reason, pool, program frame).
-    type Key<'a> = (&'a str, &'a Reason, &'a str, Option<&'a str>);
+    /// (process, reason, pool, program frame, its caller).
+    type Key<'a> = (
+        &'a str,
+        &'a Reason,
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+    );
     /// A cause being summed, its pools' tids, its pools' dispatches.
     type Acc = (
         Cause,
@@ -266,6 +322,7 @@ fn causes(paths: &[IdlePath], tids: &[FxHashMap<String, FxHashSet<u32>>]) -> Vec
         // HotSpot's own threads (GC, compilers, the VM thread) are one
         // cause per reason: the JVM at work, not the program's code.
         let frame = cause_frame(p).filter(|_| !p.jvm_internal);
+        let caller = cause_caller(p).filter(|_| !p.jvm_internal);
         let key: Key = (
             &p.process,
             &p.reason,
@@ -275,6 +332,7 @@ fn causes(paths: &[IdlePath], tids: &[FxHashMap<String, FxHashSet<u32>>]) -> Vec
                 &top.name
             },
             frame.map(|f| f.frame.name.as_str()),
+            caller.map(|f| f.frame.name.as_str()),
         );
         let (c, threads, pools) = by.entry(key).or_insert_with(|| {
             order.push(key);
@@ -286,6 +344,7 @@ fn causes(paths: &[IdlePath], tids: &[FxHashMap<String, FxHashSet<u32>>]) -> Vec
                     threads: top.clone(),
                     more_threads: 0,
                     frame: frame.cloned(),
+                    caller: caller.cloned(),
                     program: p.program_frame.is_some(),
                     held_by: Vec::new(),
                     notified_by: Vec::new(),
@@ -294,6 +353,7 @@ fn causes(paths: &[IdlePath], tids: &[FxHashMap<String, FxHashSet<u32>>]) -> Vec
                     dispatches: 0,
                     paths: 0,
                     jvm_internal: true,
+                    java_unnamed: false,
                 },
                 FxHashMap::default(),
                 FxHashMap::default(),
@@ -304,6 +364,7 @@ fn causes(paths: &[IdlePath], tids: &[FxHashMap<String, FxHashSet<u32>>]) -> Vec
         c.dispatches += p.dispatches;
         c.paths += 1;
         c.jvm_internal &= p.jvm_internal;
+        c.java_unnamed |= p.java_unnamed;
         if c.object.is_empty() {
             c.object = p.object.clone();
         } else if !p.object.is_empty() && p.object != c.object {
@@ -380,6 +441,9 @@ type GroupKey = (String, Reason, String, Vec<PathFrame>);
 
 #[derive(Default)]
 struct Group {
+    /// The frames as they ran (JIT-compiled, inlined, interpreted) with
+    /// the idle of each: the path shows the one with the most.
+    variants: FxHashMap<Vec<PathFrame>, u64>,
     dispatches: u64,
     idle_ns: u64,
     windows: Series,
@@ -417,9 +481,13 @@ impl IdlePathsSection {
                     }
                 }
             }
+            // The same code is one path however the JIT ran it.
+            let key = row.frames.iter().map(same_code).collect();
             let g = groups
-                .entry((row.process, row.reason, row.object, row.frames))
+                .entry((row.process, row.reason, row.object, key))
                 .or_default();
+            let v = g.variants.entry(row.frames).or_default();
+            *v = v.saturating_add(row.idle_ns);
             g.dispatches += row.dispatches;
             g.idle_ns = g.idle_ns.saturating_add(row.idle_ns);
             g.windows.merge(&row.windows);
@@ -455,7 +523,13 @@ impl IdlePathsSection {
         java.named_pct = pct(java.named_ns, java.java_idle_ns);
         let mut paths: Vec<(IdlePath, FxHashMap<String, FxHashSet<u32>>)> = groups
             .into_iter()
-            .map(|((process, reason, object, frames), g)| {
+            .map(|((process, reason, object, _), g)| {
+                let frames = g
+                    .variants
+                    .into_iter()
+                    .max_by(|x, y| x.1.cmp(&y.1).then_with(|| y.0.cmp(&x.0)))
+                    .map(|(frames, _)| frames)
+                    .unwrap_or_default();
                 let mut tids = FxHashMap::default();
                 let mut threads: Vec<PathThreads> = g
                     .threads
@@ -517,6 +591,7 @@ impl IdlePathsSection {
                 other = other.saturating_add(c.idle_ns);
             }
         }
+        let other_processes = other_processes(a, total_idle_ns);
         IdlePathsSection {
             idle_ns: total_idle_ns,
             explained_ns,
@@ -527,12 +602,65 @@ impl IdlePathsSection {
                 idleflow_ns: tool,
                 other_processes_ns: other,
             },
+            other_processes,
             java: (!jvms.is_empty()).then_some(java),
             notes: Vec::new(),
             causes,
             paths,
         }
     }
+}
+
+/// A frame as the key of the code it is: a Java frame's kind (JIT-compiled,
+/// inlined, interpreted) left out.
+fn same_code(f: &PathFrame) -> PathFrame {
+    let mut f = f.clone();
+    if matches!(
+        f.frame.kind,
+        FrameKind::Jit | FrameKind::Inlined | FrameKind::Interpreted
+    ) {
+        f.frame.kind = FrameKind::Java;
+    }
+    f
+}
+
+/// The processes the report does not show whose threads' leaving made the
+/// most idle, with the reason of most of it.
+fn other_processes(a: &Analysis, total_idle_ns: u64) -> Vec<OtherProcess> {
+    let mut by: FxHashMap<String, (u64, FxHashMap<Reason, u64>)> = FxHashMap::default();
+    for (k, r) in &a.idle_paths.rows {
+        if a.tool_tids.contains(&k.tid) || a.shows(k.tid) {
+            continue;
+        }
+        let row = resolve::resolve_row(a, k, r);
+        let (idle, reasons) = by.entry(process_pattern(&row.process)).or_default();
+        *idle = idle.saturating_add(row.idle_ns);
+        let r = reasons.entry(row.reason).or_default();
+        *r = r.saturating_add(row.idle_ns);
+    }
+    let mut out: Vec<OtherProcess> = by
+        .into_iter()
+        .map(|(process, (idle_ns, reasons))| {
+            let reason = reasons
+                .into_iter()
+                .max_by(|x, y| x.1.cmp(&y.1).then_with(|| y.0.words().cmp(x.0.words())))
+                .map(|(r, _)| r)
+                .unwrap_or(Reason::NoStack);
+            OtherProcess {
+                process,
+                idle_ns,
+                share_pct: pct(idle_ns, total_idle_ns),
+                reason,
+            }
+        })
+        .collect();
+    out.sort_by(|x, y| {
+        y.idle_ns
+            .cmp(&x.idle_ns)
+            .then_with(|| x.process.cmp(&y.process))
+    });
+    out.truncate(OTHER_PROCESSES);
+    out
 }
 
 /// The merged paths as folded stacks for `inferno`: `PROCESS;THREAD;frames
@@ -683,6 +811,20 @@ mod tests {
             "std::sync::Condvar::wait"
         ));
         assert!(!native_runtime("/work/target/chain", "fill_buffer"));
+        // A program installed under /usr/lib is the program, its libraries
+        // there are not.
+        assert!(!native_runtime(
+            "/usr/lib/postgresql/15/bin/postgres",
+            "WaitEventSetWait"
+        ));
+        assert!(native_runtime(
+            "/usr/lib/x86_64-linux-gnu/libpq.so.5",
+            "pqSocketCheck"
+        ));
+        assert!(native_runtime(
+            "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
+            "JavaMain"
+        ));
         assert!(hotspot_internal("C2 CompilerThre"));
         assert!(!hotspot_internal("worker-3"));
     }

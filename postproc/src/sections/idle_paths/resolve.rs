@@ -81,13 +81,15 @@ pub(crate) fn java_runtime(name: &str) -> bool {
 }
 
 /// Whether a native frame is a system library's or a runtime's: by its
-/// module (system paths, the JVM's libraries, the vDSO), else by a Rust
-/// std name.
+/// module (a shared library under the system's paths, the JVM's files, the
+/// vDSO), else by a Rust std name. A program's own executable is never a
+/// system library, wherever it is installed (`/usr/lib/postgresql/15/bin/
+/// postgres`): only shared objects (`.so`) under `/lib` and `/usr/lib` are.
 pub(crate) fn native_runtime(module: &str, name: &str) -> bool {
     let base = module.rsplit('/').next().unwrap_or(module);
+    let shared_object = base.contains(".so");
     module.is_empty()
-        || module.starts_with("/lib")
-        || module.starts_with("/usr/lib")
+        || (shared_object && (module.starts_with("/lib") || module.starts_with("/usr/lib")))
         || module.contains("/jvm/")
         || module.starts_with('[')
         || base.starts_with("libc.so")
