@@ -22,6 +22,12 @@ use crate::sections::Report;
 const HEADLINE_PATHS: usize = 5;
 /// The smallest share of idle a headline path has, %.
 const HEADLINE_MIN_SHARE: f64 = 0.5;
+/// The share of the Java threads' idle with Java frames below which the
+/// headline says it, %.
+const JAVA_NAMED_OK: f64 = 90.0;
+/// The share of all idle before the flight recorders ran from which the
+/// headline says it, %.
+const JAVA_BEFORE_OK: f64 = 5.0;
 /// Causes named in the line of those with no program frame, at most.
 const GROUPED_SHOWN: usize = 3;
 /// The share from which a cause whose Java frames no source named says
@@ -170,10 +176,15 @@ fn render_not_in_paths(o: &mut String, ip: &IdlePathsSection) -> fmt::Result {
 }
 
 /// How much of the Java threads' idle has Java frames, and how much came
-/// before their JVM's flight recorder ran.
+/// before their JVM's flight recorder ran: where that matters (less than
+/// [`JAVA_NAMED_OK`] % named, or [`JAVA_BEFORE_OK`] % of the idle before the
+/// flight recorder ran; the JSON always has it).
 fn render_java_share(o: &mut String, ip: &IdlePathsSection) -> fmt::Result {
     if let Some(j) = &ip.java {
-        if j.java_idle_ns > 0 || j.before_recorder_ns > 0 {
+        let before_pct = j.before_recorder_ns as f64 * 100.0 / ip.idle_ns.max(1) as f64;
+        let matters =
+            (j.java_idle_ns > 0 && j.named_pct < JAVA_NAMED_OK) || before_pct >= JAVA_BEFORE_OK;
+        if matters && (j.java_idle_ns > 0 || j.before_recorder_ns > 0) {
             let mut line = if j.java_idle_ns > 0 {
                 format!(
                     "Java: {:.1} % of the Java threads' idle ({} ms) has Java frames",

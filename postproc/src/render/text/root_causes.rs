@@ -171,8 +171,8 @@ fn render_root_notes(o: &mut String, rc: &RootCausesSection) -> fmt::Result {
     let part = |ns: u64| part_of(rc, ns);
     if part(rc.continued_ns) >= 0.05 {
         let line = format!(
-            "{:.1} % of the idle came after threads that woke on an idle CPU by an interrupt and raised no wake-up ({} \
-             times): followed down the chain of the idle they interrupted",
+            "{:.1} % of idle followed interrupt-woken threads that woke no one ({} times): charged to the idle they \
+             interrupted",
             part(rc.continued_ns),
             count(rc.continued_intervals)
         );
