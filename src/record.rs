@@ -62,6 +62,9 @@ fn fly(
         triggers,
         cooldown: args.cooldown,
         max_dumps: args.max_dumps,
+        max_per_hour: args.max_per_hour,
+        keep_files: args.keep_files,
+        keep_bytes: args.keep_bytes.map_or(0, |b| b as u64),
         tail: args.tail,
         trigger_group,
         signal,
@@ -73,15 +76,23 @@ fn fly(
     let flown = idleflow_session::flight::fly(opts, &flight, stop, &mut Printer::default())?;
     if !args.quiet {
         eprintln!(
-            "idleflow: flight recorder ended ({}): {} dump{} in {}{}{}",
+            "idleflow: flight recorder ended ({}): {} dump{} in {}{}{}{}",
             flown.reason,
             flown.dumps.len(),
             if flown.dumps.len() == 1 { "" } else { "s" },
             flight.dir.display(),
             if flown.held_back > 0 {
                 format!(
-                    ", {} trigger(s) held back by the cooldown or --max-dumps",
+                    ", {} trigger(s) held back by the cooldown or the caps",
                     flown.held_back
+                )
+            } else {
+                String::new()
+            },
+            if flown.removed > 0 {
+                format!(
+                    ", {} older removed (--keep-files, --keep-bytes)",
+                    flown.removed
                 )
             } else {
                 String::new()

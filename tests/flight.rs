@@ -328,3 +328,66 @@ fn unclaimed_idle_fires_when_threads_pinned_to_one_cpu_queue_while_another_idles
     assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
     assert_eq!(runs[0]["job"], "spin");
 }
+
+#[test]
+fn the_caps_per_hour_and_on_files_hold_dumps_back_and_remove_the_oldest() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dumps");
+    let rec = idleflow()
+        .args([
+            "record",
+            "--flight",
+            "10s",
+            "--cooldown",
+            "50ms",
+            "--tail",
+            "100ms",
+        ])
+        .args(["--max-per-hour", "3", "--keep-files", "2", "-o"])
+        .arg(&out)
+        .args(["--", "sleep", "4"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = rec.id();
+    wait_for_socket(pid);
+    // Five signals, each after the last dump had time to be written.
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(500));
+        // SAFETY: kill has no memory effects; `pid` is our child.
+        unsafe { libc::kill(pid as i32, libc::SIGUSR2) };
+    }
+    let o = rec.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{err}");
+    // Three dumps in the hour, the other two held back, said once.
+    assert_eq!(err.matches("flight: 'signal' fired:").count(), 3, "{err}");
+    assert_eq!(
+        err.matches("--max-per-hour 3 is reached").count(),
+        1,
+        "{err}"
+    );
+    // Two kept: the newest; the first removed once the third was written.
+    let d = dumps(&out);
+    let names: Vec<String> = d
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}\n{err}");
+    assert!(
+        names[0].contains("-2-signal") && names[1].contains("-3-signal"),
+        "{names:?}"
+    );
+    assert!(err.contains("removed the oldest dump"), "{err}");
+    assert!(err.contains("-1-signal.idleflow (--keep-files 2)"), "{err}");
+    assert!(
+        err.contains("3 dumps in")
+            && err.contains("2 trigger(s) held back")
+            && err.contains("1 older removed"),
+        "{err}"
+    );
+    for p in &d {
+        read_dump(p);
+    }
+}

@@ -90,6 +90,21 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 20, requires = "flight")]
     pub max_dumps: u32,
 
+    /// At most this many dumps in any hour (0: no cap but --cooldown).
+    #[arg(long, default_value_t = 0, value_name = "N", requires = "flight")]
+    pub max_per_hour: u32,
+
+    /// Keep at most N of this recorder's dumps in the -o directory: the
+    /// oldest is removed once a newer one is written (0: keep all).
+    #[arg(long, default_value_t = 0, value_name = "N", requires = "flight")]
+    pub keep_files: u32,
+
+    /// Keep this recorder's dumps under this many bytes together (K, M, G
+    /// suffixes): the oldest are removed once a newer one is written, the
+    /// newest always stays [default: no cap].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "flight")]
+    pub keep_bytes: Option<usize>,
+
     /// What a dump keeps after its trigger fired.
     #[arg(long, default_value = "1s", value_parser = parse_duration, requires = "flight")]
     pub tail: std::time::Duration,

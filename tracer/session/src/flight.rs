@@ -8,8 +8,12 @@
 //! (the segments are shared, never copied), then its user stacks are
 //! resolved in place: the recorder goes on while a dump is written, and
 //! dumps may overlap. Each trigger is held to the cooldown and the caps
-//! (`--cooldown`, `--max-dumps`) and, when it fires, waits the tail
-//! (`--tail`) so that the dump also holds what followed.
+//! (`--cooldown`, `--max-dumps`, `--max-per-hour`) and, when it fires,
+//! waits the tail (`--tail`) so that the dump also holds what followed.
+//! Once a dump is written, this recorder's oldest dumps are removed while
+//! more than `--keep-files` of them, or more than `--keep-bytes` together,
+//! are in the directory (the newest always stays); nothing else there is
+//! touched.
 //!
 //! The socket (`/run/idleflow/flight-PID.sock`) accepts a connection from
 //! anyone and then checks who asks (`SO_PEERCRED`): root, the recorder's
@@ -21,6 +25,7 @@
 //! renamed only when complete; a dump that failed is said and counted, and
 //! the recording goes on.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
@@ -56,6 +61,14 @@ pub struct FlightOptions {
     pub cooldown: Duration,
     /// At most this many dumps in the recorder's life.
     pub max_dumps: u32,
+    /// At most this many dumps in any hour (0: no cap).
+    pub max_per_hour: u32,
+    /// Keep at most this many of the recorder's dumps in `dir`, removing
+    /// the oldest (0: all).
+    pub keep_files: u32,
+    /// Keep the recorder's dumps in `dir` under this many bytes together,
+    /// removing the oldest; the newest always stays (0: no cap).
+    pub keep_bytes: u64,
     /// What a dump keeps after its trigger fired.
     pub tail: Duration,
     /// Members of this group may ask for dumps too (`--trigger-group`).
@@ -76,6 +89,8 @@ pub struct Flown {
     pub held_back: u64,
     /// Dumps that failed.
     pub failed: u64,
+    /// Dumps removed again for `--keep-files` or `--keep-bytes`.
+    pub removed: u64,
     /// Why it ended.
     pub reason: &'static str,
     /// The command's exit status.
@@ -157,11 +172,13 @@ pub fn fly(
             dumps: Vec::new(),
             held_back: 0,
             failed: 0,
+            removed: 0,
             reason: "",
             exit: None,
         },
         pending: Vec::new(),
         last_decided: None,
+        decided_at: VecDeque::new(),
         decided: 0,
         writers: Vec::new(),
         said_capped: false,
@@ -203,7 +220,7 @@ pub fn fly(
             break End::Failed(e);
         }
         while let Ok(r) = done_rx.try_recv() {
-            state.said(r, progress);
+            state.said(r, flight, progress);
         }
         match record::ended(&mut target, &until) {
             Ok(Some((reason, exit))) => break End::Done(reason, exit),
@@ -225,7 +242,7 @@ pub fn fly(
         let _ = w.join();
     }
     while let Ok(r) = done_rx.try_recv() {
-        state.said(r, progress);
+        state.said(r, flight, progress);
     }
     let _ = recorder.stop();
     drop(recorder);
@@ -249,34 +266,34 @@ struct State {
     flown: Flown,
     pending: Vec<Pending>,
     last_decided: Option<Instant>,
+    /// When the dumps of the last hour were decided on.
+    decided_at: VecDeque<Instant>,
     decided: u32,
     writers: Vec<JoinHandle<()>>,
     said_capped: bool,
 }
 
+/// An hour, for `--max-per-hour`.
+const HOUR: Duration = Duration::from_secs(3600);
+
 impl State {
     /// A trigger fired: a dump is decided on unless the cooldown or the cap
     /// holds it back.
     fn consider(&mut self, fired: Fired, flight: &FlightOptions, progress: &mut dyn Progress) {
-        if self.decided >= flight.max_dumps {
+        if let Some((why, cap)) = self.held_back(flight) {
             self.flown.held_back += 1;
-            if !self.said_capped {
+            if cap && !self.said_capped {
                 self.said_capped = true;
-                progress.note(&format!(
-                    "flight: '{}' fired, but --max-dumps {} is reached: no more dumps",
-                    fired.trigger, flight.max_dumps
-                ));
+                progress.note(&format!("flight: '{}' fired, but {why}", fired.trigger));
             }
             return;
         }
-        if self
-            .last_decided
-            .is_some_and(|t| t.elapsed() < flight.cooldown)
-        {
-            self.flown.held_back += 1;
-            return;
+        let now = Instant::now();
+        self.last_decided = Some(now);
+        while self.decided_at.front().is_some_and(|t| t.elapsed() >= HOUR) {
+            self.decided_at.pop_front();
         }
-        self.last_decided = Some(Instant::now());
+        self.decided_at.push_back(now);
         self.decided += 1;
         progress.info(&format!(
             "flight: '{}' fired: {}; dump {} in {:.1} s",
@@ -290,6 +307,85 @@ impl State {
             due: Instant::now() + flight.tail,
             number: self.decided,
         });
+    }
+
+    /// Why a dump decided on now would be held back, and whether that is a
+    /// cap (said once) rather than the cooldown; None: it would not.
+    fn held_back(&self, flight: &FlightOptions) -> Option<(String, bool)> {
+        let last_hour: Vec<&Instant> = self
+            .decided_at
+            .iter()
+            .filter(|t| t.elapsed() < HOUR)
+            .collect();
+        if self.decided >= flight.max_dumps {
+            return Some((
+                format!("--max-dumps {} is reached: no more dumps", flight.max_dumps),
+                true,
+            ));
+        }
+        if flight.max_per_hour > 0 && last_hour.len() >= flight.max_per_hour as usize {
+            let next = last_hour
+                .first()
+                .map_or(HOUR, |t| HOUR.saturating_sub(t.elapsed()));
+            return Some((
+                format!(
+                    "--max-per-hour {} is reached: the next dump in {:.0} min at the earliest",
+                    flight.max_per_hour,
+                    next.as_secs_f64() / 60.0
+                ),
+                true,
+            ));
+        }
+        if self
+            .last_decided
+            .is_some_and(|t| t.elapsed() < flight.cooldown)
+        {
+            return Some((
+                format!(
+                    "cooling down (--cooldown {:.0} s)",
+                    flight.cooldown.as_secs_f64()
+                ),
+                false,
+            ));
+        }
+        None
+    }
+
+    /// Removes this recorder's oldest dumps beyond `--keep-files` and
+    /// `--keep-bytes` (dumps still being written are not there yet).
+    fn prune(&mut self, flight: &FlightOptions, progress: &mut dyn Progress) {
+        if flight.keep_files == 0 && flight.keep_bytes == 0 {
+            return;
+        }
+        let on_disk: Vec<(usize, u64)> = self
+            .flown
+            .dumps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| std::fs::metadata(p).ok().map(|m| (i, m.len())))
+            .collect();
+        let sizes: Vec<u64> = on_disk.iter().map(|&(_, b)| b).collect();
+        for k in beyond_caps(&sizes, flight.keep_files, flight.keep_bytes) {
+            let path = &self.flown.dumps[on_disk[k].0];
+            match std::fs::remove_file(path) {
+                Ok(()) => {
+                    self.flown.removed += 1;
+                    progress.info(&format!(
+                        "flight: removed the oldest dump {} ({})",
+                        path.display(),
+                        if flight.keep_files > 0 && on_disk.len() > flight.keep_files as usize {
+                            format!("--keep-files {}", flight.keep_files)
+                        } else {
+                            format!("--keep-bytes {}", flight.keep_bytes)
+                        }
+                    ));
+                }
+                Err(e) => progress.note(&format!(
+                    "flight: cannot remove the old dump {}: {e}",
+                    path.display()
+                )),
+            }
+        }
     }
 
     /// Writes the dumps whose tail has passed (all, with `all`), each in a
@@ -377,15 +473,41 @@ impl State {
         Ok(())
     }
 
-    fn said(&mut self, r: Result<String, String>, progress: &mut dyn Progress) {
+    fn said(
+        &mut self,
+        r: Result<String, String>,
+        flight: &FlightOptions,
+        progress: &mut dyn Progress,
+    ) {
         match r {
-            Ok(line) => progress.info(&line),
+            Ok(line) => {
+                progress.info(&line);
+                self.prune(flight, progress);
+            }
             Err(line) => {
                 self.flown.failed += 1;
                 progress.error(&line);
             }
         }
     }
+}
+
+/// Which of the dumps of `sizes` (bytes, oldest first) go so that at most
+/// `keep_files` (0: any number) stay, together at most `keep_bytes` (0: any
+/// size): the oldest, never the newest. Indexes into `sizes`, oldest first.
+fn beyond_caps(sizes: &[u64], keep_files: u32, keep_bytes: u64) -> Vec<usize> {
+    let mut kept = 0u64;
+    let mut stay = 0usize;
+    for (n, &b) in sizes.iter().rev().enumerate() {
+        let over_files = keep_files > 0 && n >= keep_files as usize;
+        let over_bytes = keep_bytes > 0 && n > 0 && kept.saturating_add(b) > keep_bytes;
+        if over_files || over_bytes {
+            break;
+        }
+        kept = kept.saturating_add(b);
+        stay += 1;
+    }
+    (0..sizes.len() - stay).collect()
 }
 
 /// Adds a dump to the history (`idleflow history add`, run as a child of
@@ -537,19 +659,8 @@ impl Listener {
             return None;
         }
         self.last_request.set(Some(Instant::now()));
-        if state.decided >= flight.max_dumps {
-            let _ = writeln!(out, "held back: --max-dumps {} reached", flight.max_dumps);
-            return None;
-        }
-        if state
-            .last_decided
-            .is_some_and(|t| t.elapsed() < flight.cooldown)
-        {
-            let _ = writeln!(
-                out,
-                "held back: cooling down (--cooldown {:.0} s)",
-                flight.cooldown.as_secs_f64()
-            );
+        if let Some((why, _)) = state.held_back(flight) {
+            let _ = writeln!(out, "held back: {why}");
             return None;
         }
         let _ = writeln!(
@@ -614,4 +725,27 @@ pub fn ask(pid: Option<u32>) -> Result<Vec<(u32, String)>, SessionError> {
         answers.push((p, answer));
     }
     Ok(answers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::beyond_caps;
+
+    #[test]
+    fn the_oldest_dumps_go_beyond_the_caps_and_the_newest_stays() {
+        // Oldest first: 10, 20, 30, 40 bytes.
+        let sizes = [10, 20, 30, 40];
+        assert_eq!(beyond_caps(&sizes, 0, 0), Vec::<usize>::new());
+        assert_eq!(beyond_caps(&sizes, 2, 0), vec![0, 1]);
+        assert_eq!(beyond_caps(&sizes, 9, 0), Vec::<usize>::new());
+        // 40 + 30 = 70 fit in 75; 20 more would not.
+        assert_eq!(beyond_caps(&sizes, 0, 75), vec![0, 1]);
+        assert_eq!(beyond_caps(&sizes, 0, 100), Vec::<usize>::new());
+        // The newest stays even when it alone is over the bytes.
+        assert_eq!(beyond_caps(&sizes, 0, 5), vec![0, 1, 2]);
+        // Both caps: the tighter one decides.
+        assert_eq!(beyond_caps(&sizes, 3, 75), vec![0, 1]);
+        assert_eq!(beyond_caps(&sizes, 1, 1000), vec![0, 1, 2]);
+        assert_eq!(beyond_caps(&[], 1, 1), Vec::<usize>::new());
+    }
 }
