@@ -21,7 +21,7 @@ use crate::sections::Report;
 /// Top paths in the headline.
 const HEADLINE_PATHS: usize = 5;
 /// The smallest share of idle a headline path has, %.
-const HEADLINE_MIN_SHARE: f64 = 0.5;
+const HEADLINE_MIN_SHARE: f64 = 1.0;
 /// The share of the Java threads' idle with Java frames below which the
 /// headline says it, %.
 const JAVA_NAMED_OK: f64 = 90.0;
