@@ -165,29 +165,39 @@ fn trigger_as(gid: u32, pid: u32) -> std::process::Output {
     ]))
 }
 
+/// `record --flight 10s OPTIONS -o OUT -- sleep 4`, started, its standard
+/// error piped, once its trigger socket listens.
+fn fly_sleep(options: &[&str], out: &Path) -> std::process::Child {
+    let rec = idleflow()
+        .args(["record", "--flight", "10s"])
+        .args(options)
+        .arg("-o")
+        .arg(out)
+        .args(["--", "sleep", "4"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_socket(rec.id());
+    rec
+}
+
 #[test]
 fn idleflow_trigger_dumps_for_the_allowed_and_not_for_others_and_sigusr2_dumps() {
     let Some(_m) = machine() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("dumps");
-    let rec = idleflow()
-        .args([
-            "record",
-            "--flight",
-            "10s",
+    let rec = fly_sleep(
+        &[
             "--cooldown",
             "100ms",
             "--tail",
             "200ms",
-        ])
-        .args(["--trigger-group", "65534", "-o"])
-        .arg(&out)
-        .args(["--", "sleep", "4"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+            "--trigger-group",
+            "65534",
+        ],
+        &out,
+    );
     let pid = rec.id();
-    wait_for_socket(pid);
     std::thread::sleep(Duration::from_millis(300));
     // Not root, not the recorder's user, not in its group: not allowed.
     let no = trigger_as(1, pid);
@@ -334,24 +344,20 @@ fn the_caps_per_hour_and_on_files_hold_dumps_back_and_remove_the_oldest() {
     let Some(_m) = machine() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("dumps");
-    let rec = idleflow()
-        .args([
-            "record",
-            "--flight",
-            "10s",
+    let rec = fly_sleep(
+        &[
             "--cooldown",
             "50ms",
             "--tail",
             "100ms",
-        ])
-        .args(["--max-per-hour", "3", "--keep-files", "2", "-o"])
-        .arg(&out)
-        .args(["--", "sleep", "4"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+            "--max-per-hour",
+            "3",
+            "--keep-files",
+            "2",
+        ],
+        &out,
+    );
     let pid = rec.id();
-    wait_for_socket(pid);
     // Five signals, each after the last dump had time to be written.
     for _ in 0..5 {
         std::thread::sleep(Duration::from_millis(500));

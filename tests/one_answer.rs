@@ -75,23 +75,30 @@ fn head(rec: &Path, n: usize) -> String {
     text.lines().take(n).collect::<Vec<_>>().join("\n")
 }
 
-#[test]
-fn a_native_program_without_frame_pointers_gets_one_merged_path_and_a_headline() {
-    let Some(_m) = machine() else { return };
-    let dir = tempfile::tempdir().unwrap();
+/// `examples/c/chain.c` built without frame pointers in `dir` and recorded
+/// there for `ms` milliseconds: the recording and how `record` ended.
+fn record_chain(dir: &Path, ms: &str) -> (std::path::PathBuf, std::process::Output) {
     let bin = build_c_example(
-        dir.path(),
+        dir,
         "chain.c",
         "chain",
         &["-O2", "-fomit-frame-pointer", "-pthread", "-g"],
     );
-    let rec = dir.path().join("c.idleflow");
+    let rec = dir.join("c.idleflow");
     let out = run(idleflow()
         .args(["record", "-q", "-o"])
         .arg(&rec)
         .arg("--")
         .arg(&bin)
-        .arg("2000"));
+        .arg(ms));
+    (rec, out)
+}
+
+#[test]
+fn a_native_program_without_frame_pointers_gets_one_merged_path_and_a_headline() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (rec, out) = record_chain(dir.path(), "2000");
     assert!(out.status.success(), "{}", stderr(&out));
     let r = default_json(&rec);
     let top = &paths(&r)[0];
@@ -402,19 +409,7 @@ fn idle_after_other_processes_names_them_and_their_reason() {
         .arg(format!("while :; do {} 0.002; done", sleeper.display()))
         .spawn()
         .expect("bash");
-    let bin = build_c_example(
-        dir.path(),
-        "chain.c",
-        "chain",
-        &["-O2", "-fomit-frame-pointer", "-pthread", "-g"],
-    );
-    let rec = dir.path().join("c.idleflow");
-    let out = run(idleflow()
-        .args(["record", "-q", "-o"])
-        .arg(&rec)
-        .arg("--")
-        .arg(&bin)
-        .arg("1500"));
+    let (rec, out) = record_chain(dir.path(), "1500");
     let _ = bg.kill();
     let _ = bg.wait();
     assert!(out.status.success(), "{}", stderr(&out));
