@@ -185,6 +185,7 @@ fn options(args: &RecordArgs) -> Options {
             wait_sample_period: args.wait_sample,
             waker_stacks: !args.no_waker_stacks,
             waker_sample_period: args.waker_sample,
+            waker_stack_budget: args.waker_stack_budget,
             waker_stack_bytes: args.waker_stack_size,
             events: match args.events {
                 Events::Auto => EventSource::Auto,

@@ -327,6 +327,14 @@ pub struct RecordArgs {
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub waker_sample: u32,
 
+    /// With `--events bpf`: keep the waker's stacks at about N wake-ups a
+    /// second per CPU at most, each wake-up with the same chance, when one
+    /// in --waker-sample would be more (a loopback server wakes its threads
+    /// tens of thousands of times a second, and a kernel call chain costs
+    /// microseconds). 0: no budget.
+    #[arg(long, default_value_t = idleflow_tracer::DEFAULT_WAKER_STACK_BUDGET, value_name = "N")]
+    pub waker_stack_budget: u32,
+
     /// Bytes of the waker's user stack to copy at a sampled wake-up (K
     /// suffix allowed; at most --stack-size): the release site is in the
     /// innermost frames. 0 keeps the waker's kernel stack only.

@@ -32,5 +32,5 @@ pub mod workarea;
 
 pub use recorder::{
     Chosen, EventSource, RecordOptions, Recorded, Recorder, RecorderError, DEFAULT_STACK_BUDGET,
-    DEFAULT_WAKER_SAMPLE_PERIOD, DEFAULT_WAKER_STACK_BYTES,
+    DEFAULT_WAKER_SAMPLE_PERIOD, DEFAULT_WAKER_STACK_BUDGET, DEFAULT_WAKER_STACK_BYTES,
 };

@@ -145,6 +145,10 @@ pub struct RecordOptions {
     /// One thread-context wake-up in this many (per CPU) carries the
     /// waker's stacks; 0 and 1: every one.
     pub waker_sample_period: u32,
+    /// With the eBPF source: about this many of those a second per CPU at
+    /// most, each wake-up with the same chance when they come faster; 0:
+    /// no budget.
+    pub waker_stack_budget: u32,
     /// Bytes of the waker's user stack to copy (0: kernel stacks only; at
     /// most `user_stack_bytes`): the release site is the innermost frames.
     pub waker_stack_bytes: u32,
@@ -157,14 +161,22 @@ pub struct RecordOptions {
     pub stack_budget: u32,
 }
 
-/// Default [`RecordOptions::stack_budget`].
-pub const DEFAULT_STACK_BUDGET: u32 = 1000;
+/// Default [`RecordOptions::stack_budget`]: a stack at a switch to idle
+/// costs the programs about 10 µs (a kernel call chain and an 8 KiB user
+/// copy), so 250 a second is ≤ 0.25 % of each CPU (1,000 took 0.9 % on
+/// `perf bench sched pipe`: PERFORMANCE.md §5e).
+pub const DEFAULT_STACK_BUDGET: u32 = 250;
 
 /// Default [`RecordOptions::waker_stack_bytes`].
 pub const DEFAULT_WAKER_STACK_BYTES: u32 = 2048;
 
 /// Default [`RecordOptions::waker_sample_period`].
 pub const DEFAULT_WAKER_SAMPLE_PERIOD: u32 = 16;
+
+/// Default [`RecordOptions::waker_stack_budget`]: a loopback server's
+/// 80 k wakings a second at one in 16 took 2.2 % of a CPU in the kernel
+/// (PERFORMANCE.md §5e).
+pub const DEFAULT_WAKER_STACK_BUDGET: u32 = 200;
 
 /// Default user stack copy, bytes: held the wait and park stacks of a JVM
 /// (19–22 frames) and the native examples' blocking chains here.
@@ -182,6 +194,7 @@ impl Default for RecordOptions {
             wait_sample_period: 1,
             waker_stacks: true,
             waker_sample_period: DEFAULT_WAKER_SAMPLE_PERIOD,
+            waker_stack_budget: DEFAULT_WAKER_STACK_BUDGET,
             waker_stack_bytes: DEFAULT_WAKER_STACK_BYTES,
             events: EventSource::Perf,
             stack_budget: DEFAULT_STACK_BUDGET,
@@ -364,6 +377,9 @@ pub struct Recorder {
     /// `RunInfo::idle_stack_budget`: the eBPF programs' budget when they
     /// take the stacks at the switches to idle, else 0.
     idle_stack_budget: u32,
+    /// `RunInfo::waker_sample_period` and `waker_stack_budget` (0, 0: no
+    /// waker stacks).
+    waker_sampling: (u32, u32),
     /// `RunInfo::event_source` and `event_source_why`.
     event_source: Chosen,
     /// With the eBPF source: its recorder and pairers.
@@ -532,6 +548,8 @@ impl Recorder {
                 0
             },
             idle_stack_budget: self.idle_stack_budget,
+            waker_sample_period: self.waker_sampling.0,
+            waker_stack_budget: self.waker_sampling.1,
             event_source: self.event_source.source.name().into(),
             event_source_why: self.event_source.why.clone(),
         }

@@ -86,7 +86,7 @@ pub struct ToolUse {
 }
 
 /// The eBPF programs' cost in the kernel (`RunSummary::kernel_cost`):
-/// the recorder times them one second in ten.
+/// the recorder times them a tenth of every second.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct KernelPrograms {
     /// Their CPU time as % of one CPU, on average over the timed seconds.

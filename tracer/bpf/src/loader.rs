@@ -106,6 +106,7 @@ fn load_with(settings: Settings) -> Result<SchedSkel<'static>, BpfError> {
             rodata.idle_user_bytes = st.idle_user_bytes & !7;
             rodata.idle_stack_budget = u64::from(st.idle_budget);
             rodata.waker_one_in = st.waker_one_in;
+            rodata.waker_stack_budget = u64::from(st.waker_budget);
             rodata.waker_kernel = u32::from(st.waker_kernel);
             rodata.waker_user_bytes = st.waker_user_bytes & !7;
         }

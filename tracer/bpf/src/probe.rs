@@ -38,6 +38,7 @@ pub fn probe() -> Result<Probe, BpfError> {
         idle_user_bytes: 8192,
         idle_budget: 1000,
         waker_one_in: 16,
+        waker_budget: 200,
         waker_kernel: true,
         waker_user_bytes: 2048,
     };

@@ -23,6 +23,9 @@ pub struct StackConfig {
     pub idle_budget: u32,
     /// One waking in this many (at random) gets stacks; 0: none.
     pub waker_one_in: u32,
+    /// At most about this many of those a second per CPU, each waking
+    /// with the same chance when they come faster; 0: no budget.
+    pub waker_budget: u32,
     /// The waker's kernel call chain (an interrupt's, if one raised it).
     pub waker_kernel: bool,
     /// And this many bytes of a thread waker's user stack (0: none).

@@ -247,6 +247,77 @@ fn under_a_budget_about_that_many_switches_a_second_get_stacks() {
 }
 
 #[test]
+fn under_a_waker_budget_about_that_many_wakings_a_second_get_stacks() {
+    if !may_run("under_a_waker_budget_about_that_many_wakings_a_second_get_stacks") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let cpus = online_cpus();
+    let budget = 100;
+    let config = StackConfig {
+        waker_one_in: 1,
+        waker_budget: budget,
+        waker_kernel: true,
+        ..Default::default()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    // Two threads hand a byte back and forth over a socket pair: each
+    // hand-off is a waking, far more than the budget a second.
+    let (events, stacked) = record(&cpus, config, move || {
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        let until = Instant::now() + Duration::from_millis(1500);
+        let other = std::thread::spawn(move || {
+            let mut byte = [0u8];
+            while b.read_exact(&mut byte).is_ok() && byte[0] != 0 {
+                b.write_all(&byte).unwrap();
+            }
+        });
+        tx.send(gettid()).unwrap();
+        let mut byte = [7u8];
+        while Instant::now() < until {
+            a.write_all(&byte).unwrap();
+            a.read_exact(&mut byte).unwrap();
+        }
+        a.write_all(&[0]).unwrap();
+        other.join().unwrap();
+    });
+    let secs = started.elapsed().as_secs_f64();
+    let writer = rx.recv().unwrap();
+    let wakings = events
+        .iter()
+        .filter(|e| matches!(e, SchedEvent::Waking(w) if w.waker_tid == writer))
+        .count();
+    let by_writer = stacked
+        .iter()
+        .filter(|s| matches!(s.event, SchedEvent::Waking(w) if w.waker_tid == writer))
+        .count();
+    let all_taken = stacked
+        .iter()
+        .filter(|s| matches!(s.event, SchedEvent::Waking(_)))
+        .count();
+    let per_cpu = f64::from(budget) * (secs + 0.1);
+    println!(
+        "{wakings} wakings by the writer in {secs:.2} s ({:.0}/s), {by_writer} with stacks; \
+         {all_taken} wakings with stacks in all on {} CPUs (budget {budget}/s/CPU)",
+        wakings as f64 / secs,
+        cpus.len()
+    );
+    assert!(
+        wakings as f64 > 20.0 * f64::from(budget) * secs,
+        "the writer must wake its peer far faster than the budget: {wakings} in {secs:.2} s"
+    );
+    // Every 100 ms window of a CPU takes at most twice its share.
+    let most = 2.0 * per_cpu * cpus.len() as f64;
+    assert!((all_taken as f64) <= most, "{all_taken} > {most}");
+    // At one in 1 without the budget every waking would have its stacks.
+    assert!(
+        (by_writer as f64) >= 0.3 * f64::from(budget) * 1.5,
+        "{by_writer} waker stacks in 1.5 s under a budget of {budget}/s/CPU"
+    );
+}
+
+#[test]
 fn a_waking_carries_its_wakers_stacks_a_thread_s_with_its_user_stack() {
     if !may_run("a_waking_carries_its_wakers_stacks_a_thread_s_with_its_user_stack") {
         return;

@@ -338,6 +338,16 @@ pub struct RunInfo {
     /// that covers). 0: every one was taken.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub idle_stack_budget: u32,
+    /// Wake-ups had the waker's stacks taken at one in this many, each at
+    /// random (`record --waker-sample`; 0: none taken, or an older
+    /// recorder).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waker_sample_period: u32,
+    /// And at most about this many a second on each CPU, each wake-up with
+    /// the same chance when more came (`record --waker-stack-budget`; the
+    /// eBPF source); 0: no budget.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waker_stack_budget: u32,
     /// Which kernel events recorded the dispatches and wake-ups: `perf`
     /// (perf's switch records and tracepoint samples) or `bpf` (eBPF
     /// programs at the scheduler's tracepoints); empty in older recordings.
@@ -379,6 +389,8 @@ impl RunInfo {
             stacks: String::new(),
             wait_sample_period: 0,
             idle_stack_budget: 0,
+            waker_sample_period: 0,
+            waker_stack_budget: 0,
             event_source: String::new(),
             event_source_why: String::new(),
         }

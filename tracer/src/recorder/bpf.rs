@@ -29,11 +29,14 @@ pub(super) struct BpfSource {
     pub(super) cost: CostMeter,
 }
 
-/// How long the kernel times the programs, and how often.
-const TIMED_NS: u64 = 1_000_000_000;
-const TIMING_PERIOD_NS: u64 = 10_000_000_000;
+/// How long the kernel times the programs, and how often: a tenth of
+/// every second, so that a short recording's estimate spreads over its
+/// whole window (a load that starts a second after the recorder was
+/// missed by a first timed second).
+const TIMED_NS: u64 = 100_000_000;
+const TIMING_PERIOD_NS: u64 = 1_000_000_000;
 
-/// Times the programs' runs one second in ten (`RunTimeStats`: timing
+/// Times the programs' runs a tenth of the time (`RunTimeStats`: timing
 /// costs every run two clock reads), for the recording's
 /// [`KernelCost`].
 #[derive(Default)]

@@ -53,6 +53,7 @@ pub(super) fn bpf_stacks(options: &RecordOptions) -> idleflow_bpf::StackConfig {
         } else {
             0
         },
+        waker_budget: options.waker_stack_budget,
         waker_kernel: wakers,
         waker_user_bytes: if wakers {
             options.waker_stack_bytes.min(options.user_stack_bytes) & !7
@@ -276,6 +277,13 @@ impl Recorder {
                 stacks.idle_budget
             } else {
                 0
+            },
+            // The same stacks at wake-ups from either source: the eBPF
+            // programs' also under their budget.
+            waker_sampling: match stacks.waker_one_in {
+                0 => (0, 0),
+                n if with_bpf => (n, stacks.waker_budget),
+                n => (n, 0),
             },
             stacks: if !options.kernel_stacks && options.user_stack_bytes == 0 {
                 ""

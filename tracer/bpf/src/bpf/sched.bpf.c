@@ -19,9 +19,10 @@
  *  28  u32 arg      switch: prev_state as the scheduler passed it;
  *                   wake-ups: target CPU (task_cpu of the woken task)
  *
- * Stacks (when user space asks for them; decoded by src/record.rs): a switch that leaves a CPU idle, sampled under
- * a per-CPU budget, and one waking in `waker_one_in`, are written as a
- * longer record: the 32 bytes above with FLAG_STACKS set, then
+ * Stacks (when user space asks for them; decoded by src/record.rs): a
+ * switch that leaves a CPU idle, sampled under a per-CPU budget, and one
+ * waking in `waker_one_in`, under a per-CPU budget of its own, are written
+ * as a longer record: the 32 bytes above with FLAG_STACKS set, then
  *
  *  32  u32 kernel_bytes   bytes of kernel[] written (0: none)
  *  36  u32 user_bytes     bytes of the user stack copied (0: none)
@@ -36,9 +37,10 @@
  * The stacks are those perf's samples would carry at the same switch or
  * waking: the leaving thread's (the waker's), with the user registers
  * saved when it entered the kernel; an interrupt's waking keeps the
- * kernel chain only. Which switches to idle get stacks is random, each
- * with the same chance, the chance set per 100 ms window so that a CPU
- * takes about `idle_stack_budget` a second (`samplers`).
+ * kernel chain only. Which switches to idle and which wakings get stacks
+ * is random, each with the same chance, the chance set per 100 ms window
+ * so that a CPU takes about `idle_stack_budget` and `waker_stack_budget`
+ * a second (`samplers`).
  *
  * Invariants:
  * - every record goes into the ring of the CPU whose program wrote it, so
@@ -145,7 +147,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct sampler);
 } samplers SEC(".maps");
@@ -173,8 +175,11 @@ const volatile __u32 idle_user_bytes = 0;
 /* About this many a second per CPU (0: every one). */
 const volatile __u64 idle_stack_budget = 0;
 /* Stacks at one waking in waker_one_in (0: none): kernel chains (and an
- * interrupt's), user stack copies of waker_user_bytes at a thread's. */
+ * interrupt's), user stack copies of waker_user_bytes at a thread's; at
+ * about waker_stack_budget a second per CPU when the wakings come faster
+ * (0: no budget). */
 const volatile __u32 waker_one_in = 0;
+const volatile __u64 waker_stack_budget = 0;
 const volatile __u32 waker_kernel = 0;
 const volatile __u32 waker_user_bytes = 0;
 
@@ -282,25 +287,37 @@ static __always_inline __u32 task_cpu(struct task_struct *p)
 	return p->cpu;
 }
 
-/* Whether this switch to idle gets its stacks (see struct sampler). */
-static __always_inline bool sample_idle_stacks(__u64 now)
+/* The samplers (struct sampler), per CPU: one for the switches to idle,
+ * one for the wakings. */
+enum {
+	SAMPLER_IDLE = 0,
+	SAMPLER_WAKER = 1,
+};
+
+/* Whether this event gets its stacks: each event with the same chance,
+ * `base` (out of 1 << 32) while the CPU's events come slower than
+ * `budget` a second, less when faster, so that about `budget` a second
+ * are taken (0: no budget, `base` alone). The chance for a 100 ms window
+ * is set from the rate of the window before; a burst inside a window
+ * takes at most twice its share. */
+static __always_inline bool sample(__u32 which, __u64 budget, __u64 base, __u64 now)
 {
-	__u32 zero = 0;
 	struct sampler *s;
 	__u64 expect;
 
-	if (!idle_stack_budget)
-		return true;
-	s = bpf_map_lookup_elem(&samplers, &zero);
+	if (!budget)
+		return base >= (1ULL << 32) || bpf_get_prandom_u32() < base;
+	s = bpf_map_lookup_elem(&samplers, &which);
 	if (!s)
 		return false;
-	expect = idle_stack_budget * WINDOW_NS / 1000000000ULL;
+	expect = budget * WINDOW_NS / 1000000000ULL;
 	if (expect == 0)
 		expect = 1;
 	if (now - s->window_start >= WINDOW_NS) {
-		/* The chance for the next window from this one's rate. */
-		if (s->window_start == 0 || s->seen <= expect)
-			s->threshold = 1ULL << 32;
+		/* The chance for the next window from this one's rate: `seen`
+		 * events at chance `base` would take seen * base >> 32. */
+		if (s->window_start == 0 || s->seen * base <= (expect << 32))
+			s->threshold = base;
 		else
 			s->threshold = (expect << 32) / s->seen;
 		s->window_start = now;
@@ -308,7 +325,6 @@ static __always_inline bool sample_idle_stacks(__u64 now)
 		s->taken = 0;
 	}
 	s->seen++;
-	/* A burst inside a window costs at most twice the budget. */
 	if (s->taken >= 2 * expect || bpf_get_prandom_u32() >= s->threshold)
 		return false;
 	s->taken++;
@@ -410,7 +426,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct record *r;
 	__u64 now = bpf_ktime_get_ns();
 
-	if (idle_stacks && next->pid == 0 && prev->pid != 0 && sample_idle_stacks(now))
+	if (idle_stacks && next->pid == 0 && prev->pid != 0 &&
+	    sample(SAMPLER_IDLE, idle_stack_budget, 1ULL << 32, now))
 		return switch_with_stacks(ctx, preempt, prev, next, prev_state, now);
 	r = reserve(&ring);
 	if (!r)
@@ -443,10 +460,12 @@ static __always_inline int on_wake(void *ctx, struct task_struct *p, __u8 kind)
 	struct stack_record *sr = NULL;
 	__u32 pc = 0;
 	bool known;
+	__u64 now = bpf_ktime_get_ns();
 
 	cur = bpf_get_current_task_btf();
 	known = read_preempt_count(cur, &pc) == 0;
-	if (kind == KIND_WAKING && waker_one_in && bpf_get_prandom_u32() % waker_one_in == 0) {
+	if (kind == KIND_WAKING && waker_one_in &&
+	    sample(SAMPLER_WAKER, waker_stack_budget, (1ULL << 32) / waker_one_in, now)) {
 		if (waker_user_bytes && !in_interrupt(known, pc)) {
 			sr = reserve_stacks(&ring, waker_user_bytes);
 			if (!sr)
@@ -466,7 +485,7 @@ static __always_inline int on_wake(void *ctx, struct task_struct *p, __u8 kind)
 		if (!r)
 			return 0;
 	}
-	r->time = bpf_ktime_get_ns();
+	r->time = now;
 	r->kind = kind;
 	if (known) {
 		r->flags = FLAG_CONTEXT_KNOWN;

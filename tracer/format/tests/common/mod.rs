@@ -28,6 +28,8 @@ pub fn info() -> RunInfo {
         stacks: String::new(),
         wait_sample_period: 0,
         idle_stack_budget: 0,
+        waker_sample_period: 0,
+        waker_stack_budget: 0,
         event_source: String::new(),
         event_source_why: String::new(),
     }
