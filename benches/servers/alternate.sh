@@ -3,7 +3,7 @@
 # usage: alternate.sh tomcat|h2 ROUNDS [MODES...]     MODES default: plain noagent waits
 #
 # One server process, warmed up once, then in each round one load window per
-# mode, in the order given (the first mode should be plain): `plain` runs the
+# mode, in the order given rotated by one each round (see below): `plain` runs the
 # load alone; any other mode records the running server with
 # `idleflow record --pid PID` (noagent: --no-agent; waits: the default Java
 # mode, JFR started through the attach mechanism, WT=MS for --wait-threshold;
@@ -69,9 +69,17 @@ declare -A R C
 busy() { awk '/^cpu / {print $2+$3+$4+$7+$8}' /proc/stat; }   # user nice system irq softirq (no steal)
 idle() { awk '/^cpu / {print $5+$6}' /proc/stat; }              # idle iowait
 HZ=$(getconf CLK_TCK)
+# Each round runs the modes in another order (rotated by one a round), so
+# that no mode always runs first or last in a round: a server that slows
+# down over a round (its heap, the page cache filling with recordings)
+# would otherwise bias the ratios by position. The row still lists the
+# modes in the order given.
+MODE_LIST=($MODES); NM=${#MODE_LIST[@]}
 for r in $(seq $ROUNDS); do
   row="| $r"
-  for m in $MODES; do
+  declare -A CELL
+  for k in $(seq 0 $((NM - 1))); do
+    m=${MODE_LIST[$(( (k + r - 1) % NM ))]}
     case $m in
       plain) b0=$(busy); i0=$(idle); v=$(load $W); b1=$(busy); i1=$(idle) ;;
       *)
@@ -106,8 +114,9 @@ for r in $(seq $ROUNDS); do
     R[$r,$m]=$v
     C[$r,$m]=$(python3 -c "print(round(($b1-$b0)/$HZ*1e6/($v*$W),2))")
     idle_pct=$(python3 -c "print(round(($i1-$i0)*100/(($i1-$i0)+($b1-$b0))))")
-    row="$row | $v (${C[$r,$m]} µs, ${idle_pct} % idle)"
+    CELL[$m]="$v (${C[$r,$m]} µs, ${idle_pct} % idle)"
   done
+  for m in $MODES; do row="$row | ${CELL[$m]}"; done
   echo "$row |"
 done
 stop

@@ -81,6 +81,9 @@ pub struct Analysis {
     pub wakeups: u64,
     /// Of those, raised in an interrupt.
     pub interrupt_wakeups: u64,
+    /// Wakeups with the waker's kernel stack (every sampled wake-up has
+    /// one).
+    pub wakeups_with_stacks: u64,
     /// Record kinds this version does not know, skipped.
     pub unknown_records: u64,
     /// The JVM agents' call trees, as the views asked for.
@@ -383,6 +386,7 @@ impl<'o> Pass<'o> {
             dispatches: 0,
             wakeups: 0,
             interrupt_wakeups: 0,
+            wakeups_with_stacks: 0,
             unknown_records: 0,
             views: BuiltViews::default(),
             view_options: opts.views.clone(),
@@ -524,7 +528,10 @@ impl<'o> Pass<'o> {
             Record::SwitchStack(s) => self.switch_stack(&s, StackKind::Kernel),
             Record::SwitchUserStack(s) => self.switch_stack(&s, StackKind::User),
             Record::WakeStack(s) | Record::WakeUserStack(s) if !self.inside(s.time) => {}
-            Record::WakeStack(s) => self.tell(|h, ctx| h.wake_stack(&s, StackKind::Kernel, ctx)),
+            Record::WakeStack(s) => {
+                self.a.wakeups_with_stacks += 1;
+                self.tell(|h, ctx| h.wake_stack(&s, StackKind::Kernel, ctx))
+            }
             Record::WakeUserStack(s) => self.tell(|h, ctx| h.wake_stack(&s, StackKind::User, ctx)),
             Record::SwitchArg(s) if !self.inside(s.time) => {}
             Record::SwitchArg(s) => {

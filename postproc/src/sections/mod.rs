@@ -83,6 +83,18 @@ impl IdleStackSampling {
     }
 }
 
+/// How the wakers' stacks (the release sites of the root causes) were
+/// sampled (recordings with `RunInfo::waker_sample_period` > 0).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct WakerStackSampling {
+    /// One wake-up in this many had its waker's stacks taken, at random.
+    pub one_in: u32,
+    /// And at most about this many a second on each CPU (0: no budget).
+    pub budget_per_s_per_cpu: u32,
+    /// Wake-ups in the window with their waker's stacks.
+    pub wakeups_with_stacks: u64,
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
@@ -122,6 +134,11 @@ pub struct Report {
     /// (left out of the JSON) where every one had its stacks taken.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_stack_sampling: Option<IdleStackSampling>,
+    /// How the wakers' stacks were sampled; absent (left out of the JSON)
+    /// where the recording does not say (taken at none, or an older
+    /// recorder).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waker_stack_sampling: Option<WakerStackSampling>,
     /// Launched command (empty: system-wide or `--pid`).
     pub command: Vec<String>,
     /// Processes shown in the thread table (empty: all).
@@ -299,6 +316,11 @@ impl Report {
             event_source: a.info.event_source.clone(),
             event_source_why: a.info.event_source_why.clone(),
             idle_stack_sampling: idle_stack_sampling(a),
+            waker_stack_sampling: (a.info.waker_sample_period > 0).then(|| WakerStackSampling {
+                one_in: a.info.waker_sample_period,
+                budget_per_s_per_cpu: a.info.waker_stack_budget,
+                wakeups_with_stacks: a.wakeups_with_stacks,
+            }),
             command: a.info.command.clone(),
             target_pids: a.info.target_pids.clone(),
             stop_reason: a.summary.stop_reason.clone(),

@@ -37,7 +37,8 @@
 //! call chains), `percpu` (where the preempt count is, from the kernel
 //! BTF), [`probe`](mod@probe) (can eBPF be used here), `stack_config` (which
 //! stacks the programs take), `loader` (the BPF object
-//! loaded), `rings` (one ring per CPU and their reader), [`stats`] (the
+//! loaded), `rings` (one ring per CPU and their reader), `ringmap` (one
+//! ring mapped, read a run of records at a time), [`stats`] (the
 //! programs' run counts and times), [`recorder`] (the life cycle), and
 //! [`error`]. All use of libbpf-rs stays inside this crate: no libbpf-rs
 //! type is part of its API.
@@ -50,6 +51,7 @@ mod percpu;
 pub mod probe;
 pub mod record;
 pub mod recorder;
+mod ringmap;
 mod rings;
 mod skel;
 mod stack_config;
@@ -66,6 +68,7 @@ pub use record::{
     RECORD_BYTES, STACK_HEAD_BYTES,
 };
 pub use recorder::{CpuLost, Lost, SchedRecorder, RING_BYTES_PER_RECORD, WAKEUP_BYTES};
-pub use rings::{framed_len, records, RingDrain};
+pub use rings::RingDrain;
+pub use ringmap::{framed_len, records};
 pub use stack_config::StackConfig;
 pub use stats::{ProgramStats, RunTimeStats};

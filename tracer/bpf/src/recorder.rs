@@ -115,7 +115,7 @@ impl SchedRecorder {
             .max(32 * stacks.max_record())
             .min(bytes as usize / 4) as u64;
         let loaded = Loaded::load(possible as u32, wakeup, stacks)?;
-        let rings = Rings::create(&loaded.skel.maps.rings, &cpus, bytes, stacks.max_record())?;
+        let rings = Rings::create(&loaded.skel.maps.rings, &cpus, bytes, page_size())?;
         let links = loaded.attach()?;
         Ok(SchedRecorder {
             links,

@@ -10,7 +10,7 @@
 use std::fmt::{self, Write};
 
 use super::layout::{count, fit, ms, write_wrapped, WIDTH};
-use crate::sections::{IdleStackSampling, Report, ToolUse};
+use crate::sections::{IdleStackSampling, Report, ToolUse, WakerStackSampling};
 use crate::share::pct;
 
 /// The header: the recording, the window, the counts, a cut, idleflow's
@@ -64,7 +64,11 @@ fn render_recording(o: &mut String, r: &Report, source: &str) -> fmt::Result {
         writeln!(o, "{}", fit(&line, WIDTH))?;
     }
     if let Some(s) = &r.idle_stack_sampling {
-        writeln!(o, "{}", fit(&sampling_line(s), WIDTH))?;
+        let line = match &r.waker_stack_sampling {
+            Some(w) => sampling_line_with_wakers(s, w, r.wakeups),
+            None => sampling_line(s),
+        };
+        writeln!(o, "{}", fit(&line, WIDTH))?;
     }
     if r.windowed {
         let s = |ns: u64| ns.saturating_sub(r.recording_start_ns) as f64 / 1e9;
@@ -134,6 +138,35 @@ fn sampling_line(s: &IdleStackSampling) -> String {
     format!(
         "{budget} at {:.1} % of dispatches to idle; {:.1} % of idle estimated (thread's last), {:.1} % none",
         pct(s.own.dispatches, dispatches),
+        pct(s.carried.idle_ns, idle_ns),
+        pct(s.none.idle_ns, idle_ns),
+    )
+}
+
+/// [`sampling_line`] of a recording that also says how the wakers' stacks
+/// were sampled (its budgets are in the JSON report): the share of the
+/// `wakeups` with them follows.
+fn sampling_line_with_wakers(s: &IdleStackSampling, w: &WakerStackSampling, wakeups: u64) -> String {
+    let (dispatches, idle_ns) = s.total();
+    let wakers = format!(
+        "{} % of wake-ups",
+        if wakeups == 0 {
+            "0".to_string()
+        } else {
+            format!("{:.1}", pct(w.wakeups_with_stacks, wakeups))
+        }
+    );
+    if dispatches == 0 {
+        return format!(
+            "# stacks sampled: no dispatch to idle (≤ {}/s/CPU), {wakers}",
+            s.budget_per_s_per_cpu
+        );
+    }
+    // ≤ 120 columns up to a budget of 999 (a wider line is cut by `fit`).
+    format!(
+        "# stacks sampled: {:.1} % of dispatches to idle (≤ {}/s/CPU; {:.1} % of idle estimated, {:.1} % none), {wakers}",
+        pct(s.own.dispatches, dispatches),
+        s.budget_per_s_per_cpu,
         pct(s.carried.idle_ns, idle_ns),
         pct(s.none.idle_ns, idle_ns),
     )
@@ -303,8 +336,56 @@ fn render_gaps_warning(o: &mut String, r: &Report) -> fmt::Result {
 
 #[cfg(test)]
 mod tests {
-    use super::{sampling_line, source_line, WIDTH};
-    use crate::sections::{IdleStackSampling, StackSourceRow};
+    use super::{sampling_line, sampling_line_with_wakers, source_line, WIDTH};
+    use crate::sections::{IdleStackSampling, StackSourceRow, WakerStackSampling};
+
+    #[test]
+    fn the_sampling_line_with_wakers_adds_their_share_and_fits() {
+        let row = |dispatches, idle_ns| StackSourceRow {
+            dispatches,
+            idle_ns,
+        };
+        let s = IdleStackSampling {
+            budget_per_s_per_cpu: 250,
+            own: row(519, 96_300),
+            carried: row(478, 3_600),
+            none: row(3, 100),
+        };
+        let w = WakerStackSampling {
+            one_in: 16,
+            budget_per_s_per_cpu: 200,
+            wakeups_with_stacks: 3_212,
+        };
+        assert_eq!(
+            sampling_line_with_wakers(&s, &w, 1_262_283),
+            "# stacks sampled: 51.9 % of dispatches to idle (≤ 250/s/CPU; 3.6 % of idle estimated, \
+             0.1 % none), 0.3 % of wake-ups"
+        );
+        // The widest shares, with a three-digit budget.
+        let wide = IdleStackSampling {
+            budget_per_s_per_cpu: 999,
+            own: row(1, 0),
+            carried: row(1, 1),
+            none: row(0, 0),
+        };
+        let all = WakerStackSampling {
+            wakeups_with_stacks: 10,
+            ..w
+        };
+        let line = sampling_line_with_wakers(&wide, &all, 10);
+        assert!(line.contains("50.0 % of dispatches") && line.ends_with("100.0 % of wake-ups"));
+        assert!(line.chars().count() <= WIDTH, "{line}");
+        let none = IdleStackSampling {
+            own: row(0, 0),
+            carried: row(0, 0),
+            none: row(0, 0),
+            ..s
+        };
+        assert_eq!(
+            sampling_line_with_wakers(&none, &w, 0),
+            "# stacks sampled: no dispatch to idle (≤ 250/s/CPU), 0 % of wake-ups"
+        );
+    }
 
     #[test]
     fn the_sampling_line_says_what_is_estimated_in_one_line() {
