@@ -275,10 +275,12 @@ pub struct RecordArgs {
     /// With `--events bpf`: take the stacks at about N switch-outs to idle a
     /// second per CPU, each switch-out with the same chance, when they come
     /// faster (a busy server goes idle tens of thousands of times a second,
-    /// and one path seen that often needs few stacks). A switch-out without
-    /// its own stacks stands for its thread's previous ones; the report's
-    /// header says how much of the idle that covers. 0: every one (as the
-    /// perf source always does).
+    /// and one path seen that often needs few stacks). A thread's first
+    /// switch-out to idle gets its stacks whatever the chance (a short-lived
+    /// process's idle keeps its own path); a later one without stacks
+    /// stands for its thread's previous ones, and the report's header says
+    /// how much of the idle that covers. 0: every one (as the perf source
+    /// always does).
     #[arg(long, default_value_t = idleflow_tracer::DEFAULT_STACK_BUDGET, value_name = "N")]
     pub stack_budget: u32,
 

@@ -316,7 +316,7 @@ impl Report {
             event_source: a.info.event_source.clone(),
             event_source_why: a.info.event_source_why.clone(),
             idle_stack_sampling: idle_stack_sampling(a),
-            waker_stack_sampling: (a.info.waker_sample_period > 0).then(|| WakerStackSampling {
+            waker_stack_sampling: (a.info.waker_sample_period > 0).then_some(WakerStackSampling {
                 one_in: a.info.waker_sample_period,
                 budget_per_s_per_cpu: a.info.waker_stack_budget,
                 wakeups_with_stacks: a.wakeups_with_stacks,

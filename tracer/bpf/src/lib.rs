@@ -68,7 +68,7 @@ pub use record::{
     RECORD_BYTES, STACK_HEAD_BYTES,
 };
 pub use recorder::{CpuLost, Lost, SchedRecorder, RING_BYTES_PER_RECORD, WAKEUP_BYTES};
-pub use rings::RingDrain;
 pub use ringmap::{framed_len, records};
+pub use rings::RingDrain;
 pub use stack_config::StackConfig;
 pub use stats::{ProgramStats, RunTimeStats};

@@ -146,7 +146,8 @@ impl RingMap {
         // with `len` ≤ `size` stays inside the mapping; these bytes are
         // committed records the kernel does not write until `consume`
         // moves the consumer position past them.
-        let run = unsafe { std::slice::from_raw_parts(self.data().add(at), (end - start) as usize) };
+        let run =
+            unsafe { std::slice::from_raw_parts(self.data().add(at), (end - start) as usize) };
         Some((run, end))
     }
 

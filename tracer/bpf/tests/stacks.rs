@@ -247,6 +247,80 @@ fn under_a_budget_about_that_many_switches_a_second_get_stacks() {
 }
 
 #[test]
+fn under_a_budget_a_threads_first_switch_to_idle_still_gets_stacks() {
+    if !may_run("under_a_budget_a_threads_first_switch_to_idle_still_gets_stacks") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let cpu = *online_cpus().last().unwrap();
+    let config = StackConfig {
+        idle_kernel: true,
+        idle_user_bytes: 1024,
+        idle_budget: 200,
+        ..Default::default()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A sleeper goes idle thousands of times a second (the sampler's chance
+    // falls far below one); meanwhile 20 short threads on the same CPU go
+    // idle once each, 50 ms apart, and end.
+    let (events, stacked) = record(&[cpu], config, move || {
+        pin(cpu);
+        let sleeper = std::thread::spawn(move || {
+            pin(cpu);
+            let until = Instant::now() + Duration::from_millis(1300);
+            while Instant::now() < until {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(150));
+        for _ in 0..20 {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                pin(cpu);
+                tx.send(gettid()).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            })
+            .join()
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        sleeper.join().unwrap();
+    });
+    let short: Vec<u32> = rx.try_iter().collect();
+    assert_eq!(short.len(), 20);
+    let to_idle = |tid: u32| {
+        events
+            .iter()
+            .filter(|e| matches!(e, SchedEvent::Switch(s) if s.prev_tid == tid && s.next_tid == 0))
+            .count()
+    };
+    let sampled = |tid: u32| {
+        stacked
+            .iter()
+            .filter(|s| matches!(s.event, SchedEvent::Switch(sw) if sw.prev_tid == tid))
+            .count()
+    };
+    let went_idle: Vec<u32> = short.iter().copied().filter(|&t| to_idle(t) > 0).collect();
+    let with_stacks = went_idle.iter().filter(|&&t| sampled(t) > 0).count();
+    println!(
+        "{} of 20 short threads went idle, {with_stacks} of them with stacks; {} stacks in all",
+        went_idle.len(),
+        stacked.len()
+    );
+    // (The sleeper often has the CPU when a short thread leaves it.)
+    assert!(
+        went_idle.len() >= 5,
+        "{} short threads went idle",
+        went_idle.len()
+    );
+    assert_eq!(
+        with_stacks,
+        went_idle.len(),
+        "every short thread's first switch to idle"
+    );
+}
+
+#[test]
 fn under_a_waker_budget_about_that_many_wakings_a_second_get_stacks() {
     if !may_run("under_a_waker_budget_about_that_many_wakings_a_second_get_stacks") {
         return;

@@ -146,7 +146,11 @@ fn sampling_line(s: &IdleStackSampling) -> String {
 /// [`sampling_line`] of a recording that also says how the wakers' stacks
 /// were sampled (its budgets are in the JSON report): the share of the
 /// `wakeups` with them follows.
-fn sampling_line_with_wakers(s: &IdleStackSampling, w: &WakerStackSampling, wakeups: u64) -> String {
+fn sampling_line_with_wakers(
+    s: &IdleStackSampling,
+    w: &WakerStackSampling,
+    wakeups: u64,
+) -> String {
     let (dispatches, idle_ns) = s.total();
     let wakers = format!(
         "{} % of wake-ups",
@@ -339,12 +343,16 @@ mod tests {
     use super::{sampling_line, sampling_line_with_wakers, source_line, WIDTH};
     use crate::sections::{IdleStackSampling, StackSourceRow, WakerStackSampling};
 
-    #[test]
-    fn the_sampling_line_with_wakers_adds_their_share_and_fits() {
-        let row = |dispatches, idle_ns| StackSourceRow {
+    /// Dispatches to idle and their idle, ns.
+    fn row(dispatches: u64, idle_ns: u64) -> StackSourceRow {
+        StackSourceRow {
             dispatches,
             idle_ns,
-        };
+        }
+    }
+
+    #[test]
+    fn the_sampling_line_with_wakers_adds_their_share_and_fits() {
         let s = IdleStackSampling {
             budget_per_s_per_cpu: 250,
             own: row(519, 96_300),
@@ -354,7 +362,7 @@ mod tests {
         let w = WakerStackSampling {
             one_in: 16,
             budget_per_s_per_cpu: 200,
-            wakeups_with_stacks: 3_212,
+            wakeups_with_stacks: 3_790,
         };
         assert_eq!(
             sampling_line_with_wakers(&s, &w, 1_262_283),
@@ -389,10 +397,6 @@ mod tests {
 
     #[test]
     fn the_sampling_line_says_what_is_estimated_in_one_line() {
-        let row = |dispatches, idle_ns| StackSourceRow {
-            dispatches,
-            idle_ns,
-        };
         let s = IdleStackSampling {
             budget_per_s_per_cpu: 1000,
             own: row(98, 100),

@@ -152,6 +152,18 @@ struct {
 	__type(value, struct sampler);
 } samplers SEC(".maps");
 
+/* The threads whose stacks were taken at a switch to idle (a byte each,
+ * freed with the task): a thread's first switch to idle gets its stacks
+ * whatever the sampler says, within the window's cap, so that the idle of
+ * a short-lived thread or process has a path of its own, and later
+ * switches without stacks can stand for their thread's previous ones. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u8);
+} stacked SEC(".maps");
+
 /* Set by user space before the load (then frozen: the verifier folds them). */
 
 /* Where the preempt count sits in the per-CPU area relative to the run
@@ -299,8 +311,10 @@ enum {
  * `budget` a second, less when faster, so that about `budget` a second
  * are taken (0: no budget, `base` alone). The chance for a 100 ms window
  * is set from the rate of the window before; a burst inside a window
- * takes at most twice its share. */
-static __always_inline bool sample(__u32 which, __u64 budget, __u64 base, __u64 now)
+ * takes at most twice its share. With `first` (the thread leaving at a
+ * switch to idle), its first such switch is taken too, within that cap. */
+static __always_inline bool sample(__u32 which, __u64 budget, __u64 base, __u64 now,
+				   struct task_struct *first)
 {
 	struct sampler *s;
 	__u64 expect;
@@ -325,8 +339,16 @@ static __always_inline bool sample(__u32 which, __u64 budget, __u64 base, __u64 
 		s->taken = 0;
 	}
 	s->seen++;
-	if (s->taken >= 2 * expect || bpf_get_prandom_u32() >= s->threshold)
+	if (s->taken >= 2 * expect)
 		return false;
+	if (bpf_get_prandom_u32() >= s->threshold) {
+		/* Not sampled: still taken at a thread's first switch to idle
+		 * (`stacked`). */
+		if (!first || bpf_task_storage_get(&stacked, first, 0, 0))
+			return false;
+	}
+	if (first)
+		bpf_task_storage_get(&stacked, first, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	s->taken++;
 	return true;
 }
@@ -427,7 +449,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u64 now = bpf_ktime_get_ns();
 
 	if (idle_stacks && next->pid == 0 && prev->pid != 0 &&
-	    sample(SAMPLER_IDLE, idle_stack_budget, 1ULL << 32, now))
+	    sample(SAMPLER_IDLE, idle_stack_budget, 1ULL << 32, now, prev))
 		return switch_with_stacks(ctx, preempt, prev, next, prev_state, now);
 	r = reserve(&ring);
 	if (!r)
@@ -465,7 +487,7 @@ static __always_inline int on_wake(void *ctx, struct task_struct *p, __u8 kind)
 	cur = bpf_get_current_task_btf();
 	known = read_preempt_count(cur, &pc) == 0;
 	if (kind == KIND_WAKING && waker_one_in &&
-	    sample(SAMPLER_WAKER, waker_stack_budget, (1ULL << 32) / waker_one_in, now)) {
+	    sample(SAMPLER_WAKER, waker_stack_budget, (1ULL << 32) / waker_one_in, now, NULL)) {
 		if (waker_user_bytes && !in_interrupt(known, pc)) {
 			sr = reserve_stacks(&ring, waker_user_bytes);
 			if (!sr)
