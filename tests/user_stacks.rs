@@ -339,8 +339,10 @@ fn copies_are_written_as_deltas_and_resolve_later_to_the_same_chain() {
     let dir = tempfile::tempdir().unwrap();
     let bin = chain(dir.path(), "chain-delta", &["-g"]);
     let rec = dir.path().join("raw.idleflow");
+    // Every switch to idle with its copy (`--stack-budget 0`): what is
+    // measured is how the copies are written, not how many are sampled.
     let out = run(idleflow()
-        .args(["record", "-q", "--no-resolve", "-o"])
+        .args(["record", "-q", "--no-resolve", "--stack-budget", "0", "-o"])
         .arg(&rec)
         .arg("--")
         .arg(&bin)
