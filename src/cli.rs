@@ -238,8 +238,9 @@ pub enum Format {
     Text,
     /// The same numbers for scripts (field names in docs/format.md).
     Json,
-    /// One self-contained page to share (`report` only): the answer, idle per CPU over
-    /// time, the flame graph, the tables.
+    /// One self-contained page to share or print (`report` only): the answer and root
+    /// causes as tables, each linked to its chain and its frames in the flame graph, idle
+    /// per CPU over time, the flame graph, the tables.
     Html,
 }
 

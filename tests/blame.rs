@@ -107,7 +107,9 @@ fn roots(r: &Value) -> &Vec<Value> {
 }
 
 fn program_frame(v: &Value) -> &str {
-    let i = v["program_frame"].as_u64().expect("a program frame") as usize;
+    let i = v["program_frame"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("a program frame: {v}")) as usize;
     v["frames"][i]["name"].as_str().unwrap()
 }
 

@@ -378,18 +378,65 @@ fn the_html_report_renders_in_chromium_with_the_answer_and_no_console_error() {
         .arg(rec));
     assert!(out.status.success(), "{}", stderr(&out));
     let html = std::fs::read_to_string(&page).unwrap();
-    // One file: nothing to load from anywhere.
-    for external in ["src=\"http", "href=", "<link", "<script src", "url("] {
+    // One file: nothing to load from anywhere, and a policy that forbids
+    // it; every link points inside the page.
+    for external in ["src=\"http", "<link", "<script src"] {
         assert!(!html.contains(external), "{external} in the page");
+    }
+    for url in html.split("url(").skip(1) {
+        assert!(
+            url.starts_with('#'),
+            "url({} in the page",
+            &url[..url.len().min(40)]
+        );
+    }
+    assert!(
+        html.contains("Content-Security-Policy\" content=\"default-src 'none'"),
+        "the page's policy"
+    );
+    let hrefs: Vec<&str> = html.split("href=\"").skip(1).collect();
+    assert!(hrefs.len() > 5, "the page links its parts");
+    for h in &hrefs {
+        assert!(
+            h.starts_with('#'),
+            "a link out of the page: {}",
+            &h[..h.len().min(60)]
+        );
     }
     let (dom, log) = chromium(&page, &["--dump-dom"]);
     let top = &report["idle_paths"]["paths"][0];
-    // The answer leads: the headline names the top path's program frame.
+    // The answer leads: its table's first row names the top path's
+    // program frame, with a bar of its share, and links to the root cause
+    // its waits lead to and to its frames in the flame graph.
     let answer_at = dom.find("class=\"answer\"").expect("the answer");
-    let pipe = dom[answer_at..]
-        .find("pipe read — worker in fill_buffer")
-        .expect(&dom);
-    assert!(pipe < 2000, "the answer's first lines name the top path");
+    let first_row = &dom[answer_at..];
+    let first_row = &first_row[first_row.find("<tr>").unwrap() + 4..];
+    let first_row = &first_row[first_row.find("<tr>").unwrap()..];
+    let first_row = &first_row[..first_row.find("</tr>").unwrap()];
+    assert!(
+        first_row.contains("pipe read — worker in fill_buffer"),
+        "{first_row}"
+    );
+    assert!(first_row.contains("class=\"bar\""), "{first_row}");
+    assert!(
+        first_row.contains("data-find=\"fill_buffer\""),
+        "{first_row}"
+    );
+    let chain = first_row
+        .split("href=\"#root-")
+        .nth(1)
+        .expect("a link to the cause's chain");
+    let root = &chain[..chain.find('"').unwrap()];
+    // The root it links to is a row of the root causes, whose chain holds
+    // the cause's wait.
+    let row = &dom[dom
+        .find(&format!("id=\"root-{root}\""))
+        .expect("the linked root")..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains("class=\"chain\"") && row.contains("worker"),
+        "{row}"
+    );
     // The paths table has the top path with its share.
     let share = format!("{:.1} %", top["share_pct"].as_f64().unwrap());
     let table = &dom[dom.find("id=\"paths\"").expect("paths table")..];
@@ -400,7 +447,7 @@ fn the_html_report_renders_in_chromium_with_the_answer_and_no_console_error() {
     // The plot has a line per CPU; the flame graph is embedded.
     let cpus = report["per_cpu"].as_array().unwrap().len();
     assert_eq!(dom.matches("<polyline").count(), cpus);
-    assert!(dom.contains("iframe class=\"flame\""));
+    assert!(dom.contains("class=\"flame\""));
     let errors: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("CONSOLE") && (l.contains("rror") || l.contains("Uncaught")))
@@ -432,6 +479,34 @@ fn the_html_report_renders_in_chromium_with_the_answer_and_no_console_error() {
         "{inked} of {} pixels not white",
         pixels.len()
     );
+    // What a `frames` link does, through the page's address: the flame
+    // graph searched for the top path's frame shows it in the search
+    // colour; without the search no frame has it. (A window taller than
+    // the page: nothing scrolls, the whole page is in the shot.)
+    let searched = |address_tail: &str| {
+        let shot = dir.path().join("searched.png");
+        let target = dir.path().join(format!("report.html{address_tail}"));
+        chromium(
+            &target,
+            &[
+                &format!("--screenshot={}", shot.display()),
+                "--window-size=1280,6000",
+            ],
+        );
+        let decoder =
+            png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let px = info.color_type.samples();
+        buf[..info.buffer_size()]
+            .chunks(px)
+            .filter(|p| p[..3] == [230, 0, 230])
+            .count()
+    };
+    let found = searched("#find=fill_buffer");
+    assert!(found > 500, "{found} pixels of found frames");
+    assert_eq!(searched(""), 0, "no frame found without a search");
 }
 
 /// `export --format csv` read by Python's `csv` module (a real consumer):

@@ -15,7 +15,12 @@
 # default / --no-agent / bare with the eBPF event source (--events bpf);
 # bpfkern / bpfuser: --no-agent --events bpf with kernel stacks only / kernel
 # and user stacks, no waker stacks (what each kind of stack costs); bpfall:
-# --no-agent --events bpf --stack-budget 0 (a stack at every switch to idle); perf: `perf record -a` of the same
+# --no-agent --events bpf --stack-budget 0 (a stack at every switch to idle);
+# bpfwaits / bpfstacks: --events bpf with --java waits (the JVM's flight
+# recorder alone) / --java stacks (the perf-map agent alone); bpftrace: a
+# bpftrace script counting the same three tracepoints per CPU in a map, no
+# record written (what any per-event hook costs, idleflow's floor);
+# perf: `perf record -a` of the same
 # kernel records as idleflow's default, to tell the kernel's part of the cost
 # from the recorder's). The recorder starts SETTLE s (default
 # 3) before the load, so JFR's start-up is outside the measured window; the
@@ -97,8 +102,13 @@ for r in $(seq $ROUNDS); do
           bpfkern) A="--no-agent --events bpf --stack-size 0 --no-waker-stacks" ;;
           bpfuser) A="--no-agent --events bpf --no-waker-stacks" ;;
           bpfall) A="--no-agent --events bpf --stack-budget 0" ;;
+          bpfwaits) A="--events bpf --java waits" ;;
+          bpfstacks) A="--events bpf --java stacks" ;;
         esac
-        if [ $m = perf ]; then
+        if [ $m = bpftrace ]; then
+          bpftrace -e "tracepoint:sched:sched_switch,tracepoint:sched:sched_waking,tracepoint:sched:sched_wakeup_new { @[cpu] = count(); } interval:s:$((SETTLE + W + 1)) { exit(); }" \
+            > /dev/null 2>&1 &
+        elif [ $m = perf ]; then
           perf record -q -a -e sched:sched_switch --filter 'prev_state & 254' \
             -e sched:sched_wakeup,sched:sched_wakeup_new --switch-events \
             -o $D/alt-perf.data -- sleep $((SETTLE + W + 1)) 2>/dev/null &

@@ -246,9 +246,10 @@ pub struct RecordArgs {
     /// default), eBPF programs where they load, else perf, and the report's
     /// header says why; `bpf`, eBPF programs at the scheduler's tracepoints,
     /// which write one record per switch or waking and take the stacks in
-    /// the kernel (Tomcat under load ran at 0.97x with them, 0.84x with
-    /// perf's events; their idle intervals end ~1 µs earlier than perf's
-    /// switch records say; docs/PERFORMANCE.md); `perf`, perf's switch
+    /// the kernel (Tomcat under `ab -c 4 -k` ran at 0.93x with them, 0.90x
+    /// with perf recording the same events, medians of 8 rounds; their idle
+    /// intervals end ~1 µs earlier than perf's switch records say;
+    /// docs/PERFORMANCE.md 5e); `perf`, perf's switch
     /// records and tracepoint samples (kernels without BTF or eBPF).
     #[arg(long, value_enum, default_value = "auto", value_name = "SOURCE")]
     pub events: Events,

@@ -19,9 +19,9 @@ use crate::sections::idle_paths::{Cause, IdlePathsSection, OtherThread};
 use crate::sections::Report;
 
 /// Top paths in the headline.
-const HEADLINE_PATHS: usize = 5;
+pub(crate) const HEADLINE_PATHS: usize = 5;
 /// The smallest share of idle a headline path has, %.
-const HEADLINE_MIN_SHARE: f64 = 1.0;
+pub(crate) const HEADLINE_MIN_SHARE: f64 = 1.0;
 /// The share of the Java threads' idle with Java frames below which the
 /// headline says it, %.
 const JAVA_NAMED_OK: f64 = 90.0;
@@ -29,7 +29,7 @@ const JAVA_NAMED_OK: f64 = 90.0;
 /// headline says it, %.
 const JAVA_BEFORE_OK: f64 = 5.0;
 /// Causes named in the line of those with no program frame, at most.
-const GROUPED_SHOWN: usize = 3;
+pub(crate) const GROUPED_SHOWN: usize = 3;
 /// The share from which a cause whose Java frames no source named says
 /// which source would, %.
 const HINT_MIN_SHARE: f64 = 10.0;
@@ -234,7 +234,7 @@ fn cause_lines(prefix: &str, c: &Cause, width: usize) -> Vec<String> {
 /// into `holder` characters, the threads' and the object's into `names`
 /// (`usize::MAX`: whole). A holder of the threads' own name is "one of
 /// them".
-fn cause_words(c: &Cause, holder: usize, names: usize) -> String {
+pub(crate) fn cause_words(c: &Cause, holder: usize, names: usize) -> String {
     let short = |s: &str, w: usize| {
         if w == usize::MAX {
             s.to_string()

@@ -28,8 +28,10 @@ mod root_causes;
 mod threads;
 
 pub(crate) use frames::{frame_words, shown_frames_of};
+pub(crate) use headline::{cause_words, GROUPED_SHOWN, HEADLINE_MIN_SHARE, HEADLINE_PATHS};
 pub(crate) use layout::wrap;
 pub use layout::WIDTH;
+pub(crate) use root_causes::{link_words, part_of, root_words};
 
 /// Options of the text layout. The default is one screen: the answer,
 /// the header and the top merged paths; the tables come on request.

@@ -57,7 +57,7 @@ pub(super) fn render_root_causes(o: &mut String, rc: &RootCausesSection) -> fmt:
 }
 
 /// `ns` as a share of the idle the roots explain, %.
-fn part_of(rc: &RootCausesSection, ns: u64) -> f64 {
+pub(crate) fn part_of(rc: &RootCausesSection, ns: u64) -> f64 {
     ns as f64 * 100.0 / rc.idle_ns.max(1) as f64
 }
 
@@ -79,6 +79,13 @@ fn at(f: Option<&PathFrame>) -> String {
 /// A root's line: its share, what its threads did, where, and where they
 /// released the waiters.
 fn render_root(o: &mut String, root: &RootCause) -> fmt::Result {
+    let first = format!("# {:>5.1} %", root.share_pct);
+    write_wrapped(o, &root_words(root), &first, "#          ")
+}
+
+/// A root in words: what its threads did, where, and where they released
+/// the waiters (names fitted into 40).
+pub(crate) fn root_words(root: &RootCause) -> String {
     // Frames that are the release site's are told as such.
     let frame = if root.frames_from_release {
         String::new()
@@ -121,9 +128,7 @@ fn render_root(o: &mut String, root: &RootCause) -> fmt::Result {
             root.reason
         ),
     };
-    let words = words + &released;
-    let first = format!("# {:>5.1} %", root.share_pct);
-    write_wrapped(o, &words, &first, "#          ")
+    words + &released
 }
 
 /// A root's chain, from the victims' wait out: the first and the last
@@ -137,32 +142,41 @@ fn render_chain(o: &mut String, rc: &RootCausesSection, chain: &[ChainLink]) -> 
             }
             continue;
         }
-        let object = if link.object.is_empty() {
-            String::new()
-        } else {
-            format!(" on {}", fit_method(&link.object, 40))
-        };
-        let convoy = if link.hops > 1 {
-            format!(", a convoy of up to {} hand-offs", link.hops)
-        } else {
-            String::new()
-        };
-        // A futex's address says the wait was a futex wait.
-        let futex_wait = link.reason == Reason::Kernel(KernelReason::FutexWait);
-        let reason = if link.object.starts_with("futex ") && futex_wait {
-            String::new()
-        } else {
-            format!(" ({})", link.reason)
-        };
         let line = format!(
-            "← {} waiting{reason}{object}{}{convoy} [{:.1} %]",
-            who(&link.threads),
-            at(link.frame()),
+            "← {} [{:.1} %]",
+            link_words(link),
             part_of(rc, link.idle_ns)
         );
         write_wrapped(o, &line, "#        ", "#            ")?;
     }
     Ok(())
+}
+
+/// A link of a chain in words: its threads waiting, why, on what, where,
+/// and the convoy it made (names fitted into 40).
+pub(crate) fn link_words(link: &ChainLink) -> String {
+    let object = if link.object.is_empty() {
+        String::new()
+    } else {
+        format!(" on {}", fit_method(&link.object, 40))
+    };
+    let convoy = if link.hops > 1 {
+        format!(", a convoy of up to {} hand-offs", link.hops)
+    } else {
+        String::new()
+    };
+    // A futex's address says the wait was a futex wait.
+    let futex_wait = link.reason == Reason::Kernel(KernelReason::FutexWait);
+    let reason = if link.object.starts_with("futex ") && futex_wait {
+        String::new()
+    } else {
+        format!(" ({})", link.reason)
+    };
+    format!(
+        "{} waiting{reason}{object}{}{convoy}",
+        who(&link.threads),
+        at(link.frame())
+    )
 }
 
 /// The notes after the roots: idle that continued an interrupted idle,
