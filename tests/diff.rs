@@ -134,3 +134,48 @@ fn diff_refuses_bad_input_clearly() {
         "a missing argument is a usage error"
     );
 }
+
+/// A Java program recorded without its Java frames (`--no-agent`) and in
+/// the default mode: `diff` says before any change that the runs were
+/// recorded in different modes (text and JSON), and says nothing of modes
+/// for two runs recorded alike.
+#[test]
+fn runs_recorded_in_different_modes_are_said_to_be_so() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let record = |name: &str, options: &[&str]| {
+        let rec = dir.path().join(format!("{name}.idleflow"));
+        record_java_with(&rec, classes.path(), options, &["LockedIo", "4", "1"]);
+        rec
+    };
+    let bare = record("bare", &["--no-agent"]);
+    let default = record("default", &[]);
+    let d = diff_json(&bare, &default, &[]);
+    let modes = &d["modes_differ"];
+    assert!(
+        modes["base"]
+            .as_str()
+            .unwrap()
+            .starts_with("no Java frames"),
+        "{modes}"
+    );
+    assert!(
+        modes["new"]
+            .as_str()
+            .unwrap()
+            .starts_with("Java frames from the flight recorder"),
+        "{modes}"
+    );
+    let out = run(idleflow().arg("diff").arg(&bare).arg(&default));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let note = text
+        .lines()
+        .position(|l| l.starts_with("# NOTE: the runs were recorded in different modes"))
+        .expect(&text);
+    assert!(note <= 2, "the note comes before the changes:\n{text}");
+    // Two runs recorded alike: no word of modes.
+    let again = diff_json(&default, &default, &[]);
+    assert!(again.get("modes_differ").is_none(), "{again}");
+}

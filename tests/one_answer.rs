@@ -229,17 +229,7 @@ fn record_waits(
     let classes = java_examples();
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join(format!("{mode}.idleflow"));
-    let out = run(idleflow()
-        .args(["record", "-q"])
-        .args(options)
-        .arg("-o")
-        .arg(&rec)
-        .arg("--")
-        .arg(Path::new(JDK17).join("bin/java"))
-        .arg("-cp")
-        .arg(classes.path())
-        .args(["Waits", mode, seconds]));
-    assert!(out.status.success(), "{}", stderr(&out));
+    record_java_with(&rec, classes.path(), options, &["Waits", mode, seconds]);
     (dir, rec)
 }
 

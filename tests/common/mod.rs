@@ -203,6 +203,23 @@ pub fn record_java(rec: &Path, classes: &Path, args: &[&str]) -> Output {
     record_java_on(JDK17, rec, classes, args)
 }
 
+/// Records `java -cp CLASSES ARGS...` (JDK 17) with `options` (none: the
+/// default mode) into `rec`.
+pub fn record_java_with(rec: &Path, classes: &Path, options: &[&str], args: &[&str]) -> Output {
+    let out = run(idleflow()
+        .args(["record", "-q"])
+        .args(options)
+        .arg("-o")
+        .arg(rec)
+        .arg("--")
+        .arg(Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes)
+        .args(args));
+    assert!(out.status.success(), "record {options:?}: {}", stderr(&out));
+    out
+}
+
 /// Records `JDK/bin/java -cp CLASSES ARGS...` with the agent into `rec`.
 pub fn record_java_on(jdk: &str, rec: &Path, classes: &Path, args: &[&str]) -> Output {
     let out = run(idleflow()

@@ -18,27 +18,27 @@
 //! Opening the events lives in `recorder/open.rs`, reading each drained
 //! round into the merge in `recorder/round.rs`, choosing the event source
 //! (perf or eBPF) in `recorder/source.rs`, the eBPF source's recorder,
-//! pairing and losses in `recorder/bpf.rs`; this file keeps the
-//! recorder's state and the rest of its life cycle (writing what the merge
-//! releases, stopping, finishing).
+//! pairing and losses in `recorder/bpf.rs`, where the recording goes (the
+//! file or the flight recorder's ring, and what heads it) in
+//! `recorder/output.rs`; this file keeps the recorder's state and the rest
+//! of its life cycle (writing what the merge releases, stopping,
+//! finishing).
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 mod bpf;
 mod open;
+mod output;
 mod round;
 mod source;
 mod trees;
 
 pub use open::{IRQ_WAKE_FILTER, TASK_WAKE_FILTER};
+use output::{Output, Sink};
 pub use source::{choose, Chosen, EventSource, Recorded};
 
 use crate::drain::{Drain, Round};
-use crate::flight::policy::{Fired, Policy, Trigger};
-use crate::flight::{FlightLimits, FlightRing, SegmentSink, Window};
 use crate::join::Joiner;
 use crate::merge::Merge;
 use crate::names::{TaskEvent, ThreadNames};
@@ -49,8 +49,8 @@ use crate::sys::{self, PerfEvent, SysError};
 use crate::tracefs::TracefsError;
 use crate::workarea::LiveWorkArea;
 use idleflow_format::{
-    Dispatch, FormatError, KernelStack, Lost, ModuleMap, ProcStatCpu, Record, RunInfo, RunSummary,
-    StackCopy, SwitchArg, SwitchStack, ThreadExit, ThreadInfo, Wakeup, Writer,
+    Dispatch, FormatError, KernelStack, Lost, ModuleMap, ProcStatCpu, Record, RunSummary,
+    StackCopy, SwitchArg, SwitchStack, ThreadExit, Wakeup,
 };
 use idleflow_wire::twa::WorkArea;
 use rustc_hash::FxHashMap;
@@ -225,94 +225,6 @@ struct SampledStacks {
     user: Option<Box<UserStackCopy>>,
 }
 
-struct Output {
-    writer: Writer<Sink>,
-    partial: PathBuf,
-    path: PathBuf,
-    /// When the writer was last flushed, ns.
-    flushed_at: u64,
-    /// `record --flight`: the ring the writer writes into, and its policy.
-    flight: Option<Box<Flight>>,
-}
-
-impl Output {
-    /// Writes one record; the flight recorder's ring and policy see it.
-    fn write(&mut self, r: &Record) -> Result<(), RecorderError> {
-        self.writer.write(r)?;
-        if let Some(f) = self.flight.as_mut() {
-            f.ring.observe(r);
-            f.policy.observe(r);
-        }
-        Ok(())
-    }
-
-    /// Cuts the flight recorder's open segment at `now` (monotonic ns).
-    fn cut(&mut self, now: u64) -> Result<(), RecorderError> {
-        let Some(f) = self.flight.as_mut() else {
-            return Ok(());
-        };
-        self.writer.flush()?;
-        let bytes = match self.writer.get_mut() {
-            Sink::Flight(sink) => sink.take(),
-            Sink::File(_) => Vec::new(),
-        };
-        let last = self.writer.last_time();
-        f.ring.cut(
-            bytes,
-            last,
-            f.released_to.max(last),
-            now,
-            procfs::proc_stat().unwrap_or_default(),
-        );
-        f.cut_at_bytes = self.writer.bytes_written();
-        self.writer.forget_copies();
-        Ok(())
-    }
-}
-
-/// Where the writer's bytes go: the recording's file, or the flight
-/// recorder's open segment.
-#[derive(Debug)]
-enum Sink {
-    File(BufWriter<File>),
-    Flight(SegmentSink),
-}
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Sink::File(f) => f.write(buf),
-            Sink::Flight(s) => s.write(buf),
-        }
-    }
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        match self {
-            Sink::File(f) => f.write_all(buf),
-            Sink::Flight(s) => s.write_all(buf),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Sink::File(f) => f.flush(),
-            Sink::Flight(s) => s.flush(),
-        }
-    }
-}
-
-/// The flight recorder's state ([`crate::flight`]).
-#[derive(Debug)]
-struct Flight {
-    ring: FlightRing,
-    policy: Policy,
-    info: RunInfo,
-    /// Bytes the writer had written at the last cut.
-    cut_at_bytes: u64,
-    /// Triggers that fired and were not taken yet.
-    fired: Vec<Fired>,
-    /// The stream is complete up to here (the last release's watermark).
-    released_to: u64,
-}
-
 /// What the merge holds: records ready to write, and task events whose
 /// THREAD records need the names known at their time ([`crate::names`]).
 #[derive(Debug)]
@@ -437,200 +349,6 @@ impl Recorder {
         )?;
         self.drain = Some(drain);
         Ok(())
-    }
-
-    /// Creates `<path>.partial` and writes the run information and the
-    /// threads that exist now. `target_pids` are the processes the report
-    /// will show threads of (empty: all).
-    pub fn begin(
-        &mut self,
-        path: &Path,
-        command: &[String],
-        target_pids: &[u32],
-    ) -> Result<(), RecorderError> {
-        let mut partial = path.as_os_str().to_owned();
-        partial.push(".partial");
-        let partial = PathBuf::from(partial);
-        let file =
-            idleflow_format::create_private(&partial).map_err(|source| RecorderError::Io {
-                what: "cannot create",
-                path: partial.clone(),
-                source,
-            })?;
-        let info = self.run_info(command, target_pids);
-        let writer = Writer::new(Sink::File(BufWriter::with_capacity(1 << 20, file)), &info);
-        let output = Output {
-            writer: match writer {
-                Ok(w) => w,
-                Err(e) => {
-                    let _ = std::fs::remove_file(&partial);
-                    return Err(e.into());
-                }
-            },
-            partial,
-            path: path.to_path_buf(),
-            flushed_at: self.start_ns,
-            flight: None,
-        };
-        self.output = Some(output);
-        self.write_existing()
-    }
-
-    /// Starts the flight recorder instead of a file (`record --flight`):
-    /// the recording goes into a ring bounded by `limits`, judged by
-    /// `triggers` after every drain batch ([`Recorder::flight_fired`]), and
-    /// dumped on request ([`Recorder::flight_window`]).
-    pub fn begin_flight(
-        &mut self,
-        limits: FlightLimits,
-        triggers: Vec<Trigger>,
-        command: &[String],
-        target_pids: &[u32],
-    ) -> Result<(), RecorderError> {
-        let info = self.run_info(command, target_pids);
-        let writer = Writer::new(Sink::Flight(SegmentSink::default()), &info)?;
-        let ring = FlightRing::new(
-            limits,
-            &self.cpus,
-            self.start_ns,
-            self.proc_stat_start.clone(),
-        );
-        let policy = Policy::new(triggers, self.cpus.len(), target_pids);
-        self.output = Some(Output {
-            writer,
-            partial: PathBuf::new(),
-            path: PathBuf::new(),
-            flushed_at: self.start_ns,
-            flight: Some(Box::new(Flight {
-                ring,
-                policy,
-                info,
-                cut_at_bytes: 0,
-                fired: Vec::new(),
-                released_to: self.start_ns,
-            })),
-        });
-        self.write_existing()?;
-        // The header and what came before the window are not a segment's:
-        // the directory keeps them for every dump.
-        let out = self.output.as_mut().expect("begun");
-        out.writer.flush()?;
-        if let Sink::Flight(sink) = out.writer.get_mut() {
-            sink.open();
-        }
-        if let Some(f) = out.flight.as_mut() {
-            f.cut_at_bytes = out.writer.bytes_written();
-        }
-        Ok(())
-    }
-
-    fn run_info(&self, command: &[String], target_pids: &[u32]) -> RunInfo {
-        let (kernel_release, hostname) = procfs::uname();
-        RunInfo {
-            tool_version: env!("CARGO_PKG_VERSION").to_string(),
-            kernel_release,
-            hostname,
-            cpus: self.cpus.clone(),
-            clock: "CLOCK_MONOTONIC".into(),
-            command: command.to_vec(),
-            target_pids: target_pids.to_vec(),
-            start_ns: self.start_ns,
-            start_unix_ns: self.start_unix_ns,
-            proc_stat_start: self.proc_stat_start.clone(),
-            user_hz: procfs::user_hz(),
-            ring_bytes: self.ring_bytes as u64,
-            tool_pid: std::process::id(),
-            java_waits: self.java_waits,
-            stacks: self.stacks.to_string(),
-            wait_sample_period: if self.stacks == "waits" {
-                self.wait_sample_period
-            } else {
-                0
-            },
-            idle_stack_budget: self.idle_stack_budget,
-            waker_sample_period: self.waker_sampling.0,
-            waker_stack_budget: self.waker_sampling.1,
-            event_source: self.event_source.source.name().into(),
-            event_source_why: self.event_source.why.clone(),
-        }
-    }
-
-    /// Writes the threads that exist now and, with user stacks, the
-    /// executable mappings of their processes (the kernel reports only
-    /// those made from now on).
-    fn write_existing(&mut self) -> Result<(), RecorderError> {
-        let Some(output) = self.output.as_mut() else {
-            return Ok(());
-        };
-        for t in procfs::threads() {
-            let t = ThreadInfo {
-                time: self.start_ns,
-                tid: t.tid,
-                pid: t.pid,
-                ppid: t.ppid,
-                comm: t.comm,
-            };
-            output.write(&Record::Thread(t.clone()))?;
-            self.names.existing(&t);
-            if self.user_stacks && t.tid == t.pid {
-                for m in procfs::exec_maps(t.pid) {
-                    output.write(&Record::ModuleMap(Box::new(ModuleMap {
-                        time: self.start_ns,
-                        pid: t.pid,
-                        start: m.start,
-                        len: m.end.saturating_sub(m.start),
-                        pgoff: m.pgoff,
-                        ino: m.ino,
-                        path: m.path,
-                    })))?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Triggers that fired since the last call (`record --flight`).
-    pub fn flight_fired(&mut self) -> Vec<Fired> {
-        self.output
-            .as_mut()
-            .and_then(|o| o.flight.as_mut())
-            .map(|f| std::mem::take(&mut f.fired))
-            .unwrap_or_default()
-    }
-
-    /// The flight recorder's window from `from_ns` up to the last record
-    /// written (the open segment is cut first), with the run information
-    /// a dump of it carries; None without `record --flight`.
-    pub fn flight_window(
-        &mut self,
-        from_ns: u64,
-    ) -> Result<Option<(Window, RunInfo)>, RecorderError> {
-        let Some(out) = self.output.as_mut() else {
-            return Ok(None);
-        };
-        if out.flight.is_none() {
-            return Ok(None);
-        }
-        out.cut(sys::monotonic_ns())?;
-        let f = out.flight.as_ref().expect("flight");
-        Ok(Some((f.ring.window(from_ns), f.info.clone())))
-    }
-
-    /// The flight recorder's ring: bytes held and segments dropped so far.
-    pub fn flight_ring(&self) -> Option<(u64, u64)> {
-        let f = self.output.as_ref()?.flight.as_ref()?;
-        Some((f.ring.bytes(), f.ring.dropped()))
-    }
-
-    /// The policy's triggers, as given (`record --flight`).
-    pub fn flight_policy(&self) -> Option<String> {
-        let f = self.output.as_ref()?.flight.as_ref()?;
-        Some(f.policy.describe())
-    }
-
-    /// Bytes written so far.
-    pub fn bytes_written(&self) -> u64 {
-        self.output.as_ref().map_or(0, |o| o.writer.bytes_written())
     }
 
     /// Waits for work (a round drained, `wake` readable, a signal, or

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use idleflow_postproc::compare::history_check::{self, Check, MAX_BASELINE};
 use idleflow_postproc::compare::history_text::Kept;
-use idleflow_postproc::compare::summary::{PathSummary, RunSummary};
+use idleflow_postproc::compare::summary::{PathSummary, RecordingMode, RunSummary};
 use idleflow_postproc::reasons::Reason;
 
 /// The schema, in the SQL both stores read; `{ID}` is the store's
@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS idleflow_runs (
     duration_ns BIGINT NOT NULL,
     idle_ns BIGINT NOT NULL,
     window_ns BIGINT NOT NULL,
-    idle_windows TEXT NOT NULL
+    idle_windows TEXT NOT NULL,
+    mode TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS idleflow_runs_job ON idleflow_runs (job, start_unix_ns);
 CREATE TABLE IF NOT EXISTS idleflow_paths (
@@ -63,9 +64,12 @@ CREATE TABLE IF NOT EXISTS idleflow_paths (
 CREATE INDEX IF NOT EXISTS idleflow_paths_key ON idleflow_paths (path_key);
 ";
 
+/// What a store made before runs kept their mode lacks.
+const ADD_MODE: &str = "ALTER TABLE idleflow_runs ADD COLUMN mode TEXT NOT NULL DEFAULT ''";
+
 /// The run columns after `id`, in [`SCHEMA`]'s order.
 const RUN_COLUMNS: &str = "job, added_unix_ns, file, host, kernel, cpus, command, start_unix_ns, \
-                           duration_ns, idle_ns, window_ns, idle_windows";
+                           duration_ns, idle_ns, window_ns, idle_windows, mode";
 /// The path columns, in [`SCHEMA`]'s order.
 const PATH_COLUMNS: &str = "run_id, path_rank, path_key, process, reason, threads, frames, \
                             program_frame, idle_ns, share_pct, dispatches, windows";
@@ -265,6 +269,8 @@ struct RunRow {
     idle: i64,
     window: i64,
     idle_windows: String,
+    /// The run's [`RecordingMode`] as JSON ('' in a run kept before it was).
+    mode: String,
 }
 
 /// The columns of a path row as read back.
@@ -322,6 +328,11 @@ fn assemble(r: RunRow, paths: Vec<PathRead>) -> Result<StoredRun, HistoryError> 
             window_ns: to_u64(r.window),
             idle_windows: parse(id, "run's windows", &r.idle_windows)?,
             paths,
+            mode: if r.mode.is_empty() {
+                RecordingMode::default()
+            } else {
+                parse(id, "recording mode", &r.mode)?
+            },
         },
     })
 }
@@ -366,6 +377,18 @@ impl Store {
             .map_err(err)?;
         tx.execute_batch(&SCHEMA.replace("{ID}", "INTEGER"))
             .map_err(err)?;
+        // A store made before runs kept their mode gets the column (SQLite
+        // has no ADD COLUMN IF NOT EXISTS).
+        let has_mode: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('idleflow_runs') WHERE name = 'mode'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(err)?;
+        if has_mode == 0 {
+            tx.execute_batch(ADD_MODE).map_err(err)?;
+        }
         tx.commit().map_err(err)?;
         Ok(Store::Sqlite {
             db,
@@ -387,6 +410,8 @@ impl Store {
             .map_err(err)?;
         tx.batch_execute(&SCHEMA.replace("{ID}", "BIGSERIAL"))
             .map_err(err)?;
+        tx.batch_execute(&ADD_MODE.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"))
+            .map_err(err)?;
         tx.commit().map_err(err)?;
         Ok(Store::Postgres {
             db: Box::new(db),
@@ -407,10 +432,11 @@ impl Store {
         let added = to_i64(now_unix_ns());
         let command = json(&run.command);
         let idle_windows = json(&run.idle_windows);
+        let mode = json(&run.mode);
         let rows: Vec<PathRow> = run.paths.iter().map(PathRow::new).collect();
         let insert_run = format!(
             "INSERT INTO idleflow_runs ({RUN_COLUMNS}) VALUES \
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
         );
         let insert_path = format!(
             "INSERT INTO idleflow_paths ({PATH_COLUMNS}) VALUES \
@@ -446,7 +472,8 @@ impl Store {
                         duration,
                         idle,
                         window,
-                        idle_windows
+                        idle_windows,
+                        mode
                     ],
                 )
                 .map_err(err)?;
@@ -496,6 +523,7 @@ impl Store {
                             &idle,
                             &window,
                             &idle_windows,
+                            &mode,
                         ],
                     )
                     .map_err(err)?;
@@ -616,6 +644,7 @@ impl Store {
                             idle: r.get(10)?,
                             window: r.get(11)?,
                             idle_windows: r.get(12)?,
+                            mode: r.get(13)?,
                         })
                     })
                     .map_err(err)?;
@@ -661,6 +690,7 @@ impl Store {
                     idle: r.get(10),
                     window: r.get(11),
                     idle_windows: r.get(12),
+                    mode: r.get(13),
                 };
                 let paths = db
                     .query(path_sql, &[&id])
@@ -712,7 +742,43 @@ mod tests {
             window_ns: 50_000_000,
             idle_windows: vec![1, 2, 3],
             paths: (0..frames).map(path).collect(),
+            mode: RecordingMode {
+                java_sources: vec!["flight recorder".into()],
+                stacks: "switch-outs to idle".into(),
+            },
         }
+    }
+
+    /// A store made before runs kept their mode: its runs load with the
+    /// mode unknown, and it takes new runs with theirs.
+    #[test]
+    fn a_store_from_before_modes_gets_the_column_and_keeps_its_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("old.sqlite");
+        let old_schema = SCHEMA
+            .replace(",\n    mode TEXT NOT NULL DEFAULT ''", "")
+            .replace("{ID}", "INTEGER");
+        assert!(!old_schema.contains("mode TEXT"));
+        {
+            let db = rusqlite::Connection::open(&file).unwrap();
+            db.execute_batch(&old_schema).unwrap();
+            db.execute(
+                "INSERT INTO idleflow_runs (job, added_unix_ns, file, host, kernel, cpus, command, \
+                 start_unix_ns, duration_ns, idle_ns, window_ns, idle_windows) \
+                 VALUES ('j', 1, 'old.idleflow', 'h', 'k', 2, '[]', 5, 10, 3, 5, '[1,2]')",
+                [],
+            )
+            .unwrap();
+        }
+        let mut s = Store::open(file.to_str().unwrap()).unwrap();
+        let old = s.runs(Some("j"), 10).unwrap();
+        assert_eq!(old.len(), 1);
+        assert_eq!(old[0].summary.mode, RecordingMode::default());
+        let id = s.add("j", &summary(30, 1)).unwrap();
+        assert_eq!(s.load(id).unwrap().summary, summary(30, 1));
+        // Opening it again leaves the column as it is.
+        drop(s);
+        Store::open(file.to_str().unwrap()).unwrap();
     }
 
     #[test]

@@ -22,7 +22,7 @@
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::compare::summary::{PathSummary, RunSummary};
+use crate::compare::summary::{PathSummary, RecordingMode, RunSummary};
 use crate::pass::Analysis;
 use crate::path::FoldOptions;
 use crate::path::PathFrame;
@@ -112,6 +112,30 @@ pub struct Diff {
     /// Paths whose share moved within noise (or less than the minimum),
     /// the largest change of share first.
     pub within_noise: Vec<PathChange>,
+    /// The runs' recording modes, where they differ (absent: the same, or
+    /// not known for a run kept before modes were): their frames differ
+    /// by how they were recorded, so a path new in one run and gone in the
+    /// other may be the same code named differently.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modes_differ: Option<ModesDiffer>,
+}
+
+/// Two runs' recording modes, in words ([`RecordingMode::words`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ModesDiffer {
+    /// The base run's.
+    pub base: String,
+    /// The new run's.
+    pub new: String,
+}
+
+/// The two modes, where both are known and they differ.
+fn modes_differ(base: &RecordingMode, new: &RecordingMode) -> Option<ModesDiffer> {
+    let unknown = RecordingMode::default();
+    (*base != unknown && *new != unknown && base != new).then(|| ModesDiffer {
+        base: base.words(),
+        new: new.words(),
+    })
 }
 
 /// The windows of `path` in a run of `n` windows (zeros where it is
@@ -253,6 +277,7 @@ pub fn diff(base: &RunSummary, new: &RunSummary, min_change_pts: f64) -> Diff {
         interval_pct: INTERVAL_PCT,
         changes,
         within_noise,
+        modes_differ: modes_differ(&base.mode, &new.mode),
     }
 }
 

@@ -41,6 +41,24 @@ fn change_figures(c: &PathChange) -> String {
     )
 }
 
+/// Where the two runs were recorded in different modes, a note saying so
+/// before any change: paths that differ only in how their frames were
+/// named are not changes of the program.
+pub(crate) fn modes_note(o: &mut String, d: &Diff) -> std::fmt::Result {
+    if let Some(m) = &d.modes_differ {
+        let line = format!(
+            "NOTE: the runs were recorded in different modes ({} → {}): a path whose frames only one mode names \
+             shows as new in one run and gone in the other, a change of the recording, not of the program; \
+             compare runs recorded alike",
+            m.base, m.new
+        );
+        for l in wrap(&line, "#", "#  ", WIDTH) {
+            writeln!(o, "{l}")?;
+        }
+    }
+    Ok(())
+}
+
 /// A changed path as `diff` and `history check` show it: its figures, its
 /// words, its frames (at most three lines).
 pub(crate) fn change_block(o: &mut String, c: &PathChange) -> std::fmt::Result {
@@ -74,6 +92,7 @@ fn render_diff_into(o: &mut String, d: &Diff, max: usize) -> std::fmt::Result {
     for l in wrap(&line, "#", "#  ", WIDTH) {
         writeln!(o, "{l}")?;
     }
+    modes_note(o, d)?;
     let noun = |n: usize| if n == 1 { "path" } else { "paths" };
     let how = format!(
         "beyond the runs' noise: outside the central {:.0} % of {} resamplings of {} and {} windows of {} and {} ms, \

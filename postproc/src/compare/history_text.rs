@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use super::diff_text::{change_block, render_diff};
+use super::diff_text::{change_block, modes_note, render_diff};
 use crate::compare::history_check::Check;
 use crate::compare::summary::RunSummary;
 use crate::render::text::{frame_words, shown_frames_of, wrap, WIDTH};
@@ -219,6 +219,7 @@ fn render_check_into(o: &mut String, c: &Check, file: &str, max: usize) -> std::
     for l in wrap(&verdict, "#", "#  ", WIDTH) {
         writeln!(o, "{l}")?;
     }
+    modes_note(o, &c.diff)?;
     for r in c.rose.iter().take(max) {
         writeln!(o)?;
         change_block(o, &r.change)?;

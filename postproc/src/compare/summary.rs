@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::pass::Analysis;
 use crate::path::FrameKind;
-use crate::path::PathFrame;
+use crate::path::{FrameSource, PathFrame};
 use crate::reasons::Reason;
 use crate::sections::Report;
 use crate::share::pct;
@@ -50,6 +50,75 @@ pub struct RunSummary {
     pub idle_windows: Vec<u64>,
     /// The merged idle-causing paths, most idle first.
     pub paths: Vec<PathSummary>,
+    /// How its frames were recorded (empty in runs kept before it was).
+    #[serde(default)]
+    pub mode: RecordingMode,
+}
+
+/// How a run's frames were recorded: which sources named its Java frames
+/// and where its stacks were taken. Two runs of different modes differ in
+/// their frames, not in their code: a run without Java frames against one
+/// with them has every Java wait new in one and gone in the other.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordingMode {
+    /// The sources of Java frames the recording had, in a fixed order:
+    /// `flight recorder`, `call-tree agent`, `JIT perf maps`.
+    pub java_sources: Vec<String>,
+    /// Where the stacks were taken: `switch-outs to idle`, `every wait`
+    /// or `none` (empty: not known).
+    pub stacks: String,
+}
+
+impl RecordingMode {
+    /// The mode of the run `report` shows.
+    pub fn of(report: &Report) -> Self {
+        let mut java_sources = Vec::new();
+        if report.java_waits.is_some() {
+            java_sources.push("flight recorder".to_string());
+        }
+        if report.arcflow.is_some() {
+            java_sources.push("call-tree agent".to_string());
+        }
+        let perf_maps = report
+            .idle_paths
+            .paths
+            .iter()
+            .any(|p| p.frames.iter().any(|f| f.source == FrameSource::PerfMap));
+        if perf_maps {
+            java_sources.push("JIT perf maps".to_string());
+        }
+        let rc = &report.root_causes;
+        let stacks = if rc.stacks_at_waits {
+            "every wait"
+        } else if report.idle_paths.paths.iter().any(|p| {
+            p.frames
+                .iter()
+                .any(|f| matches!(f.source, FrameSource::Stack | FrameSource::Kernel))
+        }) {
+            "switch-outs to idle"
+        } else {
+            "none"
+        };
+        RecordingMode {
+            java_sources,
+            stacks: stacks.to_string(),
+        }
+    }
+
+    /// The mode in words: `Java frames from the flight recorder and JIT
+    /// perf maps, stacks at switch-outs to idle`.
+    pub fn words(&self) -> String {
+        let java = if self.java_sources.is_empty() {
+            "no Java frames".to_string()
+        } else {
+            format!("Java frames from the {}", self.java_sources.join(" and "))
+        };
+        if self.stacks.is_empty() {
+            java
+        } else {
+            format!("{java}, stacks at {}", self.stacks)
+        }
+    }
 }
 
 /// One merged path of a run.
@@ -151,6 +220,7 @@ impl RunSummary {
             window_ns: t.window_ns,
             idle_windows,
             paths,
+            mode: RecordingMode::of(report),
         })
     }
 
@@ -224,6 +294,7 @@ impl RunSummary {
             window_ns: runs.iter().map(|r| r.window_ns).max().unwrap_or(0),
             idle_windows,
             paths,
+            mode: newest.mode.clone(),
         })
     }
 }
@@ -269,6 +340,7 @@ pub(crate) mod tests {
             window_ns: 500,
             idle_windows,
             paths,
+            mode: RecordingMode::default(),
         }
     }
 

@@ -344,12 +344,9 @@ fn answer(o: &mut String, r: &Report, flame: bool) -> std::fmt::Result {
             parts.join("; ")
         )?;
     }
-    let after_others = ip.not_in_paths.other_processes_ns as f64 * 100.0 / ip.idle_ns.max(1) as f64;
+    let (after_others, shown) = ip.after_other_processes();
     if after_others >= 0.05 {
-        let names: Vec<String> = ip
-            .other_processes
-            .iter()
-            .filter(|p| p.share_pct >= 0.05)
+        let names: Vec<String> = shown
             .map(|p| {
                 format!(
                     "{} {:.1} % ({})",

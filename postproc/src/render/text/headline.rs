@@ -126,14 +126,11 @@ fn render_no_program(o: &mut String, causes: &[&Cause]) -> fmt::Result {
 /// The idle after other processes' threads, with the processes that left
 /// the most and the reason of most of it, in one line.
 fn render_other_processes(o: &mut String, ip: &IdlePathsSection) -> fmt::Result {
-    let share = ip.not_in_paths.other_processes_ns as f64 * 100.0 / ip.idle_ns.max(1) as f64;
+    let (share, shown) = ip.after_other_processes();
     if share < 0.05 {
         return Ok(());
     }
-    let names: Vec<String> = ip
-        .other_processes
-        .iter()
-        .filter(|p| p.share_pct >= 0.05)
+    let names: Vec<String> = shown
         .map(|p| {
             format!(
                 "{} {:.1}{GLUE}% ({})",

@@ -253,6 +253,17 @@ struct Group {
 }
 
 impl IdlePathsSection {
+    /// The idle after other processes' threads, % of all idle, and those
+    /// processes of at least 0.05 % (what the headline names).
+    pub fn after_other_processes(&self) -> (f64, impl Iterator<Item = &OtherProcess>) {
+        let share =
+            self.not_in_paths.other_processes_ns as f64 * 100.0 / self.idle_ns.max(1) as f64;
+        (
+            share,
+            self.other_processes.iter().filter(|p| p.share_pct >= 0.05),
+        )
+    }
+
     /// The merged paths of `a`, with `total_idle_ns` the CPUs' idle in the
     /// window.
     pub fn new(a: &Analysis, total_idle_ns: u64) -> Self {
