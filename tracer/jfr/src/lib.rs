@@ -113,6 +113,12 @@ pub fn settings(thresholds: &Thresholds) -> String {
         "  <event name=\"{THREAD_START}\"><setting name=\"enabled\">true</setting>\
          <setting name=\"stackTrace\">false</setting></event>\n"
     ));
+    // And the threads that were already running (a JVM recorded with
+    // --pid): one thread dump as each chunk begins names them all.
+    s.push_str(&format!(
+        "  <event name=\"{THREAD_DUMP}\"><setting name=\"enabled\">true</setting>\
+         <setting name=\"period\">beginChunk</setting></event>\n"
+    ));
     s.push_str("</configuration>\n");
     s
 }
@@ -120,6 +126,31 @@ pub fn settings(thresholds: &Thresholds) -> String {
 /// The flight recorder's event for a thread's start (its `thread` field
 /// names it).
 const THREAD_START: &str = "jdk.ThreadStart";
+
+/// The flight recorder's thread dump (its `result` field is the text
+/// `jstack` prints: a line per thread with its name and `nid`).
+const THREAD_DUMP: &str = "jdk.ThreadDump";
+
+/// The (kernel tid, Java name) of each thread in a HotSpot thread dump's
+/// text: its lines `"NAME" #N … nid=0x1F2E …` (JDK 17: hexadecimal; JDK 19
+/// on: `nid=7982`, decimal). Lines that do not parse are skipped.
+fn threads_of_dump(text: &str) -> Vec<(u32, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix('"')?;
+            let end = rest.rfind("\" ")?;
+            let name = &rest[..end];
+            let nid = rest[end..]
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("nid="))?;
+            let tid = match nid.strip_prefix("0x") {
+                Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                None => nid.parse().ok()?,
+            };
+            (tid != 0 && !name.is_empty()).then(|| (tid, name.to_string()))
+        })
+        .collect()
+}
 
 /// Why a file could not be converted at all.
 #[derive(Debug, thiserror::Error)]
@@ -216,8 +247,11 @@ pub fn convert_from<E: std::error::Error + 'static>(
         }
         let mut cache = ChunkCache::default();
         let mut events = chunk.events();
-        let wanted =
-            |name: &str| name == THREAD_START || WaitReason::from_jfr_event(name).is_some();
+        let wanted = |name: &str| {
+            name == THREAD_START
+                || name == THREAD_DUMP
+                || WaitReason::from_jfr_event(name).is_some()
+        };
         while let Some(next) = events.next_where(wanted) {
             let ev = match next {
                 Ok(ev) => ev,
@@ -231,6 +265,13 @@ pub fn convert_from<E: std::error::Error + 'static>(
             };
             if ev.class_name == THREAD_START {
                 conv.pooled_thread(&ev.value, "thread", &mut cache.threads);
+                continue;
+            }
+            if ev.class_name == THREAD_DUMP {
+                let dump = ev.value.field("result").and_then(|v| v.string());
+                for (tid, name) in threads_of_dump(&dump.unwrap_or_default()) {
+                    conv.threads.entry(tid).or_insert(name);
+                }
                 continue;
             }
             let wait = WaitReason::from_jfr_event(ev.class_name)
@@ -502,6 +543,31 @@ fn class_name(a: &Access<'_>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_dump_names_each_thread_by_its_nid() {
+        // JDK 17's format (nid in hexadecimal), a name with quotes and
+        // spaces inside, JDK 21's (decimal), and lines that are not threads.
+        let dump = "2026-11-26 23:59:59\nFull thread dump OpenJDK 64-Bit Server VM (17.0.13+11):\n\n\
+            \"http-nio-8080-Poller\" #35 daemon prio=5 os_prio=0 cpu=12.5ms elapsed=80.1s tid=0x00007f nid=0x1f2e runnable  [0x7f]\n\
+            \"H2 TCP Server (tcp://localhost:9092) thread-1\" #20 prio=5 os_prio=0 cpu=1ms elapsed=9s tid=0x1 nid=0x10 waiting\n\
+            \"say \"hi\"\" #21 prio=5 os_prio=0 cpu=1ms elapsed=9s tid=0x1 nid=7982 runnable\n\
+            \"VM Thread\" os_prio=0 cpu=1ms elapsed=9s tid=0x1 nid=0x0 runnable\n\
+            \tat java.lang.Object.wait(Native Method)\n\
+            JNI global refs: 15\n";
+        assert_eq!(
+            threads_of_dump(dump),
+            vec![
+                (0x1f2e, "http-nio-8080-Poller".to_string()),
+                (
+                    0x10,
+                    "H2 TCP Server (tcp://localhost:9092) thread-1".to_string()
+                ),
+                (7982, "say \"hi\"".to_string()),
+            ]
+        );
+        assert!(settings(&Thresholds::all(0)).contains("\"jdk.ThreadDump\""));
+    }
 
     #[test]
     fn settings_enable_every_wait_with_stacks_at_its_reasons_threshold() {
