@@ -360,6 +360,48 @@ fn threads_started_while_recording_keep_their_java_names() {
     assert_eq!(c["frame"]["name"], "Waits$Ledger.tally", "{c}");
 }
 
+/// A pool that was running before `record --pid`, whose waits are all too
+/// short for the thresholds (the policy off): its threads have their Java
+/// names, longer than the kernel's 15 characters, from the thread dump the
+/// flight recorder takes as its recording begins.
+#[test]
+fn threads_running_before_pid_keep_their_java_names() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    // The tellers start halfway through the program's 8 s.
+    let mut jvm = running_waits_jvm(classes.path(), "late", "8", 5000);
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("p.idleflow");
+    let out = run(idleflow()
+        // Thresholds of 1 s: no wait event of the window names a thread.
+        .args(["record", "-q", "-d", "2", "--all-waits-below", "0"])
+        .args([
+            "--wait-threshold",
+            "1000",
+            "--monitor-threshold",
+            "1000",
+            "--pid",
+        ])
+        .arg(jvm.id().to_string())
+        .arg("-o")
+        .arg(&rec));
+    let _ = jvm.wait();
+    assert!(out.status.success(), "record --pid: {}", stderr(&out));
+    let r = default_json(&rec);
+    let c = r["idle_paths"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["program"] == true)
+        .unwrap_or_else(|| panic!("no cause in the program: {}", r["idle_paths"]["causes"]));
+    assert_eq!(
+        c["threads"]["name"], "late-teller-with-a-long-name-*",
+        "{c}"
+    );
+    let java = &report_json(&rec)["java_waits"]["jvms"][0];
+    assert_eq!(u(java, "waits"), 0, "{java}");
+}
+
 /// `--monitor-threshold 0` records every contended monitor enter of an
 /// attached JVM: its short monitor waits get their Java frames from the
 /// flight recorder where the stacks at the switch-outs end in the JVM's stub.

@@ -323,13 +323,23 @@ pub fn under_perf<T>(
 /// `java Waits convoy SECONDS` started without idleflow (for `--pid`), given
 /// 1.5 s to start.
 pub fn running_convoy_jvm(classes: &Path, seconds: &str) -> std::process::Child {
+    running_waits_jvm(classes, "convoy", seconds, 1500)
+}
+
+/// `java Waits MODE SECONDS` (JDK 17), started `after_ms` ago.
+pub fn running_waits_jvm(
+    classes: &Path,
+    mode: &str,
+    seconds: &str,
+    after_ms: u64,
+) -> std::process::Child {
     let jvm = std::process::Command::new(Path::new(JDK17).join("bin/java"))
         .arg("-cp")
         .arg(classes)
-        .args(["Waits", "convoy", seconds])
+        .args(["Waits", mode, seconds])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::thread::sleep(std::time::Duration::from_millis(after_ms));
     jvm
 }
