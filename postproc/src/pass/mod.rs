@@ -137,6 +137,12 @@ impl<'o> Pass<'o> {
                 for (tid, name) in &j.threads {
                     a.names.insert(*tid, (j.pid, name.clone()));
                 }
+                // The thread dump's names, where the recording named no
+                // thread of that tid itself (`JavaWaits::has_name` covers
+                // both: their kernel names do not replace them).
+                for (tid, name) in &j.dumped_names {
+                    a.names.entry(*tid).or_insert_with(|| (j.pid, name.clone()));
+                }
             }
         }
         // The JVMs' threads that worked for idleflow are known before the

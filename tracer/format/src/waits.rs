@@ -270,6 +270,13 @@ pub struct JvmWaits {
     pub recorded_to_ns: u64,
     /// The JVM's threads: (kernel tid, Java name).
     pub threads: Vec<(u32, String)>,
+    /// More of its threads' names, from the flight recorder's thread dump
+    /// (kernel tid, name): threads that ran before it started and had no
+    /// event of their own, the JVM's internal threads among them. Names
+    /// only: unlike `threads`, they do not make a thread one of the
+    /// program's Java threads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dumped_names: Vec<(u32, String)>,
     /// When every wait was recorded whatever its length, ns on the
     /// recording's clock, `[from, to)` in time order: idleflow's policy
     /// lowered the thresholds to 0 while the JVM's threads blocked rarely

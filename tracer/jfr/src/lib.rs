@@ -217,6 +217,7 @@ pub fn convert_from<E: std::error::Error + 'static>(
         symbols: FxHashMap::default(),
         stacks: FxHashMap::default(),
         threads: FxHashMap::default(),
+        dumped: FxHashMap::default(),
         pending: Vec::new(),
     };
     let mut chunks = Chunks::new(input, file_bytes);
@@ -270,7 +271,7 @@ pub fn convert_from<E: std::error::Error + 'static>(
             if ev.class_name == THREAD_DUMP {
                 let dump = ev.value.field("result").and_then(|v| v.string());
                 for (tid, name) in threads_of_dump(&dump.unwrap_or_default()) {
-                    conv.threads.entry(tid).or_insert(name);
+                    conv.dumped.entry(tid).or_insert(name);
                 }
                 continue;
             }
@@ -290,6 +291,13 @@ pub fn convert_from<E: std::error::Error + 'static>(
     for r in conv.pending.drain(..) {
         out(r).map_err(Error::Output)?;
     }
+    let mut dumped: Vec<(u32, String)> = conv
+        .dumped
+        .into_iter()
+        .filter(|(tid, _)| !conv.threads.contains_key(tid))
+        .collect();
+    dumped.sort();
+    conv.head.dumped_names = dumped;
     let mut threads: Vec<(u32, String)> = conv.threads.into_iter().collect();
     threads.sort();
     conv.head.threads = threads;
@@ -311,6 +319,8 @@ struct Converter {
     symbols: FxHashMap<String, u64>,
     stacks: FxHashMap<(Vec<JavaFrame>, bool), u64>,
     threads: FxHashMap<u32, String>,
+    /// Names from the thread dumps (`JvmWaits::dumped_names`).
+    dumped: FxHashMap<u32, String>,
     /// Symbol and stack records made for the event being converted.
     pending: Vec<Record>,
 }

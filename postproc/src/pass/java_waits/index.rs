@@ -88,6 +88,12 @@ impl JavaWaits {
                                 .insert(h.pid, (h.recorded_from_ns, h.recorded_to_ns));
                         }
                         w.named.extend(h.threads.iter().cloned());
+                        // The thread dump's names: for threads with no
+                        // name of the recording's own, and without making
+                        // them Java threads.
+                        for (tid, name) in &h.dumped_names {
+                            w.named.entry(*tid).or_insert_with(|| name.clone());
+                        }
                         w.jvms.push(*h);
                     }
                     _ => {}
