@@ -16,6 +16,16 @@ fn default_json(rec: &Path) -> Value {
     serde_json::from_slice(&out.stdout).expect("report JSON parses")
 }
 
+/// The first cause of the headline with a program frame.
+fn first_program_cause(r: &Value) -> &Value {
+    r["idle_paths"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["program"] == true)
+        .unwrap_or_else(|| panic!("no cause in the program: {}", r["idle_paths"]["causes"]))
+}
+
 /// The merged paths, after checking that they and what they leave out add
 /// up to the CPUs' idle, that the per-source sections stay behind their
 /// views, and that idleflow's own threads are on no path.
@@ -346,12 +356,7 @@ fn threads_started_while_recording_keep_their_java_names() {
     // the tellers' cause is the program's first.
     top_cause(&rec, 90.0);
     let r = default_json(&rec);
-    let c = r["idle_paths"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["program"] == true)
-        .unwrap_or_else(|| panic!("no cause in the program: {}", r["idle_paths"]["causes"]));
+    let c = first_program_cause(&r);
     assert_eq!(
         c["threads"]["name"], "late-teller-with-a-long-name-*",
         "{c}"
@@ -388,12 +393,7 @@ fn threads_running_before_pid_keep_their_java_names() {
     let _ = jvm.wait();
     assert!(out.status.success(), "record --pid: {}", stderr(&out));
     let r = default_json(&rec);
-    let c = r["idle_paths"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["program"] == true)
-        .unwrap_or_else(|| panic!("no cause in the program: {}", r["idle_paths"]["causes"]));
+    let c = first_program_cause(&r);
     assert_eq!(
         c["threads"]["name"], "late-teller-with-a-long-name-*",
         "{c}"
