@@ -84,6 +84,12 @@ pub trait SideRings: Send {
     /// A ring that cannot be read keeps its records in the kernel, which
     /// counts what it drops when full.
     fn drain(&mut self, place: &mut dyn FnMut(usize, &[u8]) -> bool);
+    /// Called before [`SideRings::drain`] at `now`: the oldest time of a
+    /// record not in the rings yet (`u64::MAX`: none), after asking the
+    /// source to move what waited too long.
+    fn hold_back(&mut self, _now: u64) -> u64 {
+        u64::MAX
+    }
 }
 
 /// What one pass over the rings copied out.
@@ -93,6 +99,9 @@ pub struct Round {
     seq: u64,
     /// When the pass started, ns (`CLOCK_MONOTONIC`).
     start_ns: u64,
+    /// The oldest record not in the rings yet as the pass started (the
+    /// eBPF programs' batches; `u64::MAX`: none).
+    held_from: u64,
     /// (ring index, its records' bytes), rings with nothing left out.
     chunks: Vec<(usize, Region)>,
     /// The staging position after its bytes.
@@ -104,6 +113,13 @@ impl Round {
     /// When the pass started, ns (`CLOCK_MONOTONIC`).
     pub fn start_ns(&self) -> u64 {
         self.start_ns
+    }
+
+    /// Every record stamped before this was in its ring when the pass
+    /// started or came in it (`u64::MAX`: every record stamped before the
+    /// pass did): the merge may not release past it.
+    pub fn held_from(&self) -> u64 {
+        self.held_from
     }
 
     /// (ring index, the bytes of its whole records), oldest first; rings
@@ -197,6 +213,7 @@ impl Drain {
             .map(|_| Round {
                 seq: 0,
                 start_ns: 0,
+                held_from: u64::MAX,
                 chunks: Vec::with_capacity(rings.len() + side.as_ref().map_or(0, |s| s.rings())),
                 end: 0,
                 staging: staging.clone(),
@@ -370,6 +387,10 @@ impl Thread {
             };
             round.seq = self.next_seq;
             round.start_ns = sys::monotonic_ns();
+            round.held_from = self
+                .side
+                .as_mut()
+                .map_or(u64::MAX, |s| s.hold_back(round.start_ns));
             let mut fullest = 0;
             let mut total = 0;
             let mut left_behind = false;

@@ -388,7 +388,9 @@ impl Recorder {
 
     /// Reads one drained round and writes what it lets the merge release.
     fn process(&mut self, round: &Round) -> Result<(), RecorderError> {
-        let watermark = self.last_round_start;
+        // Records the eBPF programs still batched may be older than the
+        // round before: nothing past the oldest of them is released.
+        let watermark = self.last_round_start.min(round.held_from());
         self.read_round(round, watermark)?;
         self.last_round_start = round.start_ns();
         self.release(watermark)

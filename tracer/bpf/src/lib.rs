@@ -3,7 +3,7 @@
 //! BPF programs at the scheduler's tracepoints (`tp_btf/sched_switch`,
 //! `sched_waking`, `sched_wakeup_new`; source in `src/bpf/sched.bpf.c`)
 //! write one 32-byte record per event, in the kernel, into a BPF ring
-//! buffer of the CPU it happened on; [`SchedRecorder`] loads and attaches
+//! buffer of the CPU it happened on (batched per CPU: see `flush`); [`SchedRecorder`] loads and attaches
 //! them and reads the rings as [`SchedEvent`]s, which carry what the
 //! recording's [`Dispatch`](idleflow_format::Dispatch) and
 //! [`Wakeup`](idleflow_format::Wakeup) need ([`Switch::to_dispatch`],
@@ -38,13 +38,15 @@
 //! BTF), [`probe`](mod@probe) (can eBPF be used here), `stack_config` (which
 //! stacks the programs take), `loader` (the BPF object
 //! loaded), `rings` (one ring per CPU and their reader), `ringmap` (one
-//! ring mapped, read a run of records at a time), [`stats`] (the
+//! ring mapped, read a run of records at a time), `flush` (the programs'
+//! per-CPU batches: which hold records, a flush on demand), [`stats`] (the
 //! programs' run counts and times), [`recorder`] (the life cycle), and
 //! [`error`]. All use of libbpf-rs stays inside this crate: no libbpf-rs
 //! type is part of its API.
 
 pub mod context;
 pub mod error;
+mod flush;
 mod glue;
 mod loader;
 mod percpu;
@@ -68,7 +70,7 @@ pub use record::{
     RECORD_BYTES, STACK_HEAD_BYTES,
 };
 pub use recorder::{CpuLost, Lost, SchedRecorder, RING_BYTES_PER_RECORD, WAKEUP_BYTES};
-pub use ringmap::{framed_len, records};
+pub use ringmap::{framed_len, records, ring_records};
 pub use rings::RingDrain;
 pub use stack_config::StackConfig;
 pub use stats::{ProgramStats, RunTimeStats};

@@ -4,8 +4,8 @@
 //!
 //! Invariant: a [`Loaded`] holds programs the verifier accepted, with the
 //! read-only settings (preempt count offset, how it is read, wake-up
-//! threshold) frozen into them; the outer ring map has one slot per possible CPU, all empty until
-//! [`crate::rings`] fills them.
+//! threshold) frozen into them; the outer ring map and the `pending` map have one slot per
+//! possible CPU, the rings all empty until [`crate::rings`] fills them.
 
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
@@ -111,6 +111,7 @@ fn load_with(settings: Settings) -> Result<SchedSkel<'static>, BpfError> {
             rodata.waker_user_bytes = st.waker_user_bytes & !7;
         }
         open.maps.rings.set_max_entries(settings.cpu_slots)?;
+        open.maps.pending.set_max_entries(settings.cpu_slots)?;
         open.load()
     });
     loaded.map_err(|e| BpfError::Refused {

@@ -14,6 +14,9 @@
 //! ip sp bp di u64 | kernel[48] u64`) and `user_asked` bytes of room for
 //! the user stack copy; [`stacks`] reads them as [`RecordStacks`].
 //!
+//! Records without stacks come in batches: one ring record of n × 32
+//! bytes, which [`split`] cuts back into records.
+//!
 //! Invariant: decoding reads only the bytes it was given and never panics;
 //! a record of a kind this version does not know, or of the wrong length,
 //! is a [`DecodeError`] (the reader counts it, never guesses).
@@ -246,6 +249,23 @@ pub fn stacks(bytes: &[u8]) -> Result<Option<RecordStacks<'_>>, DecodeError> {
     Ok(Some(RecordStacks { kernel, user }))
 }
 
+/// The records of one ring record: a batch of records without stacks
+/// (a multiple of [`RECORD_BYTES`], its first without [`FLAG_STACKS`]) cut
+/// into them, anything else whole (for [`decode`] to judge).
+pub fn split(ring_record: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let batch = ring_record.len() > RECORD_BYTES
+        && ring_record.len().is_multiple_of(RECORD_BYTES)
+        && ring_record[9] & FLAG_STACKS == 0;
+    let size = if batch {
+        RECORD_BYTES
+    } else {
+        ring_record.len().max(1)
+    };
+    // An empty record stays one (undecodable, so counted).
+    let empty = ring_record.is_empty().then_some(ring_record);
+    ring_record.chunks(size).chain(empty)
+}
+
 /// Decodes one record (of a record with stacks, the event: [`stacks`]
 /// reads the rest).
 pub fn decode(bytes: &[u8]) -> Result<SchedEvent, DecodeError> {
@@ -418,6 +438,35 @@ mod tests {
         };
         assert_eq!(w.context, WakeContext::Unknown);
         assert!(w.to_wakeup(1, true).new_thread);
+    }
+
+    #[test]
+    fn a_batch_splits_into_its_records_and_a_record_with_stacks_stays_whole() {
+        let mut batch = Vec::new();
+        for t in 1..=3u64 {
+            let mut r = [0u8; RECORD_BYTES];
+            r[..8].copy_from_slice(&t.to_ne_bytes());
+            r[8] = KIND_SWITCH;
+            batch.extend_from_slice(&r);
+        }
+        let times: Vec<u64> = split(&batch)
+            .map(|r| decode(r).expect("a record").time())
+            .collect();
+        assert_eq!(times, [1, 2, 3]);
+        let mut stacked = vec![0u8; STACK_HEAD_BYTES + 16];
+        stacked[8] = KIND_SWITCH;
+        stacked[9] = FLAG_STACKS;
+        assert_eq!(split(&stacked).count(), 1, "whole, though a multiple of 32");
+        assert_eq!(
+            split(&batch[..40]).count(),
+            1,
+            "not a batch: whole, for decode to refuse"
+        );
+        assert_eq!(
+            split(&[]).count(),
+            1,
+            "an empty record is kept (and refused)"
+        );
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! detach → poll what is left → drop.
 //!
 //! Invariant: from `open` until `detach` every switch and wake-up on every
-//! CPU is either a record in its CPU's ring or counted in [`Lost`]; after
-//! `detach` the programs write nothing more and `poll` reads what the rings
-//! still hold.
+//! CPU is either a record in its CPU's ring, in its CPU's batch (on its
+//! way to the ring: `flush`), or counted in [`Lost`]; after `detach` the
+//! programs write nothing more, the batches are in the rings, and `poll`
+//! reads what the rings still hold.
 
 use std::os::fd::{AsFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +16,7 @@ use std::time::Duration;
 use libbpf_rs::{Link, MapCore, MapFlags};
 
 use crate::error::BpfError;
+use crate::flush::Flusher;
 use crate::loader::Loaded;
 use crate::percpu::WakeContextSource;
 use crate::probe::preconditions;
@@ -82,6 +84,8 @@ pub struct SchedRecorder {
     rings: Option<Rings>,
     /// Records taken off the rings and not handed on, wherever they are read.
     undecodable: Arc<AtomicU64>,
+    /// The programs' per-CPU batches (shared with a drain).
+    flusher: Arc<Flusher>,
     loaded: Loaded,
     cpus: Vec<u32>,
     possible: usize,
@@ -116,9 +120,16 @@ impl SchedRecorder {
             .min(bytes as usize / 4) as u64;
         let loaded = Loaded::load(possible as u32, wakeup, stacks)?;
         let rings = Rings::create(&loaded.skel.maps.rings, &cpus, bytes, page_size())?;
+        let flusher = Arc::new(Flusher::new(
+            loaded.skel.progs.flush_cpu.as_fd(),
+            loaded.skel.maps.pending.as_fd(),
+            possible,
+            &cpus,
+        )?);
         let links = loaded.attach()?;
         Ok(SchedRecorder {
             links,
+            flusher,
             undecodable: rings.undecodable(),
             rings: Some(rings),
             loaded,
@@ -152,7 +163,12 @@ impl SchedRecorder {
         f: impl FnMut(u32, SchedEvent),
     ) -> Result<usize, BpfError> {
         match self.rings.as_mut() {
-            Some(rings) => rings.read(timeout, f),
+            Some(rings) => {
+                // Every batch, not only the stale ones: this reader is
+                // not the hot path, and its callers expect what happened.
+                self.flusher.flush_all();
+                rings.read(timeout, f)
+            }
             None => Ok(0),
         }
     }
@@ -170,13 +186,24 @@ impl SchedRecorder {
     /// for a recorder whose reading must never wait for a CPU: from then on
     /// [`SchedRecorder::poll`] reads nothing. `None` if taken already.
     pub fn take_drain(&mut self) -> Option<RingDrain> {
-        self.rings.take().map(RingDrain::new)
+        let flusher = Arc::clone(&self.flusher);
+        self.rings.take().map(|r| RingDrain::new(r, flusher))
     }
 
     /// Stops the programs; the rings keep what they hold for
     /// [`SchedRecorder::poll`].
     pub fn detach(&mut self) {
         self.links.clear();
+        // A program that was running as its link went may still add to a
+        // batch: flush until none holds records (a few tries, a
+        // millisecond apart).
+        for _ in 0..3 {
+            // Everything is stale at the end of time: all are flushed.
+            if self.flusher.hold_back(u64::MAX) == u64::MAX {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Attaches the programs again after [`SchedRecorder::detach`].

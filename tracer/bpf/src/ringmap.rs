@@ -9,8 +9,8 @@
 //! A record in the ring is an 8-byte header — its length in the low 30 bits
 //! of a `u32`, bit 31 set while the program still writes it (busy), bit 30
 //! set if the program discarded it, then a `u32` the kernel keeps for
-//! itself — and the record, padded to 8 bytes. [`records`] walks runs of
-//! them.
+//! itself — and the record, padded to 8 bytes. [`ring_records`] walks runs
+//! of them, [`records`] also splits the programs' batches.
 //!
 //! Invariant: [`RingMap::pending`] hands out only whole committed records
 //! (it stops at the first one still busy), in the order the programs
@@ -38,9 +38,16 @@ pub fn framed_len(len: usize) -> usize {
 }
 
 /// The records of a run of ring bytes (as [`RingMap::pending`] hands them
-/// out), in order, without the discarded ones. A header that does not fit
-/// in the run ends the walk.
+/// out), in order: each ring record's ([`ring_records`]), a batch split
+/// into its records ([`crate::record::split`]).
 pub fn records(run: &[u8]) -> impl Iterator<Item = &[u8]> {
+    ring_records(run).flat_map(crate::record::split)
+}
+
+/// The ring records of a run of ring bytes, in order, without the
+/// discarded ones: what the kernel framed, a batch of records as one. A
+/// header that does not fit in the run ends the walk.
+pub fn ring_records(run: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut at = 0;
     std::iter::from_fn(move || loop {
         let header = u32::from_ne_bytes(run.get(at..at + 4)?.try_into().ok()?);
@@ -168,7 +175,7 @@ impl RingMap {
 
 #[cfg(test)]
 mod tests {
-    use super::{framed_len, records, BUSY, DISCARD};
+    use super::{framed_len, records, ring_records, BUSY, DISCARD};
 
     fn frame(out: &mut Vec<u8>, record: &[u8], flags: u32) {
         let end = out.len() + framed_len(record.len());
@@ -184,7 +191,7 @@ mod tests {
         frame(&mut run, &[1; 32], 0);
         frame(&mut run, &[2; 20], DISCARD);
         frame(&mut run, &[3; 36], 0);
-        let got: Vec<&[u8]> = records(&run).collect();
+        let got: Vec<&[u8]> = ring_records(&run).collect();
         assert_eq!(got, vec![&[1u8; 32][..], &[3u8; 36][..]]);
         assert_eq!(framed_len(36), 48);
         // A busy header (never in a run `pending` handed out) is skipped
@@ -194,6 +201,11 @@ mod tests {
         frame(&mut cut, &[5; 8], 0);
         cut.extend_from_slice(&(64u32).to_ne_bytes());
         cut.extend_from_slice(&[0; 12]);
-        assert_eq!(records(&cut).collect::<Vec<_>>(), vec![&[5u8; 8][..]]);
+        assert_eq!(ring_records(&cut).collect::<Vec<_>>(), vec![&[5u8; 8][..]]);
+        // A batch of two records is one ring record and two records.
+        let mut batch = Vec::new();
+        frame(&mut batch, &[1; 64], 0);
+        assert_eq!(ring_records(&batch).count(), 1);
+        assert_eq!(records(&batch).collect::<Vec<_>>(), vec![&[1u8; 32][..]; 2]);
     }
 }

@@ -24,6 +24,7 @@ use libbpf_rs::libbpf_sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 
 use crate::error::BpfError;
+use crate::flush::Flusher;
 use crate::record::decode;
 use crate::ringmap::{records, RingMap};
 
@@ -215,11 +216,21 @@ fn epoll_over(maps: &[MapHandle], edge: bool) -> Result<OwnedFd, BpfError> {
 #[derive(Debug)]
 pub struct RingDrain {
     rings: Rings,
+    flusher: Arc<Flusher>,
 }
 
 impl RingDrain {
-    pub(crate) fn new(rings: Rings) -> Self {
-        RingDrain { rings }
+    pub(crate) fn new(rings: Rings, flusher: Arc<Flusher>) -> Self {
+        RingDrain { rings, flusher }
+    }
+
+    /// Call before [`RingDrain::drain`] at `now` (`CLOCK_MONOTONIC` ns):
+    /// flushes the programs' batches that went stale and returns the
+    /// oldest time still batched (`u64::MAX`: none). Every record stamped
+    /// before it is in the rings, so a reader may release what it read
+    /// up to there.
+    pub fn hold_back(&self, now: u64) -> u64 {
+        self.flusher.hold_back(now)
     }
 
     /// The CPU of each ring, in ring order.

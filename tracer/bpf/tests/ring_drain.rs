@@ -10,7 +10,8 @@ mod support;
 use std::time::Duration;
 
 use idleflow_bpf::{
-    decode, framed_len, records, SchedEvent, SchedRecorder, RECORD_BYTES, WAKEUP_BYTES,
+    decode, framed_len, records, ring_records, SchedEvent, SchedRecorder, RECORD_BYTES,
+    WAKEUP_BYTES,
 };
 use support::{may_run, online_cpus, sleep_pinned};
 
@@ -42,7 +43,9 @@ fn a_ring_drain_hands_every_record_once_in_order_and_wakes_on_edges() {
     let mut take = |ring: usize, bytes: &[u8]| {
         assert_eq!(ring, 0);
         assert_eq!(
-            records(bytes).map(|r| framed_len(r.len())).sum::<usize>(),
+            ring_records(bytes)
+                .map(|r| framed_len(r.len()))
+                .sum::<usize>(),
             bytes.len(),
             "whole records"
         );
@@ -53,9 +56,9 @@ fn a_ring_drain_hands_every_record_once_in_order_and_wakes_on_edges() {
     drain.rearm();
     assert!(!readable(drain.wait_fd(), 0), "taken wake-ups stay taken");
 
-    // ≥ 2 switches and a waking per sleep, 40 B each in the ring: past the
-    // 64 KiB threshold.
-    let needed = WAKEUP_BYTES / (RECORD_BYTES + 8) / 3 + 200;
+    // ≥ 2 switches and a waking per sleep, ≥ 32 B each in the ring (a
+    // batch of records has one 8-byte header): past the 64 KiB threshold.
+    let needed = WAKEUP_BYTES / RECORD_BYTES / 3 + 200;
     sleep_pinned(cpu, needed, Duration::from_micros(50));
     assert!(
         readable(drain.wait_fd(), 1000),
@@ -79,7 +82,10 @@ fn a_ring_drain_hands_every_record_once_in_order_and_wakes_on_edges() {
             false
         })
         .unwrap();
-    assert!(offered >= WAKEUP_BYTES / (RECORD_BYTES + 8) * framed_len(RECORD_BYTES));
+    assert!(
+        offered >= WAKEUP_BYTES,
+        "{offered} bytes offered after a wake-up"
+    );
     let mut poll_saw = 0;
     rec.poll(Duration::ZERO, |_, _| poll_saw += 1).unwrap();
     assert_eq!(
@@ -110,4 +116,78 @@ fn a_ring_drain_hands_every_record_once_in_order_and_wakes_on_edges() {
     let here = lost.per_cpu.iter().find(|c| c.cpu == cpu).expect("its CPU");
     assert_eq!((here.ring_full, here.no_ring), (0, 0), "{lost:?}");
     assert_eq!(lost.undecodable, 0, "{lost:?}");
+}
+
+/// A CPU that runs one thread without a switch runs no program, so the
+/// records its batch holds would wait: the reader's `hold_back` flushes
+/// them there (an interrupt on that CPU). Tried until the switch into a
+/// spinning thread is seen held (nothing else ran on its CPU to flush it).
+#[test]
+fn a_cpu_running_one_thread_gets_its_batch_flushed_by_the_reader() {
+    if !may_run("a_cpu_running_one_thread_gets_its_batch_flushed_by_the_reader") {
+        return;
+    }
+    let cpus = online_cpus();
+    let cpu = *cpus.last().expect("a CPU");
+    let mut rec = SchedRecorder::open(&[cpu], 1 << 20, Default::default()).expect("open");
+    let mut drain = rec.take_drain().expect("the rings");
+    if let Some(&other) = cpus.iter().find(|&&c| c != cpu) {
+        support::pin(other);
+    }
+    let switches_into = |bytes: &[u8], tid: u32| {
+        records(bytes)
+            .map(|r| decode(r).expect("every record decodes"))
+            .filter(|e| matches!(e, SchedEvent::Switch(s) if s.next_tid == tid))
+            .count()
+    };
+    let take = |drain: &mut idleflow_bpf::RingDrain| {
+        let mut taken = Vec::new();
+        drain
+            .drain(&mut |_, bytes| {
+                taken.extend_from_slice(bytes);
+                true
+            })
+            .unwrap();
+        taken
+    };
+    for _ in 0..20 {
+        let spinning = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let spin = {
+            let spinning = std::sync::Arc::clone(&spinning);
+            std::thread::spawn(move || {
+                support::pin(cpu);
+                tid_tx.send(support::gettid()).unwrap();
+                let until = std::time::Instant::now() + Duration::from_millis(30);
+                while std::time::Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                spinning.store(false, std::sync::atomic::Ordering::SeqCst);
+            })
+        };
+        let tid = tid_rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+        let before = take(&mut drain);
+        if switches_into(&before, tid) > 0 {
+            // Something else ran there and its program flushed the batch.
+            spin.join().unwrap();
+            continue;
+        }
+        // Everything is stale at the end of time.
+        let held = drain.hold_back(u64::MAX);
+        let after = take(&mut drain);
+        let still_spinning = spinning.load(std::sync::atomic::Ordering::SeqCst);
+        spin.join().unwrap();
+        if !still_spinning {
+            continue;
+        }
+        assert_eq!(held, u64::MAX, "every batch flushed");
+        assert_eq!(
+            switches_into(&after, tid),
+            1,
+            "the held switch reached the ring"
+        );
+        return;
+    }
+    panic!("in 20 tries the spinner's CPU never held the switch into it");
 }

@@ -245,6 +245,10 @@ impl crate::drain::SideRings for RingDrain {
         RingDrain::rearm(self);
     }
 
+    fn hold_back(&mut self, now: u64) -> u64 {
+        RingDrain::hold_back(self, now)
+    }
+
     fn drain(&mut self, place: &mut dyn FnMut(usize, &[u8]) -> bool) {
         // An error leaves the records in the kernel's rings (counted there
         // if they fill): nothing is dropped here.

@@ -29,6 +29,7 @@ typedef _Bool bool;
 
 /* include/uapi/linux/bpf.h: stable ABI numbers. */
 enum {
+	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_ARRAY_OF_MAPS = 12,
 	BPF_MAP_TYPE_RINGBUF = 27,
@@ -36,6 +37,7 @@ enum {
 };
 enum {
 	BPF_F_NO_PREALLOC = 1,
+	BPF_F_MMAPABLE = 1024,
 };
 enum {
 	BPF_LOCAL_STORAGE_GET_F_CREATE = 1,

@@ -42,10 +42,24 @@
  * so that a CPU takes about `idle_stack_budget` and `waker_stack_budget`
  * a second (`samplers`).
  *
+ * Batches: a record without stacks first goes into its CPU's batch (a
+ * per-CPU array of BATCH_RECORDS records), and the batch goes into the ring
+ * as one ring record of n * 32 bytes (src/ringmap.rs splits it again) when
+ * it is full, when its CPU goes idle, when its oldest record is STALE_NS
+ * old at a later run, before a record with stacks, and when user space
+ * asks (`flush_cpu`, run on the CPU by BPF_PROG_TEST_RUN: src/flush.rs):
+ * a ring reservation and commit cost ~100 ns a record here, most of a
+ * plain record's cost. `pending` (mmapped by user space) holds, per CPU,
+ * the time of the oldest record its batch holds (0: none), so that the
+ * reader knows which records are not in the rings yet.
+ *
  * Invariants:
  * - every record goes into the ring of the CPU whose program wrote it, so
  *   CPUs never share a ring (nor its lock) and each ring is in the order
  *   the CPU reserved its records;
+ * - a CPU's records reach its ring in the order it wrote them, but for a
+ *   record written while `flush_cpu` interrupted a program of this CPU (or
+ *   the other way round), which goes into the ring directly;
  * - a record that cannot be written is counted, never dropped silently:
  *   no ring for this CPU (no_ring) or the ring full (ring_full), per CPU in
  *   `counters`; a waking whose context could not be read is written with
@@ -152,6 +166,45 @@ struct {
 	__type(value, struct sampler);
 } samplers SEC(".maps");
 
+/* Records without stacks, held per CPU until a flush (see the top). */
+#define BATCH_RECORDS 64
+/* A batch whose oldest record is this old is flushed at the CPU's next run. */
+#define STALE_NS 4000000ULL
+
+struct batch {
+	__u32 n;
+	/* Set while a program of this CPU appends or flushes: a program that
+	 * interrupted it (flush_cpu, or a waking in the interrupt that
+	 * interrupted flush_cpu) leaves the batch alone. */
+	__u32 busy;
+	__u64 oldest;
+	struct record r[BATCH_RECORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct batch);
+} batches SEC(".maps");
+
+/* Per CPU (a cache line each): the time of the oldest record in its batch,
+ * 0 when it holds none. Written by its CPU's programs only. */
+struct pending {
+	__u64 oldest;
+	__u64 pad[7];
+};
+
+_Static_assert(sizeof(struct pending) == 64, "a pending slot is a cache line");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* set to the number of possible CPUs */
+	__type(key, __u32);
+	__type(value, struct pending);
+} pending SEC(".maps");
+
 /* The threads whose stacks were taken at a switch to idle (a byte each,
  * freed with the task): a thread's first switch to idle gets its stacks
  * whatever the sampler says, within the window's cap, so that the idle of
@@ -240,6 +293,15 @@ static __always_inline struct record *reserve(void **ring)
 /* A record's room in the ring: itself and the ring's 8-byte header. */
 #define RECORD_ROOM (sizeof(struct record) + 8)
 
+/* Whether a record of `room` ring bytes that takes the ring's unread bytes
+ * to `avail` should wake the reader (see submit). */
+static __always_inline __u64 wake_flag(__u64 avail, __u64 room)
+{
+	if (avail >= wakeup_bytes && avail / wakeup_bytes != (avail - room) / wakeup_bytes)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
 /* A record with stacks and `user` bytes of user stack: its room. */
 static __always_inline __u64 stack_room(__u32 user)
 {
@@ -248,7 +310,6 @@ static __always_inline __u64 stack_room(__u32 user)
 
 static __always_inline void submit(void *ring, void *r, __u64 room)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
 	/* Unread bytes, this record's included (it is reserved). */
 	__u64 avail = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
 
@@ -258,10 +319,121 @@ static __always_inline void submit(void *ring, void *r, __u64 room)
 	 * once per record (an interrupt each: irq_work), which slowed a
 	 * 128-thread hand-off to a quarter. A wake-up the reader misses is
 	 * repeated at the next multiple, and it polls with a timeout anyway. */
-	if (avail >= wakeup_bytes &&
-	    avail / wakeup_bytes != (avail - room) / wakeup_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(r, flags);
+	bpf_ringbuf_submit(r, wake_flag(avail, room));
+}
+
+/* Writes the records batch `b` (CPU `cpu`'s) holds into `ring` as one ring
+ * record and empties it; records the ring has no room for are counted. The
+ * caller holds b->busy. */
+static __always_inline void flush(struct batch *b, void *ring, __u32 cpu)
+{
+	struct counters *c;
+	struct pending *p;
+	__u32 n = b->n;
+	__u64 bytes, avail;
+
+	if (n == 0)
+		return;
+	bytes = (__u64)n * sizeof(struct record);
+	/* Bounded where the verifier sees it (clang may not keep a check it
+	 * can prove: `n` never exceeds BATCH_RECORDS). */
+	asm volatile("" : "+r"(bytes));
+	if (bytes > sizeof(b->r))
+		bytes = sizeof(b->r);
+	n = bytes / sizeof(struct record);
+	avail = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + bytes + 8;
+	if (bpf_ringbuf_output(ring, b->r, bytes, wake_flag(avail, bytes + 8))) {
+		c = counters_here();
+		if (c)
+			__sync_fetch_and_add(&c->ring_full, n);
+	}
+	b->n = 0;
+	p = bpf_map_lookup_elem(&pending, &cpu);
+	if (p)
+		p->oldest = 0;
+}
+
+/* Where a record without stacks goes on this CPU: `*slot` in the batch
+ * (returns the batch, held busy: finish with done()), or, when the batch
+ * is held by the program this one interrupted, a ring record of its own
+ * (returns NULL with *slot set: finish with submit()). NULL with *slot
+ * NULL: nowhere (counted). */
+static __always_inline struct batch *append(void **ring, __u32 *cpu, struct record **slot)
+{
+	__u32 zero = 0;
+	struct batch *b;
+	__u32 n;
+
+	*slot = NULL;
+	*cpu = bpf_get_smp_processor_id();
+	b = bpf_map_lookup_elem(&batches, &zero);
+	if (!b || b->busy) {
+		*slot = reserve(ring);
+		return NULL;
+	}
+	*ring = bpf_map_lookup_elem(&rings, cpu);
+	if (!*ring) {
+		struct counters *c = counters_here();
+
+		if (c)
+			__sync_fetch_and_add(&c->no_ring, 1);
+		return NULL;
+	}
+	b->busy = 1;
+	asm volatile("" ::: "memory");
+	n = b->n;
+	if (n >= BATCH_RECORDS) {
+		flush(b, *ring, *cpu);
+		n = 0;
+	}
+	*slot = &b->r[n & (BATCH_RECORDS - 1)];
+	return b;
+}
+
+/* Ends an append(): the record in its slot is counted in, and the batch
+ * flushed if it is full, if `now` (the record's time) is STALE_NS past its
+ * oldest, or if `flush_now`. */
+static __always_inline void done(struct batch *b, void *ring, __u32 cpu, __u64 now,
+				 bool flush_now)
+{
+	__u32 n = b->n;
+
+	if (n == 0) {
+		struct pending *p = bpf_map_lookup_elem(&pending, &cpu);
+
+		b->oldest = now;
+		if (p)
+			p->oldest = now;
+	}
+	b->n = n + 1;
+	if (flush_now || n + 1 >= BATCH_RECORDS || now - b->oldest >= STALE_NS)
+		flush(b, ring, cpu);
+	asm volatile("" ::: "memory");
+	b->busy = 0;
+}
+
+/* Flushes this CPU's batch (before a record with stacks goes into its ring
+ * directly, so that the ring stays in the CPU's order; and flush_cpu).
+ * Returns 1 when the program this one interrupted holds the batch. */
+static __always_inline int flush_here(void)
+{
+	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
+	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
+	void *ring;
+
+	if (!b || b->n == 0)
+		return 0;
+	if (b->busy)
+		return 1;
+	ring = bpf_map_lookup_elem(&rings, &cpu);
+	if (!ring)
+		return 0;
+	b->busy = 1;
+	asm volatile("" ::: "memory");
+	flush(b, ring, cpu);
+	asm volatile("" ::: "memory");
+	b->busy = 0;
+	return 0;
 }
 
 /* This CPU's preempt count, which says whether the code running is a
@@ -416,6 +588,7 @@ static __always_inline int switch_with_stacks(void *ctx, bool preempt, struct ta
 	void *ring;
 	struct stack_record *r;
 
+	flush_here();
 	if (idle_stacks >= 2) {
 		r = reserve_stacks(&ring, idle_user_bytes);
 		if (!r)
@@ -446,12 +619,14 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 {
 	void *ring;
 	struct record *r;
+	struct batch *b;
+	__u32 cpu;
 	__u64 now = bpf_ktime_get_ns();
 
 	if (idle_stacks && next->pid == 0 && prev->pid != 0 &&
 	    sample(SAMPLER_IDLE, idle_stack_budget, 1ULL << 32, now, prev))
 		return switch_with_stacks(ctx, preempt, prev, next, prev_state, now);
-	r = reserve(&ring);
+	b = append(&ring, &cpu, &r);
 	if (!r)
 		return 0;
 	r->time = now;
@@ -463,7 +638,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	r->tid_b = next->pid;
 	r->tgid_b = next->tgid;
 	r->arg = prev_state;
-	submit(ring, r, RECORD_ROOM);
+	if (b)
+		/* A CPU going idle has time for the flush. */
+		done(b, ring, cpu, now, next->pid == 0);
+	else
+		submit(ring, r, RECORD_ROOM);
 	return 0;
 }
 
@@ -480,7 +659,8 @@ static __always_inline int on_wake(void *ctx, struct task_struct *p, __u8 kind)
 	void *ring;
 	struct record *r;
 	struct stack_record *sr = NULL;
-	__u32 pc = 0;
+	struct batch *b = NULL;
+	__u32 pc = 0, cpu = 0;
 	bool known;
 	__u64 now = bpf_ktime_get_ns();
 
@@ -488,6 +668,7 @@ static __always_inline int on_wake(void *ctx, struct task_struct *p, __u8 kind)
 	known = read_preempt_count(cur, &pc) == 0;
 	if (kind == KIND_WAKING && waker_one_in &&
 	    sample(SAMPLER_WAKER, waker_stack_budget, (1ULL << 32) / waker_one_in, now, NULL)) {
+		flush_here();
 		if (waker_user_bytes && !in_interrupt(known, pc)) {
 			sr = reserve_stacks(&ring, waker_user_bytes);
 			if (!sr)
@@ -503,7 +684,7 @@ static __always_inline int on_wake(void *ctx, struct task_struct *p, __u8 kind)
 	if (sr) {
 		r = &sr->ev;
 	} else {
-		r = reserve(&ring);
+		b = append(&ring, &cpu, &r);
 		if (!r)
 			return 0;
 	}
@@ -529,6 +710,8 @@ static __always_inline int on_wake(void *ctx, struct task_struct *p, __u8 kind)
 		r->flags |= FLAG_STACKS;
 		submit(ring, sr, stack_room(waker_user_bytes && !in_interrupt(known, pc) ?
 					    waker_user_bytes : 0));
+	} else if (b) {
+		done(b, ring, cpu, now, false);
 	} else {
 		submit(ring, r, RECORD_ROOM);
 	}
@@ -545,6 +728,17 @@ SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(on_wakeup_new, struct task_struct *p)
 {
 	return on_wake(ctx, p, KIND_WAKEUP_NEW);
+}
+
+/* Flushes the batch of the CPU it runs on, unless a program of that CPU
+ * holds it (returns 1; 0 otherwise). User space runs it on a CPU whose
+ * batch went stale without a run to flush it (a CPU that runs one thread
+ * without switching), through BPF_PROG_TEST_RUN with
+ * BPF_F_TEST_RUN_ON_CPU: an interrupt on that CPU. */
+SEC("raw_tp")
+int flush_cpu(void *ctx)
+{
+	return flush_here();
 }
 
 /* GPL-compatible, as bpf_probe_read_kernel and BTF tracing require; the
