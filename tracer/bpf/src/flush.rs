@@ -95,16 +95,6 @@ impl Flusher {
         rc == 0 && opts.retval == 0
     }
 
-    /// Flushes every CPU's batch (once the programs are detached: then all
-    /// of them are in the rings).
-    pub fn flush_all(&self) {
-        for &cpu in &self.cpus {
-            if self.oldest(cpu) != 0 {
-                self.flush(cpu);
-            }
-        }
-    }
-
     /// Flushes the batches whose oldest record is [`STALE_NS`] older than
     /// `now`, then returns the oldest time still batched (`u64::MAX`:
     /// none): every record stamped before it is in the rings.

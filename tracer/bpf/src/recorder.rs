@@ -164,9 +164,10 @@ impl SchedRecorder {
     ) -> Result<usize, BpfError> {
         match self.rings.as_mut() {
             Some(rings) => {
-                // Every batch, not only the stale ones: this reader is
-                // not the hot path, and its callers expect what happened.
-                self.flusher.flush_all();
+                // Every batch, not only the stale ones (at the end of time
+                // all are): this reader is not the hot path, and its
+                // callers expect what happened.
+                self.flusher.hold_back(u64::MAX);
                 rings.read(timeout, f)
             }
             None => Ok(0),

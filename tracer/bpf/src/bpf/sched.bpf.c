@@ -367,16 +367,10 @@ static __always_inline struct batch *append(void **ring, __u32 *cpu, struct reco
 	*slot = NULL;
 	*cpu = bpf_get_smp_processor_id();
 	b = bpf_map_lookup_elem(&batches, &zero);
-	if (!b || b->busy) {
-		*slot = reserve(ring);
-		return NULL;
-	}
 	*ring = bpf_map_lookup_elem(&rings, cpu);
-	if (!*ring) {
-		struct counters *c = counters_here();
-
-		if (c)
-			__sync_fetch_and_add(&c->no_ring, 1);
+	if (!b || b->busy || !*ring) {
+		/* reserve() counts a missing ring. */
+		*slot = reserve(ring);
 		return NULL;
 	}
 	b->busy = 1;
