@@ -188,6 +188,23 @@ pub fn parent(pid: u32) -> Option<u32> {
     rest.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
+/// How long ago process `pid` was started (forked), from its
+/// `/proc/PID/stat` start time against the boot clock; `None` if it is gone.
+pub fn age(pid: u32) -> Option<std::time::Duration> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After "pid (comm)": state is field 3, starttime field 22.
+    let ticks: u64 = s[s.rfind(')')? + 1..]
+        .split_ascii_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()?;
+    let now_ns = crate::sys::boottime_ns();
+    let started_ns = ticks.saturating_mul(1_000_000_000) / user_hz();
+    Some(std::time::Duration::from_nanos(
+        now_ns.saturating_sub(started_ns),
+    ))
+}
+
 /// Whether process `pid` is `ancestor` or one of its descendants.
 pub fn descends_from(pid: u32, ancestor: u32) -> bool {
     let mut p = pid;
@@ -246,6 +263,28 @@ pub fn uname() -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_age_is_that_of_its_start() {
+        let t = std::time::Instant::now();
+        let child = std::process::Command::new("sleep")
+            .arg("1")
+            .spawn()
+            .expect("sleep runs");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let young = age(child.id()).expect("the child exists");
+        assert!(
+            young <= t.elapsed() + std::time::Duration::from_millis(20)
+                && young >= std::time::Duration::from_millis(250),
+            "{young:?}"
+        );
+        let ours = age(std::process::id()).expect("this process exists");
+        assert!(ours >= young, "{ours:?} {young:?}");
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(age(u32::MAX), None);
+    }
 
     #[test]
     fn cpu_lists() {
