@@ -297,8 +297,10 @@ pub struct ReportArgs {
     pub causes: usize,
 
     /// Idle-causing paths shown, merged and per view (JSON has all).
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    pub paths: usize,
+    /// Without it, up to 3, as many as keep the report on one screen
+    /// (60 lines) unless --per-cpu, --threads or --view ask for more.
+    #[arg(long, value_name = "N")]
+    pub paths: Option<usize>,
 
     /// Also show the per-CPU table (above 16 CPUs the 5 most and 5 least
     /// idle and a histogram) and the idle causes of each CPU it shows; JSON

@@ -74,10 +74,16 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let analysis = analyse(path, &args.window, views, html, None)?;
     let mut report = Report::new(&analysis, args.causes);
     report.keep_views(report_views(&args.view));
+    // One screen unless more was asked for.
+    let asked_more = args.paths.is_some()
+        || args.per_cpu
+        || args.threads.is_some()
+        || args.view.iter().any(|v| !matches!(v, ViewArg::Paths));
     let text_opts = text::TextOptions {
         max_threads: args.threads.unwrap_or(0),
         per_cpu: args.per_cpu,
-        max_paths: args.paths,
+        max_paths: args.paths.unwrap_or(text::DEFAULT_PATHS),
+        fit_lines: (!asked_more).then_some(text::SCREEN_LINES),
     };
     let source = path.display().to_string();
     let out = match args.format {

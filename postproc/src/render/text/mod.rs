@@ -44,23 +44,41 @@ pub struct TextOptions {
     pub per_cpu: bool,
     /// Idle-causing paths shown, merged and per source (JSON has all).
     pub max_paths: usize,
+    /// Fit the report into this many lines by showing fewer merged paths
+    /// (never fewer than one); `None`: `max_paths` whatever the length.
+    pub fit_lines: Option<usize>,
 }
+
+/// Merged paths the default report shows, at most.
+pub const DEFAULT_PATHS: usize = 3;
+
+/// One screen: the default report's lines, at most (issue 41), where one
+/// merged path is enough to keep it there.
+pub const SCREEN_LINES: usize = 60;
 
 impl Default for TextOptions {
     fn default() -> Self {
         TextOptions {
             max_threads: 0,
             per_cpu: false,
-            max_paths: 3,
+            max_paths: DEFAULT_PATHS,
+            fit_lines: Some(SCREEN_LINES),
         }
     }
 }
 
-/// Renders `r` as text.
+/// Renders `r` as text: with `fit_lines`, as many of the top paths as keep
+/// it within that many lines (each of them whole), one at least.
 pub fn render(r: &Report, source: &str, opts: &TextOptions) -> String {
-    let mut o = String::new();
-    let _ = render_into(&mut o, r, source, opts);
-    o
+    let mut shown = opts.clone();
+    loop {
+        let mut o = String::new();
+        let _ = render_into(&mut o, r, source, &shown);
+        match opts.fit_lines {
+            Some(n) if shown.max_paths > 1 && o.lines().count() > n => shown.max_paths -= 1,
+            _ => return o,
+        }
+    }
 }
 
 /// The answer: the report's first lines, its headline (the merged paths)
@@ -176,4 +194,77 @@ fn render_more(o: &mut String, r: &Report, opts: &TextOptions) -> fmt::Result {
             WIDTH
         )
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pass::file::RecordingFile;
+    use crate::AnalysisOptions;
+
+    /// The report of a committed recording (`tests/golden/recordings`).
+    fn golden_report(name: &str) -> Report {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/golden/recordings")
+            .join(name);
+        let analysis = RecordingFile::open(&path)
+            .expect("the golden recording opens")
+            .analyse(&AnalysisOptions::default(), |_| {}, None)
+            .expect("the golden recording reads");
+        Report::new(&analysis, 5)
+    }
+
+    /// How many merged paths a text report shows (their count line says
+    /// how many more there are).
+    fn paths_shown(text: &str) -> usize {
+        let section = text
+            .split("## Idle-causing paths")
+            .nth(1)
+            .expect("the paths section");
+        section
+            .lines()
+            .skip(2)
+            .take_while(|l| !l.is_empty() && !l.starts_with('('))
+            .filter(|l| {
+                l.trim_start()
+                    .as_bytes()
+                    .first()
+                    .is_some_and(u8::is_ascii_digit)
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_report_fits_its_lines_by_showing_fewer_paths_one_at_least() {
+        let r = golden_report("holders-waits.idleflow");
+        let free = TextOptions {
+            fit_lines: None,
+            ..TextOptions::default()
+        };
+        let all = render(&r, "t", &free);
+        assert_eq!(paths_shown(&all), DEFAULT_PATHS, "{all}");
+        let fitted = render(
+            &r,
+            "t",
+            &TextOptions {
+                fit_lines: Some(all.lines().count() - 1),
+                ..free.clone()
+            },
+        );
+        assert!(fitted.lines().count() < all.lines().count(), "{fitted}");
+        assert_eq!(paths_shown(&fitted), DEFAULT_PATHS - 1, "{fitted}");
+        // The rest of the report is the same; the count of paths not shown
+        // grows with the paths dropped.
+        assert!(all.starts_with(fitted.split("## Idle-causing paths").next().unwrap()));
+        let one = render(
+            &r,
+            "t",
+            &TextOptions {
+                fit_lines: Some(1),
+                ..free
+            },
+        );
+        assert_eq!(paths_shown(&one), 1, "{one}");
+        assert!(one.contains("more paths: --paths N shows more"), "{one}");
+    }
 }
