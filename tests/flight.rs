@@ -280,6 +280,51 @@ fn an_idle_trigger_with_waiters_fires_on_an_idle_machine() {
 }
 
 #[test]
+fn a_sustained_trigger_fires_only_once_its_condition_held_that_long() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let fly = |spec: &str, out: &Path| {
+        run(idleflow()
+            .args([
+                "record",
+                "--flight",
+                "10s",
+                "--tail",
+                "100ms",
+                "--trigger",
+                spec,
+                "-o",
+            ])
+            .arg(out)
+            .args(["--", "sleep", "1.5"]))
+    };
+    let held = tmp.path().join("held");
+    let o = fly("waiting>=1 for 700ms in sleep", &held);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let d = dumps(&held);
+    assert_eq!(d.len(), 1, "{err}");
+    let (r, _) = read_dump(&d[0]);
+    let state = r["flight"]["state"].as_str().unwrap();
+    assert!(state.starts_with("1 threads waiting: sleep"), "{state}");
+    let secs: f64 = state
+        .rsplit("for ")
+        .next()
+        .and_then(|v| v.trim_end_matches(" s").parse().ok())
+        .unwrap_or_else(|| panic!("how long it held: {state}"));
+    assert!((0.7..1.5).contains(&secs), "{state}");
+    assert!(
+        u(&r["flight"], "fired_ns") >= u(&r, "start_ns") + 700_000_000,
+        "held 0.7 s first"
+    );
+    // Longer than the sleep: it never held that long.
+    let never = tmp.path().join("never");
+    let o = fly("waiting>=1 for 3s in sleep", &never);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dumps(&never).is_empty(), "{}", stderr(&o));
+}
+
+#[test]
 fn bad_flight_options_are_refused_before_anything_runs() {
     for (args, says) in [
         (vec!["--flight", "soon"], "is not a duration"),

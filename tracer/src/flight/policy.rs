@@ -5,14 +5,20 @@
 //!
 //! ```text
 //! wait>=DUR [in PATTERN]            a thread of interest has been waiting DUR (once per wait)
-//! waiting>=N [in PATTERN]           N threads of interest wait at once
+//! waiting>=N [for DUR] [in PATTERN] N threads of interest wait at once (for DUR on end)
 //! idle>=P% [for DUR] [while waiting>=N [in PATTERN]]
 //!                                   the CPUs were idle P % of the last DUR (default 1s),
 //!                                   while N threads of interest wait
-//! unclaimed>=DUR [in PATTERN]       a CPU idle DUR while a thread of interest has been
-//!                                   runnable as long, not on a CPU
+//! unclaimed>=DUR [for DUR] [in PATTERN]
+//!                                   a CPU idle DUR while a thread of interest has been
+//!                                   runnable as long, not on a CPU (for DUR on end)
 //! signal                            SIGUSR2 to the recorder
 //! ```
+//!
+//! `for DUR` after `waiting>=N` or `unclaimed>=DUR` is a sustain: the
+//! condition must hold at every judgement for DUR before it counts (a
+//! dip, even for one drain batch, starts it again); after `idle>=P%` it is
+//! the window the share is taken over.
 //!
 //! Any of them may end in `every:N` (every Nth occurrence fires) or
 //! `once-after:N` (only the Nth). An occurrence is the condition coming to
@@ -80,7 +86,10 @@ pub enum Rate {
 /// A trigger's occurrences so far, and whether its condition holds.
 #[derive(Debug, Clone, Copy, Default)]
 struct Edge {
+    /// The condition held long enough and counted (until it stops holding).
     holding: bool,
+    /// Since when it has held at every judgement (its sustain).
+    since: Option<u64>,
     occurrences: u64,
 }
 
@@ -93,11 +102,14 @@ pub struct Trigger {
     pub condition: Condition,
     /// Which occurrences fire.
     pub rate: Rate,
+    /// How long the condition must hold before it counts, ns (`for DUR`
+    /// after `waiting>=`/`unclaimed>=`; 0: at once).
+    pub sustain_ns: u64,
 }
 
 /// A trigger that cannot be read.
 #[derive(Debug, thiserror::Error)]
-#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'signal', any of them ending in every:N or once-after:N)")]
+#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4 for 2s', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'signal', any of them ending in every:N or once-after:N)")]
 pub struct TriggerError {
     spec: String,
     why: String,
@@ -155,7 +167,18 @@ impl Trigger {
                 words.pop();
             }
         }
-        let (first, rest) = words.split_first().ok_or_else(|| err("empty".into()))?;
+        let (first, mut rest) = words.split_first().ok_or_else(|| err("empty".into()))?;
+        // `for DUR` right after a sustainable condition.
+        let mut sustain_ns = 0;
+        if (first.starts_with("waiting>=") || first.starts_with("unclaimed>="))
+            && rest.first() == Some(&"for")
+        {
+            let d = rest
+                .get(1)
+                .ok_or_else(|| err("'for' needs a duration".into()))?;
+            sustain_ns = duration_ns(d).map_err(err)?;
+            rest = &rest[2..];
+        }
         let (condition, used) = if *first == "signal" {
             (Condition::Signal, 0)
         } else if let Some(d) = first.strip_prefix("wait>=") {
@@ -230,6 +253,7 @@ impl Trigger {
             spec: spec.split_whitespace().collect::<Vec<_>>().join(" "),
             condition,
             rate,
+            sustain_ns,
         })
     }
 }
@@ -561,13 +585,22 @@ impl Policy {
         for i in 0..self.triggers.len() {
             let state = self.holds(i, now);
             let per_wait = matches!(self.triggers[i].condition, Condition::Wait { .. });
+            let sustain_ns = self.triggers[i].sustain_ns;
             let edge = &mut self.edges[i];
-            let Some(state) = state else {
+            let Some(mut state) = state else {
                 edge.holding = false;
+                edge.since = None;
                 continue;
             };
             if edge.holding && !per_wait {
                 continue;
+            }
+            let since = *edge.since.get_or_insert(now);
+            if now - since < sustain_ns {
+                continue;
+            }
+            if sustain_ns > 0 {
+                state.push_str(&format!(", for {:.1} s", (now - since) as f64 / 1e9));
             }
             edge.holding = true;
             edge.occurrences += 1;
@@ -657,6 +690,8 @@ mod tests {
             "waiting>=4 in pool-*",
             "idle>=40% for 2s while waiting>=4 in http-nio-*",
             "idle>=90%",
+            "waiting>=4 for 2s in pool-*",
+            "unclaimed>=5ms for 1s",
             "signal",
         ] {
             Trigger::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
@@ -752,6 +787,33 @@ mod tests {
         // Dispatched: no longer.
         p.observe(&switch(7 * MS, 1, 0, PrevState::Unknown, 8));
         assert_eq!(p.evaluate(20 * MS), None);
+    }
+
+    #[test]
+    fn a_sustained_condition_counts_once_it_held_at_every_judgement_for_its_duration() {
+        let t = Trigger::parse("waiting>=2 for 50ms in http-nio-*").unwrap();
+        assert_eq!(t.sustain_ns, 50 * MS);
+        assert!(Trigger::parse("waiting>=2 for").is_err());
+        assert!(
+            Trigger::parse("wait>=2s for 1s").is_err(),
+            "a wait is a length already"
+        );
+        let mut p = policy(&["waiting>=2 for 50ms in http-nio-*"]);
+        p.observe(&switch(10 * MS, 0, 7, PrevState::Sleeping, 0));
+        p.observe(&switch(10 * MS, 1, 8, PrevState::Sleeping, 0));
+        assert_eq!(p.evaluate(20 * MS), None, "holds since 20 ms");
+        assert_eq!(p.evaluate(60 * MS), None, "40 ms");
+        // A dip at one judgement starts the sustain again.
+        p.observe(&wake(61 * MS, 8));
+        p.observe(&switch(62 * MS, 1, 0, PrevState::Unknown, 8));
+        assert_eq!(p.evaluate(65 * MS), None, "one waiter");
+        p.observe(&switch(66 * MS, 1, 8, PrevState::Sleeping, 0));
+        assert_eq!(p.evaluate(70 * MS), None, "holds again since 70 ms");
+        assert_eq!(p.evaluate(110 * MS), None, "40 ms");
+        let f = p.evaluate(120 * MS).expect("50 ms held");
+        assert!(f.state.ends_with(", for 0.1 s"), "{}", f.state);
+        assert_eq!(f.at_ns, 120 * MS);
+        assert_eq!(p.evaluate(200 * MS), None, "counted once while it holds");
     }
 
     #[test]
