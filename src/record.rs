@@ -75,11 +75,13 @@ fn fly(
     };
     let flown = idleflow_session::flight::fly(opts, &flight, stop, &mut Printer::default())?;
     if !args.quiet {
+        // Those written: a failed dump left no file.
+        let written = flown.dumps.len().saturating_sub(flown.failed as usize);
         eprintln!(
             "idleflow: flight recorder ended ({}): {} dump{} in {}{}{}{}",
             flown.reason,
-            flown.dumps.len(),
-            if flown.dumps.len() == 1 { "" } else { "s" },
+            written,
+            if written == 1 { "" } else { "s" },
             flight.dir.display(),
             if flown.held_back > 0 {
                 format!(

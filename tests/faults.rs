@@ -65,28 +65,12 @@ fn a_recorder_killed_with_sigkill_leaves_a_readable_recording() {
     }
 }
 
-/// Unmounts the small file system on drop.
-struct Tmpfs(std::path::PathBuf);
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_full_disk_stops_the_recording_says_why_once_and_keeps_what_was_written() {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("small");
-    std::fs::create_dir(&mnt).unwrap();
-    let status = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(status.success(), "mount a 1 MiB tmpfs");
-    let _guard = Tmpfs(mnt.clone());
+    let small = Tmpfs::mount(&dir.path().join("small"), "1m");
+    let mnt = small.path().to_path_buf();
     let rec = mnt.join("r.idleflow");
     // ~280 k dispatches a second, each switch to idle with its user stack
     // copy (up to 8 KiB until the recording is resolved): 1 MiB fills within

@@ -325,6 +325,48 @@ fn a_sustained_trigger_fires_only_once_its_condition_held_that_long() {
 }
 
 #[test]
+fn a_dump_that_fills_the_disk_is_said_leaves_no_file_and_the_recording_goes_on() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let small = Tmpfs::mount(&tmp.path().join("small"), "1m");
+    let out = small.path().join("dumps");
+    // Half a second of the pipe bench is ≈ 100 k dispatches: more than
+    // 1 MiB in a dump.
+    let rec = idleflow()
+        .args(["record", "--flight", "10s", "--tail", "100ms", "-o"])
+        .arg(&out)
+        .args(["--", "perf", "bench", "sched", "pipe", "-l", "400000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_socket(rec.id());
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGUSR2) };
+    let o = rec.wait_with_output().unwrap();
+    let err = stderr(&o);
+    println!("{err}");
+    assert!(o.status.success(), "the recording goes on: {err}");
+    assert!(err.contains("failed"), "{err}");
+    assert_eq!(
+        err.matches("No space left on device").count(),
+        1,
+        "said once: {err}"
+    );
+    assert!(
+        err.contains("0 dumps in") && err.contains(", 1 failed"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "no partial dump holds the disk: {left:?}");
+}
+
+#[test]
 fn bad_flight_options_are_refused_before_anything_runs() {
     for (args, says) in [
         (vec!["--flight", "soon"], "is not a duration"),

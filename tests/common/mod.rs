@@ -114,6 +114,39 @@ pub fn assert_one_screen(text: &str) {
 }
 
 /// `idleflow report --format json` of `rec`.
+/// A small file system of its own (a tmpfs of `size`, `1m`) mounted at a
+/// new directory, unmounted on drop: a disk that fills.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts it at `dir` (created).
+    pub fn mount(dir: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "mount a {size} tmpfs at {}",
+            dir.display()
+        );
+        Tmpfs(dir.to_path_buf())
+    }
+
+    /// Where it is mounted.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
 pub fn report_json(rec: &Path) -> Value {
     // Every source's own section too (`--view all`), beside the merged paths.
     let out = run(idleflow()

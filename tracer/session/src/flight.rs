@@ -153,7 +153,10 @@ pub fn fly(
             "flight recorder: keeping the last {:.0} s (at most {} MiB) in memory; triggers: {}; dumps into {}{}",
             flight.limits.keep_ns as f64 / 1e9,
             flight.limits.max_bytes >> 20,
-            recorder.flight_policy().unwrap_or_default(),
+            recorder
+                .flight_policy()
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "none (SIGUSR2 and `idleflow trigger` only)".into()),
             flight.dir.display(),
             listener
                 .as_ref()

@@ -352,6 +352,35 @@ impl Window {
         };
         let file =
             idleflow_format::create_private(&partial).map_err(io("cannot create", &partial))?;
+        // A dump that cannot be completed (a full disk) leaves nothing: its
+        // partial file would hold the space and read as a broken recording.
+        let written = self.write_into(file, &partial, info, flight);
+        if written.is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        let (file, bytes, summary) = written?;
+        std::fs::rename(&partial, path).map_err(io("cannot rename the dump to", path))?;
+        let latency = started.elapsed();
+        // Complete once renamed; on the disk a little later (the caller's
+        // latency is to the rename).
+        file.sync_all().map_err(io("cannot write", path))?;
+        Ok(Dumped {
+            path: path.to_path_buf(),
+            bytes,
+            summary,
+            latency,
+        })
+    }
+
+    /// Writes the window into `file` (at `partial`): the file, its bytes
+    /// and the summary written.
+    fn write_into(
+        &self,
+        file: std::fs::File,
+        partial: &Path,
+        info: &RunInfo,
+        flight: FlightDump,
+    ) -> Result<(std::fs::File, u64, RunSummary), DumpError> {
         let mut info = info.clone();
         info.start_ns = self.base_ns;
         if let Some(first) = self.segments.first() {
@@ -410,21 +439,11 @@ impl Window {
             .into_inner()
             .map_err(|e| DumpError::Io {
                 what: "cannot write",
-                path: partial.clone(),
+                path: partial.to_path_buf(),
                 source: e.into_error(),
             })?;
         let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-        std::fs::rename(&partial, path).map_err(io("cannot rename the dump to", path))?;
-        let latency = started.elapsed();
-        // Complete once renamed; on the disk a little later (the caller's
-        // latency is to the rename).
-        file.sync_all().map_err(io("cannot write", path))?;
-        Ok(Dumped {
-            path: path.to_path_buf(),
-            bytes,
-            summary,
-            latency,
-        })
+        Ok((file, bytes, summary))
     }
 }
 
