@@ -143,6 +143,59 @@ pub fn java_method(name: &str) -> &str {
     }
 }
 
+/// Whether the JIT frame `caller` (a [`java_method`] name, `pkg.Class.method`)
+/// can be the caller of the JNI function `symbol` (`Java_pkg_Class_method`,
+/// perhaps with `__signature`): a JNI function is called only from its
+/// method's native wrapper (or the interpreter), so a JIT frame of any
+/// other name above it was named by a perf map that no longer describes
+/// the code of the moment the stack was copied (the code was thrown away
+/// and its space reused, as after a class redefinition). The same holds
+/// for HotSpot's `Unsafe_*` natives. Other names are not judged (`true`).
+pub fn jni_caller_matches(symbol: &str, caller: &str) -> bool {
+    // HotSpot's own natives of `Unsafe` (`Unsafe_Park` for
+    // `jdk.internal.misc.Unsafe.park`, `sun.misc.Unsafe` before JDK 9).
+    if let Some(name) = symbol.strip_prefix("Unsafe_") {
+        let Some((class, method)) = caller.rsplit_once('.') else {
+            return false;
+        };
+        let mut first = name.chars();
+        return (class == "jdk.internal.misc.Unsafe" || class == "sun.misc.Unsafe")
+            && first.next().is_some_and(|c| {
+                method.strip_prefix(c.to_ascii_lowercase()) == Some(first.as_str())
+            });
+    }
+    let Some(mangled) = symbol.strip_prefix("Java_") else {
+        return true;
+    };
+    let Some((class, method)) = caller.rsplit_once('.') else {
+        return false;
+    };
+    let mut expected = String::with_capacity(caller.len() + 8);
+    jni_mangle(class, &mut expected);
+    expected.push('_');
+    jni_mangle(method, &mut expected);
+    mangled == expected
+        || mangled
+            .strip_prefix(expected.as_str())
+            .is_some_and(|rest| rest.starts_with("__"))
+}
+
+/// Appends `name` mangled as the JNI specification names native methods:
+/// `.` (a package separator) as `_`, `_` as `_1`, `;` as `_2`, `[` as
+/// `_3`, other characters than ASCII letters and digits as `_0xxxx`.
+fn jni_mangle(name: &str, out: &mut String) {
+    for u in name.encode_utf16() {
+        match char::from_u32(u.into()) {
+            Some(c) if c.is_ascii_alphanumeric() => out.push(c),
+            Some('.') | Some('/') => out.push('_'),
+            Some('_') => out.push_str("_1"),
+            Some(';') => out.push_str("_2"),
+            Some('[') => out.push_str("_3"),
+            _ => out.push_str(&format!("_0{u:04x}")),
+        }
+    }
+}
+
 /// The two root frames of thread `tid`'s paths: its process's name and
 /// its own (a pool's name pattern when `merge_threads`). `names`: tid →
 /// (pid, name).
@@ -285,6 +338,52 @@ pub fn thread_pattern(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jni_function_is_called_from_its_methods_native_wrapper_only() {
+        assert!(jni_caller_matches(
+            "Java_sun_nio_ch_EPoll_wait",
+            "sun.nio.ch.EPoll.wait"
+        ));
+        assert!(!jni_caller_matches(
+            "Java_sun_nio_ch_EPoll_wait",
+            "org.apache.tomcat.util.buf.StringCache.toString"
+        ));
+        assert!(!jni_caller_matches(
+            "Java_sun_nio_ch_EPoll_wait",
+            "sun.nio.ch.EPoll.waitx"
+        ));
+        // Overloaded (with the signature), `_`, `$` and non-ASCII escaped.
+        assert!(jni_caller_matches(
+            "Java_a_b_C_1d_00024E_f_1g__IJ",
+            "a.b.C_d$E.f_g"
+        ));
+        assert!(jni_caller_matches(
+            "Java_p_Caf_000e9_run",
+            "p.Caf\u{e9}.run"
+        ));
+        assert!(!jni_caller_matches("Java_a_b_C_f", "a.b.C_f"));
+        // Not a JNI function, or a caller that is no method: not judged /
+        // not the wrapper.
+        assert!(jni_caller_matches(
+            "Unsafe_Park",
+            "jdk.internal.misc.Unsafe.park"
+        ));
+        assert!(jni_caller_matches(
+            "Unsafe_Unpark",
+            "sun.misc.Unsafe.unpark"
+        ));
+        assert!(!jni_caller_matches(
+            "Unsafe_Park",
+            "org.apache.catalina.webresources.CachedResource.exists"
+        ));
+        assert!(!jni_caller_matches(
+            "Unsafe_Park",
+            "jdk.internal.misc.Unsafe.unpark"
+        ));
+        assert!(jni_caller_matches("JVM_Sleep", "anything.at.all"));
+        assert!(!jni_caller_matches("Java_a_B_f", "StubRoutines (1)"));
+    }
 
     #[test]
     fn jit_names_read_as_the_flight_recorders() {

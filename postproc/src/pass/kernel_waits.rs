@@ -321,12 +321,16 @@ impl KernelWaits {
             return Vec::new();
         };
         let mut out = Vec::with_capacity(st.frames.len());
+        // The JNI function of the frame before, whose caller must be its
+        // method's native wrapper.
+        let mut jni: Option<&str> = None;
         for &f in &st.frames {
             let Some(fr) = usize::try_from(f)
                 .ok()
                 .and_then(|f| f.checked_sub(1))
                 .and_then(|i| sy.frames.get(i))
             else {
+                jni = None;
                 out.push(UserPathFrame {
                     kind: CodeKind::Unknown,
                     name: "[unknown]".to_string(),
@@ -337,6 +341,24 @@ impl KernelWaits {
                 });
                 continue;
             };
+            // A JIT frame above a JNI function (or an `Unsafe_*` native)
+            // that is not that function's method: the perf map named code
+            // that was not there when the stack was copied, so this frame
+            // and those above it are unknown. The stack stops at the JNI
+            // function.
+            if let Some(symbol) = jni.take() {
+                let innermost = fr.inlined.last().unwrap_or(&fr.name);
+                if fr.kind == CodeKind::Jit
+                    && !path::jni_caller_matches(symbol, path::java_method(innermost))
+                {
+                    break;
+                }
+            }
+            if fr.kind == CodeKind::Native
+                && (fr.name.starts_with("Java_") || fr.name.starts_with("Unsafe_"))
+            {
+                jni = Some(&fr.name);
+            }
             let module = usize::try_from(fr.module)
                 .ok()
                 .and_then(|m| m.checked_sub(1))
@@ -618,5 +640,78 @@ mod tests {
         let tool: FxHashSet<u32> = [7].into_iter().collect();
         let s = KernelWaitsSection::new(&kw, &tool, (0, 0), |t| format!("t{t}")).unwrap();
         assert!(s.paths.is_empty());
+    }
+
+    /// A JIT frame above a JNI function that is not its method's native
+    /// wrapper (a perf map written after the code there was replaced, as
+    /// in Tomcat's Poller: `Java_sun_nio_ch_EPoll_wait` returning into
+    /// `StringCache.toString`) is not shown: the stack stops at the JNI
+    /// function. The wrapper itself, and the frames above it, are kept.
+    #[test]
+    fn a_jit_frame_that_cannot_call_the_jni_function_below_ends_the_stack() {
+        use idleflow_format::{UnwindEnd, UserFrame, UserModule, UserStackCounts};
+        let frame = |id: u64, kind, module, name: &str| UserFrame {
+            id,
+            kind,
+            module,
+            addr: id * 0x10,
+            name: name.into(),
+            inlined: Vec::new(),
+            file: String::new(),
+            line: 0,
+        };
+        let module = |id: u64, path: &str| UserModule {
+            id,
+            path: path.into(),
+            build_id: String::new(),
+            note: String::new(),
+        };
+        let mut kw = KernelWaits {
+            user_symbols: Some(Box::new(UserSymbols {
+            modules: vec![module(1, "/lib/libnio.so"), module(2, "/tmp/perf-1.map")],
+            frames: vec![
+                frame(1, CodeKind::Native, 1, "epoll_wait"),
+                frame(2, CodeKind::Native, 1, "Java_sun_nio_ch_EPoll_wait"),
+                frame(
+                    3,
+                    CodeKind::Jit,
+                    2,
+                    "java.lang.String org.apache.tomcat.util.buf.StringCache.toString(org.apache.tomcat.util.buf.ByteChunk)",
+                ),
+                frame(4, CodeKind::Jit, 2, "void java.text.MessageFormat.<init>(java.lang.String)"),
+                frame(5, CodeKind::Jit, 2, "int sun.nio.ch.EPoll.wait(int, long, int, int)"),
+                frame(
+                    6,
+                    CodeKind::Jit,
+                    2,
+                    "int sun.nio.ch.SelectorImpl.lockAndDoSelect(java.util.function.Consumer, long)",
+                ),
+            ],
+            counts: UserStackCounts::default(),
+            notes: Vec::new(),
+        })),
+            ..Default::default()
+        };
+        kw.user_stack(UserStack {
+            id: 1,
+            end: UnwindEnd::Stopped,
+            frames: vec![1, 2, 3, 4],
+        });
+        kw.user_stack(UserStack {
+            id: 2,
+            end: UnwindEnd::Stopped,
+            frames: vec![1, 2, 5, 6],
+        });
+        let names = |id| -> Vec<String> { kw.user_frames(id).into_iter().map(|f| f.1).collect() };
+        assert_eq!(names(1), ["epoll_wait", "Java_sun_nio_ch_EPoll_wait"]);
+        assert_eq!(
+            names(2),
+            [
+                "epoll_wait",
+                "Java_sun_nio_ch_EPoll_wait",
+                "sun.nio.ch.EPoll.wait",
+                "sun.nio.ch.SelectorImpl.lockAndDoSelect"
+            ]
+        );
     }
 }
