@@ -321,6 +321,17 @@ fn a_running_jvm_recorded_with_pid_by_default_names_its_convoy() {
     let jvm = &report_json(&rec)["java_waits"]["jvms"][0];
     let span = u(jvm, "recorded_to_ns") - u(jvm, "recorded_from_ns");
     assert!(u(jvm, "all_waits_ns") * 10 >= span * 9, "{jvm}");
+    // Starting the flight recorder in a running JVM redefines classes and
+    // throws their compiled code away: the stacks copied before it keep no
+    // JIT frame (the perf map, written at the end, names later code there).
+    let out = run(idleflow()
+        .args(["report", "--format", "json", "--view", "user"])
+        .arg(&rec));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let user: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let counts = &user["call_paths"]["counts"];
+    assert!(u(counts, "stale_jit") > 0, "{counts}");
+    assert!(u(counts, "stale_jit") < u(counts, "resolved"), "{counts}");
 }
 
 /// A JVM whose waits turn frequent: the policy stops recording every

@@ -213,6 +213,14 @@ pub struct UserStackCounts {
     pub stacks: u64,
     /// Bytes of stack copies read.
     pub copy_bytes: u64,
+    /// Copies whose JIT frames were cut off: taken before their JVM threw
+    /// its compiled code away (`idleflow_unwind::StaleJitBefore`).
+    #[serde(skip_serializing_if = "no_copies")]
+    pub stale_jit: u64,
+}
+
+fn no_copies(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The modules and named frames of a recording's user stacks (kind

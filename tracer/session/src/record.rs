@@ -215,8 +215,16 @@ pub fn record(
     if let Some(a) = &java.agent {
         recorder.set_agent_notes(a.notes());
     }
+    // JVMs that ran before the window (`--pid`'s) and redefined classes
+    // when idleflow's flight recording started in them: their compiled
+    // code of before is gone, and the perf map written when the window
+    // closes would name other code at its addresses.
+    let mut stale_jit = idleflow_unwind::StaleJitBefore::default();
     if let (Some(w), Some(watch)) = (&java.waits, watch) {
-        read_waits(opts, w, watch, &mut recorder, progress)?;
+        let jfr_started = read_waits(opts, w, watch, &mut recorder, progress)?;
+        if opts.command.is_empty() {
+            stale_jit.extend(jfr_started);
+        }
     }
     let kept = kept_so_far(recorder.partial_path());
     let (path, summary) = recorder
@@ -229,7 +237,7 @@ pub fn record(
         resolve::write_perf_maps(target_pids.first().copied(), opts.quiet, progress);
     }
     if opts.recorder.user_stack_bytes > 0 && opts.resolve {
-        resolve::resolve_stacks(&path, opts.quiet, progress)?;
+        resolve::resolve_stacks_with(&path, &stale_jit, opts.quiet, progress)?;
     }
     Ok(Recorded {
         path,
@@ -461,14 +469,15 @@ fn stopped(
 
 /// Closes the window, stops the flight recordings of the JVMs that still
 /// run (those that exited wrote theirs then), joins what killed JVMs left,
-/// and reads every JVM's file into the recording.
+/// and reads every JVM's file into the recording. Returns when idleflow's
+/// flight recording had started in each JVM (ns, the recording's clock).
 fn read_waits(
     opts: &Options,
     w: &Waits,
     watch: Watch,
     recorder: &mut Recorder,
     progress: &mut dyn Progress,
-) -> Result<(), SessionError> {
+) -> Result<std::collections::HashMap<u32, u64>, SessionError> {
     let watched = watch.finish();
     // The window closes first: reading the JVMs' files is not recorded.
     let kept = kept_so_far(recorder.partial_path());
@@ -492,7 +501,7 @@ fn read_waits(
     let offset = recorder.clock_offset_ns();
     notes.extend(w.collect(recorder, &watched, offset, opts.quiet, progress)?);
     recorder.set_java_notes(notes);
-    Ok(())
+    Ok(watched.jfr_started)
 }
 
 /// Exit status of a finished child as a shell would report it.

@@ -20,11 +20,24 @@ pub fn resolve_stacks(
     quiet: bool,
     progress: &mut dyn Progress,
 ) -> Result<(), SessionError> {
+    resolve_stacks_with(path, &Default::default(), quiet, progress)
+}
+
+/// [`resolve_stacks`], the JIT frames of the copies `stale` names cut off
+/// ([`idleflow_unwind::StaleJitBefore`]).
+pub fn resolve_stacks_with(
+    path: &Path,
+    stale: &idleflow_unwind::StaleJitBefore,
+    quiet: bool,
+    progress: &mut dyn Progress,
+) -> Result<(), SessionError> {
     const WHAT: &str = "resolving user stacks";
     let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     progress.bytes(WHAT, 0, total);
     let started = Instant::now();
-    let r = idleflow_unwind::resolve(path, &mut |done, all| progress.bytes(WHAT, done, all));
+    let r = idleflow_unwind::resolve_with(path, stale, &mut |done, all| {
+        progress.bytes(WHAT, done, all)
+    });
     progress.bytes_done();
     let r = r.map_err(|source| SessionError::Resolve {
         path: path.to_path_buf(),

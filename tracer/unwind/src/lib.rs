@@ -64,9 +64,28 @@ pub struct Resolved {
     pub frames: usize,
 }
 
+/// Per process: copies taken before this time (ns, the recording's clock)
+/// keep no frame in code outside a file mapping (JIT code, stubs, the
+/// interpreter). A perf map is written when the window closes and names
+/// the code of that moment; where a JVM threw its compiled code away
+/// during the window (a flight recording started in a JVM attached late
+/// redefines classes, which drops their compiled code and the native
+/// wrappers with it), an earlier copy's return addresses lie in space that
+/// later code reused, and would be named after it.
+pub type StaleJitBefore = FxHashMap<u32, u64>;
+
 /// Resolves the stack copies of the recording at `path` in place.
 /// `progress(bytes read, bytes in all)` is called now and then.
 pub fn resolve(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Resolved, ResolveError> {
+    resolve_with(path, &StaleJitBefore::default(), progress)
+}
+
+/// [`resolve`], with the JIT frames of the copies `stale` names cut off.
+pub fn resolve_with(
+    path: &Path,
+    stale: &StaleJitBefore,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Resolved, ResolveError> {
     let io = |what, path: &Path| {
         let path = path.to_path_buf();
         move |source| ResolveError::Io { what, path, source }
@@ -83,6 +102,7 @@ pub fn resolve(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Resolv
         let tool_pid = reader.info().tool_pid;
         let mut state = State {
             frames: Frames::new(reader.info().start_unix_ns),
+            stale_jit_before: stale.clone(),
             ..State::default()
         };
         let mut n = 0u64;
@@ -160,6 +180,7 @@ struct State {
     stacks: FxHashMap<(Vec<u64>, idleflow_format::UnwindEnd), u64>,
     unwound: FxHashMap<UnwindKey, CachedUnwind>,
     counts: UserStackCounts,
+    stale_jit_before: StaleJitBefore,
 }
 
 impl State {
@@ -184,6 +205,10 @@ impl State {
         // A thread that blocks where it blocked before: the same
         // registers, and the same words where the last unwind read them,
         // give the same stack without unwinding again.
+        let stale_jit = self
+            .stale_jit_before
+            .get(&c.pid)
+            .is_some_and(|&t| c.time < t);
         let key = UnwindKey {
             pid: c.pid,
             owner,
@@ -191,6 +216,7 @@ impl State {
             ip: c.ip,
             sp: c.sp,
             bp: c.bp,
+            stale_jit,
         };
         if let Some(hit) = self.unwound.get(&key).filter(|u| {
             u.reads
@@ -203,9 +229,21 @@ impl State {
                 None => Ok(()),
             };
         }
-        let unwound = self
-            .unwinders
-            .unwind(owner, space, &mut self.elves, c.ip, c.sp, c.bp, bytes);
+        let mut unwound =
+            self.unwinders
+                .unwind(owner, space, &mut self.elves, c.ip, c.sp, c.bp, bytes);
+        if stale_jit {
+            // The stack ends before its first frame outside the files.
+            if let Some(i) = unwound
+                .addrs
+                .iter()
+                .position(|&a| space.find(a).is_none_or(|m| !m.is_file()))
+            {
+                unwound.addrs.truncate(i);
+                unwound.end = idleflow_format::UnwindEnd::Stopped;
+                self.counts.stale_jit += 1;
+            }
+        }
         if self.unwound.len() >= MAX_CACHED_UNWINDS {
             self.unwound.clear();
         }
@@ -282,6 +320,8 @@ struct UnwindKey {
     ip: u64,
     sp: u64,
     bp: u64,
+    /// Its JIT frames are cut off ([`StaleJitBefore`]).
+    stale_jit: bool,
 }
 
 /// An unwind remembered: the words it read, and the stack it gave (`None`:

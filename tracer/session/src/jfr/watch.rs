@@ -75,6 +75,10 @@ pub struct Watched {
     pub own_tids: HashMap<u32, Vec<u32>>,
     /// When idleflow first attached to each JVM, ns on the recording's clock.
     pub attached: HashMap<u32, u64>,
+    /// When idleflow's flight recording had started in each JVM, ns on the
+    /// recording's clock: a JVM attached late redefined classes by then,
+    /// and threw away their compiled code.
+    pub jfr_started: HashMap<u32, u64>,
 }
 
 /// Whether `JFR.start` failed only because the JVM is still starting: its
@@ -258,6 +262,9 @@ impl Watcher {
             .or_insert_with(idleflow_tracer::sys::monotonic_ns);
         match self.waits.start_in(pid) {
             Ok(()) => {
+                self.done
+                    .jfr_started
+                    .insert(pid, idleflow_tracer::sys::monotonic_ns());
                 if let Some(r) = self.rarity.get_mut(&pid) {
                     r.restart(idleflow_tracer::sys::monotonic_ns());
                 }
