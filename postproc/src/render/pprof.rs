@@ -272,6 +272,7 @@ mod tests {
             program_frame: None,
             jvm_internal: false,
             java_unnamed: false,
+            java_stack_stops: false,
             windows: Default::default(),
         }
     }

@@ -110,6 +110,10 @@ fn render_no_program(o: &mut String, causes: &[&Cause]) -> fmt::Result {
     {
         let source = if c.reason == Reason::Jvm(JvmReason::MonitorEnter) {
             "--monitor-threshold 0 records every monitor enter"
+        } else if c.java_stack_stops {
+            // Stacks were taken: more of them would stop there too.
+            "its stacks stop in compiled Java code: a JVM run with -XX:+PreserveFramePointer \
+             (as `idleflow record -- java …` runs it) lets them through"
         } else {
             "--stacks waits takes the stacks at every wait"
         };
@@ -291,6 +295,60 @@ mod tests {
     use super::cause_lines;
 
     #[test]
+    fn a_large_cause_without_java_frames_names_what_would_name_them() {
+        use crate::sections::idle_paths::{Cause, PathThreads};
+        let cause = |name: &str, reason: &str, share: f64, stops: bool| Cause {
+            process: "java".into(),
+            reason: reason.into(),
+            object: String::new(),
+            threads: PathThreads {
+                name: name.into(),
+                count: 1,
+                dispatches: 10,
+            },
+            more_threads: 0,
+            frame: None,
+            caller: None,
+            program: false,
+            held_by: vec![],
+            notified_by: vec![],
+            idle_ns: 1,
+            share_pct: share,
+            dispatches: 10,
+            paths: 1,
+            jvm_internal: false,
+            java_unnamed: true,
+            java_stack_stops: stops,
+        };
+        let causes = [
+            cause("poller", "epoll wait", 30.0, true),
+            cause("clerk-*", "monitor enter", 20.0, true),
+            cause("exec-*", "park", 12.0, false),
+            cause("small", "park", 5.0, true),
+        ];
+        let refs: Vec<&Cause> = causes.iter().collect();
+        let mut o = String::new();
+        super::render_no_program(&mut o, &refs).unwrap();
+        // Each hint on one line, its wrapped continuation joined.
+        let joined = o.replace("\n#             ", " ");
+        let hint = |who: &str| {
+            joined
+                .lines()
+                .find(|l| l.starts_with(&format!("#           {who}: no source named")))
+                .unwrap_or_else(|| panic!("no hint for {who}: {o}"))
+                .to_string()
+        };
+        // Stacks were taken and stopped: more stacks would stop too.
+        assert!(hint("poller").contains("-XX:+PreserveFramePointer"), "{o}");
+        // A monitor enter is named by the flight recorder at any length.
+        assert!(hint("clerk-*").contains("--monitor-threshold 0"), "{o}");
+        // No stack at all: take one at every wait.
+        assert!(hint("exec-*").contains("--stacks waits"), "{o}");
+        // Below the hint's share, no hint.
+        assert!(!o.contains("small: no source"), "{o}");
+    }
+
+    #[test]
     fn a_cause_line_fits_by_shortening_names_and_keeps_the_program_frame() {
         use crate::path::{Frame, FrameKind};
         use crate::path::{FrameSource, PathFrame};
@@ -330,6 +388,7 @@ mod tests {
             paths: 2,
             jvm_internal: false,
             java_unnamed: false,
+            java_stack_stops: false,
         };
         let lines = cause_lines("#   0.9 %  ", &c, 120);
         let text = lines.join("\n");

@@ -59,6 +59,10 @@ pub struct Cause {
     /// none of its frames names Java code (as [`IdlePath::java_unnamed`]).
     #[serde(skip)]
     pub java_unnamed: bool,
+    /// Of those, some had a user stack that stopped before any Java frame
+    /// (as [`IdlePath::java_stack_stops`]).
+    #[serde(skip)]
+    pub java_stack_stops: bool,
 }
 
 /// The frame a cause is named by: the program's first, else the first
@@ -145,6 +149,7 @@ pub(super) fn causes(paths: &[IdlePath], tids: &[FxHashMap<String, FxHashSet<u32
                     paths: 0,
                     jvm_internal: true,
                     java_unnamed: false,
+                    java_stack_stops: false,
                 },
                 FxHashMap::default(),
                 FxHashMap::default(),
@@ -156,6 +161,7 @@ pub(super) fn causes(paths: &[IdlePath], tids: &[FxHashMap<String, FxHashSet<u32
         c.paths += 1;
         c.jvm_internal &= p.jvm_internal;
         c.java_unnamed |= p.java_unnamed;
+        c.java_stack_stops |= p.java_stack_stops;
         if c.object.is_empty() {
             c.object = p.object.clone();
         } else if !p.object.is_empty() && p.object != c.object {

@@ -106,6 +106,10 @@ pub struct IdlePath {
     /// none of its frames names Java code.
     #[serde(skip)]
     pub java_unnamed: bool,
+    /// Of those, some had a user stack that ended before any Java frame
+    /// (compiled Java code without frame pointers stops the unwinder).
+    #[serde(skip)]
+    pub java_stack_stops: bool,
     /// Its idle per time window, where the analysis split it
     /// ([`crate::AnalysisOptions::windows`]).
     #[serde(skip)]
@@ -248,6 +252,7 @@ struct Group {
     others: FxHashMap<String, u64>,
     monitor_wait: bool,
     java_unnamed: bool,
+    java_stack_stops: bool,
     /// Rows of threads other than HotSpot's own.
     not_internal: bool,
 }
@@ -279,6 +284,13 @@ impl IdlePathsSection {
                 .unwrap_or_else(|| (0, format!("tid {}", row.tid)));
             let java_thread = jvms.contains(&pid) && !hotspot_internal(&thread);
             let named = names_java(&row.frames);
+            // A user stack was taken (and named no Java frame, if `!named`).
+            let user_stack = row.frames.iter().any(|f| {
+                matches!(
+                    f.frame.kind,
+                    FrameKind::Native | FrameKind::Jit | FrameKind::Interpreted
+                )
+            });
             if jvms.contains(&pid) {
                 if !java_thread {
                     java.jvm_internal_ns = java.jvm_internal_ns.saturating_add(row.idle_ns);
@@ -312,6 +324,7 @@ impl IdlePathsSection {
             }
             g.monitor_wait |= row.jvm_reason == Some(WaitReason::MonitorWait);
             g.java_unnamed |= java_thread && !named;
+            g.java_stack_stops |= java_thread && !named && user_stack;
             g.not_internal |= !(jvms.contains(&pid) && hotspot_internal(&thread));
         }
         // The flight recorders' own count of what came before they ran,
@@ -374,6 +387,7 @@ impl IdlePathsSection {
                     program_frame,
                     jvm_internal: !g.not_internal,
                     java_unnamed: g.java_unnamed,
+                    java_stack_stops: g.java_stack_stops,
                     windows: g.windows,
                 };
                 (path, tids)
