@@ -48,6 +48,18 @@ fn read_dump(dump: &Path) -> (Value, String) {
     (report_json(dump), stdout(&text))
 }
 
+/// The recorder's run `o` succeeded and left exactly one dump in `dir`:
+/// its JSON report and the state that fired it.
+fn the_one_dump(o: &std::process::Output, dir: &Path) -> (Value, String) {
+    let err = stderr(o);
+    assert!(o.status.success(), "{err}");
+    let d = dumps(dir);
+    assert_eq!(d.len(), 1, "{err}");
+    let (r, _) = read_dump(&d[0]);
+    let state = r["flight"]["state"].as_str().unwrap().to_string();
+    (r, state)
+}
+
 #[test]
 fn a_wait_trigger_dumps_a_window_with_every_dispatch_and_says_what_fired() {
     let Some(_m) = machine() else { return };
@@ -260,12 +272,7 @@ fn an_idle_trigger_with_waiters_fires_on_an_idle_machine() {
         ])
         .arg(&out)
         .args(["--", "sleep", "1.5"]));
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
-    let d = dumps(&out);
-    assert_eq!(d.len(), 1, "{err}");
-    let (r, _) = read_dump(&d[0]);
-    let state = r["flight"]["state"].as_str().unwrap();
+    let (r, state) = the_one_dump(&o, &out);
     assert!(
         state.contains("% of 2 CPUs idle over the last 0.5 s, while 1 threads waiting: sleep"),
         "{state}"
@@ -300,12 +307,7 @@ fn a_sustained_trigger_fires_only_once_its_condition_held_that_long() {
     };
     let held = tmp.path().join("held");
     let o = fly("waiting>=1 for 700ms in sleep", &held);
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
-    let d = dumps(&held);
-    assert_eq!(d.len(), 1, "{err}");
-    let (r, _) = read_dump(&d[0]);
-    let state = r["flight"]["state"].as_str().unwrap();
+    let (r, state) = the_one_dump(&o, &held);
     assert!(state.starts_with("1 threads waiting: sleep"), "{state}");
     let secs: f64 = state
         .rsplit("for ")
@@ -410,11 +412,7 @@ fn unclaimed_idle_fires_when_threads_pinned_to_one_cpu_queue_while_another_idles
         .arg(&out)
         .args(["--", "bash", "-c", spin]));
     let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
-    let d = dumps(&out);
-    assert_eq!(d.len(), 1, "{err}");
-    let (r, _) = read_dump(&d[0]);
-    let state = r["flight"]["state"].as_str().unwrap();
+    let (_, state) = the_one_dump(&o, &out);
     assert!(state.starts_with("CPU 1 idle "), "{state}");
     assert!(state.contains(" while sh (tid "), "{state}");
     assert!(err.contains("as run 1 of job spin"), "{err}");

@@ -240,17 +240,8 @@ fn check(rc: i32, call: &str) -> Result<(), SysError> {
 /// Now on `CLOCK_MONOTONIC`, the clock every event is stamped with, in ns.
 pub use idleflow_wire::clock::monotonic_ns;
 
-/// Now on `CLOCK_BOOTTIME` (the clock of `/proc/PID/stat`'s start times),
-/// in ns.
-pub fn boottime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// Now on `CLOCK_BOOTTIME` (the clock of `/proc/PID/stat`'s start times).
+pub use idleflow_wire::clock::boottime_ns;
 
 /// A process handle that becomes readable when the process exits
 /// (`pidfd_open`), so the recorder wakes for it instead of checking.
