@@ -202,13 +202,13 @@ impl State {
                 (c.pid, &empty)
             }
         };
-        // A thread that blocks where it blocked before: the same
-        // registers, and the same words where the last unwind read them,
-        // give the same stack without unwinding again.
         let stale_jit = self
             .stale_jit_before
             .get(&c.pid)
             .is_some_and(|&t| c.time < t);
+        // A thread that blocks where it blocked before: the same
+        // registers, and the same words where the last unwind read them,
+        // give the same stack without unwinding again.
         let key = UnwindKey {
             pid: c.pid,
             owner,
