@@ -148,7 +148,13 @@ fn a_java_convoy_is_one_path_with_the_flight_recorders_frames_spliced_into_the_n
     let Some(_m) = machine() else { return };
     let (_dir, rec) = record_waits("convoy", &["--wait-threshold", "0"], "5");
     let r = default_json(&rec);
-    let top = &paths(&r)[0];
+    // The program's top path: a HotSpot thread (the VM Periodic Task
+    // Thread, 27.6 % once) can be the last to run before idle while the
+    // clerks wait, and the convoy split in several paths is then smaller.
+    let top = paths(&r)
+        .iter()
+        .find(|p| p["jvm_internal"] == false)
+        .expect("a path of the program's threads");
     assert_eq!(top["reason"], "monitor enter", "{top}");
     assert_eq!(top["object"], "Waits$Ledger", "{top}");
     // Of all CPUs' idle, the JVM's start-up and its own threads included
@@ -201,12 +207,13 @@ fn a_java_convoy_is_one_path_with_the_flight_recorders_frames_spliced_into_the_n
         text.contains("monitor enter on Waits$Ledger — clerk-* ×4 in Waits$Ledger.post:"),
         "{text}"
     );
-    // The default flame graph: the merged path with the reason on top.
+    // The default flame graph: the clerks' largest stack is the merged
+    // path with the reason on top.
     let (line, _) = folded(&rec, "idle-ns")
         .into_iter()
+        .filter(|l| l.0.starts_with("java;clerk-*;"))
         .max_by_key(|l| l.1)
-        .unwrap();
-    assert!(line.starts_with("java;clerk-*;"), "{line}");
+        .expect("the clerks' stacks");
     assert!(line.ends_with(";[monitor enter] Waits$Ledger"), "{line}");
     assert!(line.contains(";Waits$Ledger.post"), "{line}");
 }
