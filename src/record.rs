@@ -163,9 +163,10 @@ pub fn resolve(args: ResolveArgs) -> anyhow::Result<()> {
 }
 
 fn options(args: &RecordArgs) -> Options {
-    // The flight recorder keeps no JVM flight recordings or call trees.
+    // The flight recorder keeps no call trees (the agent's trees are of
+    // the whole life, not of a window).
     let java = |m| {
-        !args.no_agent && args.java.contains(&m) && (args.flight.is_none() || m == JavaMode::Stacks)
+        !args.no_agent && args.java.contains(&m) && (args.flight.is_none() || m != JavaMode::Tree)
     };
     let default_output = if args.flight.is_some() {
         "idleflow-dumps"

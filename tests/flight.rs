@@ -482,3 +482,76 @@ fn the_caps_per_hour_and_on_files_hold_dumps_back_and_remove_the_oldest() {
         read_dump(p);
     }
 }
+
+/// `jcmd PID JFR.check`'s answer.
+fn jfr_check(pid: u32) -> String {
+    let o =
+        run(Command::new(Path::new(JDK17).join("bin/jcmd")).args([&pid.to_string(), "JFR.check"]));
+    stdout(&o)
+}
+
+#[test]
+fn a_dump_of_a_running_jvm_has_its_flight_recorders_waits_and_the_jvm_keeps_no_recording() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let mut jvm = running_convoy_jvm(classes.path(), "16");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dumps");
+    let rec = idleflow()
+        .args([
+            "record",
+            "--flight",
+            "3s",
+            "--tail",
+            "500ms",
+            "--duration",
+            "9",
+        ])
+        .args(["--pid", &jvm.id().to_string(), "-o"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_socket(rec.id());
+    // idleflow's recording runs in the JVM, then a whole window later a
+    // dump is asked for: the window is all in the JVM's recording.
+    let t = Instant::now();
+    while !jfr_check(jvm.id()).contains("name=idleflow") {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{}",
+            jfr_check(jvm.id())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(3500));
+    let asked = run(idleflow().args(["trigger", "--pid", &rec.id().to_string()]));
+    assert!(asked.status.success(), "{}", stderr(&asked));
+    let o = rec.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert!(err.contains("Java waits of 1 JVM added"), "{err}");
+    // The JVM runs on, and idleflow's recording in it is gone.
+    assert!(jvm.try_wait().unwrap().is_none(), "the JVM ended");
+    let check = jfr_check(jvm.id());
+    let _ = jvm.kill();
+    let _ = jvm.wait();
+    assert!(!check.contains("idleflow"), "{check}");
+    let (r, _) = the_one_dump(&o, &out);
+    // The convoy, named by the JVM's flight recorder: its reason, its
+    // monitor's class and the method with its line.
+    let top = r["idle_paths"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["jvm_internal"] == false)
+        .expect("a path of the program's threads")
+        .clone();
+    assert_eq!(top["reason"], "monitor enter", "{top}");
+    assert_eq!(top["object"], "Waits$Ledger", "{top}");
+    let pf = &top["frames"][u(&top, "program_frame") as usize];
+    assert_eq!(pf["name"], "Waits$Ledger.post", "{top}");
+    assert_eq!(pf["source"], "jfr", "{top}");
+    assert!(u(pf, "line") > 0, "{top}");
+    let java = &r["idle_paths"]["java"];
+    assert!(f(java, "named_pct") > 50.0, "{java}");
+}

@@ -57,10 +57,10 @@ pub struct RecordArgs {
     /// memory, bounded by --flight-bytes too, and write them into the -o
     /// directory as an ordinary recording (0600) whenever a --trigger
     /// fires, SIGUSR2 arrives or `idleflow trigger` asks; records until
-    /// the command or --pid's process exits, --duration or Ctrl-C. JVMs
-    /// run without their flight recorders or the call-tree agent here
-    /// (their waits are not in dumps yet); --java stacks still names JIT
-    /// frames.
+    /// the command or --pid's process exits, --duration or Ctrl-C. The
+    /// JVMs' flight recorders keep the same window (`--java waits`), and a
+    /// dump gets their waits of its window; the call-tree agent
+    /// (`--java tree`) does not run here.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration)]
     pub flight: Option<std::time::Duration>,
 

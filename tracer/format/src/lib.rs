@@ -23,6 +23,7 @@
 //! [`Reader`] (see the round-trip tests), and the reader never panics on
 //! foreign or damaged input: it returns a [`FormatError`].
 
+mod amend;
 mod codec;
 mod error;
 pub mod names;
@@ -34,6 +35,7 @@ pub mod ustacks;
 pub mod waits;
 mod writer;
 
+pub use amend::add_after_stream;
 pub use error::FormatError;
 pub use reader::{CutShort, Position, RawOther, RawRecord, Reader, WaitsAt};
 pub use record::{

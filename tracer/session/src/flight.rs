@@ -7,7 +7,10 @@
 //! A dump is written by a thread of its own from a snapshot of the ring
 //! (the segments are shared, never copied), then its user stacks are
 //! resolved in place: the recorder goes on while a dump is written, and
-//! dumps may overlap. Each trigger is held to the cooldown and the caps
+//! dumps may overlap. The JVMs of the tree run idleflow's recording in
+//! their own flight recorders, kept for the window ([`crate::jfr`]); a
+//! dump asks them for its span once written and adds their waits. Each
+//! trigger is held to the cooldown and the caps
 //! (`--cooldown`, `--max-dumps`, `--max-per-hour`) and, when it fires,
 //! waits the tail (`--tail`) so that the dump also holds what followed.
 //! Once a dump is written, this recorder's oldest dumps are removed while
@@ -42,6 +45,7 @@ use idleflow_tracer::flight::policy::{Fired, Trigger};
 use idleflow_tracer::flight::FlightLimits;
 use idleflow_tracer::{procfs, sys, Recorder};
 
+use crate::jfr::{Waits, Watch, WatchAsker};
 use crate::record::{self, End};
 use crate::{resolve, Options, Progress, SessionError};
 
@@ -97,6 +101,64 @@ pub struct Flown {
     pub exit: Option<i32>,
 }
 
+/// How much longer than the window and its tail the JVMs' flight
+/// recorders keep: the time a dump takes to ask them.
+const JVM_KEEP_MARGIN: Duration = Duration::from_secs(30);
+
+/// How long a dump waits for the JVM watcher's answer.
+const WATCH_ANSWERS_WITHIN: Duration = Duration::from_secs(10);
+
+/// What a dump's thread asks of the JVMs.
+struct DumpJvms {
+    /// The perf maps of this process tree's JVMs (`--java stacks`).
+    perf_maps_of: Option<u32>,
+    /// Their waits (`--java waits`).
+    waits: Option<JvmWaitsOf>,
+}
+
+/// What a dump's thread needs to add the JVMs' waits of its window.
+#[derive(Clone)]
+struct JvmWaitsOf {
+    waits: Arc<Waits>,
+    asker: WatchAsker,
+    /// The recording's clock minus the wall clock.
+    offset_ns: i64,
+}
+
+impl JvmWaitsOf {
+    /// Adds the waits of the JVMs' last `last` to the dump at `path`; what
+    /// to say of it.
+    fn add_to(&self, path: &Path, last: Duration) -> Result<String, String> {
+        let started = Instant::now();
+        let Some(watched) = self.asker.snapshot(WATCH_ANSWERS_WITHIN) else {
+            return Ok("; no JVM waits (the JVM watcher did not answer)".into());
+        };
+        if watched.started.is_empty() && watched.notes.is_empty() {
+            return Ok(String::new());
+        }
+        let (records, notes) = self.waits.window_waits(&watched, last, self.offset_ns);
+        let jvms = records
+            .iter()
+            .filter(|r| matches!(r, idleflow_format::Record::JvmWaits(_)))
+            .count();
+        let waits = records.len() - jvms;
+        idleflow_format::add_after_stream(path, &records, |s| s.java_notes.extend(notes)).map_err(
+            |e| {
+                format!(
+                    "dump {}: adding the JVMs' waits: {}",
+                    path.display(),
+                    error_chain(&e)
+                )
+            },
+        )?;
+        Ok(format!(
+            "; {waits} Java waits of {jvms} JVM{} added in {} ms",
+            if jvms == 1 { "" } else { "s" },
+            started.elapsed().as_millis()
+        ))
+    }
+}
+
 /// A dump decided on, waiting for its tail.
 struct Pending {
     fired: Fired,
@@ -117,7 +179,10 @@ pub fn fly(
     let mut recorder = Recorder::open(&opts.recorder)?;
     recorder.enable()?;
     let started = Instant::now();
-    let java = record::prepare_java(opts, &mut recorder, progress)?;
+    // The JVMs' flight recorders keep the window, its tail and a margin for
+    // the dump to ask them.
+    let jvm_keep = Duration::from_nanos(flight.limits.keep_ns) + flight.tail + JVM_KEEP_MARGIN;
+    let java = record::prepare_java(opts, &mut recorder, Some(jvm_keep), progress)?;
     let mut target = record::launch(opts, &java, progress)?;
     let target_pids = target.pids();
     let exit_fd = target.exit_fd();
@@ -137,6 +202,27 @@ pub fn fly(
             source: e,
         });
     }
+    let watch = match record::start_watch(&java, &target) {
+        Ok(w) => w,
+        Err(e) => {
+            target.wait_command();
+            return Err(e);
+        }
+    };
+    // What a dump's thread needs to ask the JVMs for their waits.
+    let mut jvms = DumpJvms {
+        perf_maps_of,
+        waits: java
+            .waits
+            .clone()
+            .zip(watch.as_ref().map(Watch::asker))
+            .map(|(waits, asker)| JvmWaitsOf {
+                waits,
+                asker,
+                offset_ns: recorder.clock_offset_ns(),
+            }),
+    };
+    let mut last_rate = Instant::now();
     let listener = Listener::open(flight.trigger_group);
     let listener = match listener {
         Ok(l) => Some(l),
@@ -190,6 +276,10 @@ pub fn fly(
         if let Err(e) = recorder.poll(exit_fd.as_ref().map(|f| f.as_fd()), 50) {
             break End::Failed(e);
         }
+        match &watch {
+            Some(w) => record::tend_watch(&mut recorder, w, &mut last_rate),
+            None => drop(recorder.take_renamed_processes()),
+        }
         let now_ns = sys::monotonic_ns();
         for fired in recorder.flight_fired() {
             state.consider(fired, flight, progress);
@@ -218,8 +308,7 @@ pub fn fly(
                 );
             }
         }
-        if let Err(e) = state.write_due(&mut recorder, opts, flight, perf_maps_of, &done_tx, false)
-        {
+        if let Err(e) = state.write_due(&mut recorder, opts, flight, &jvms, &done_tx, false) {
             break End::Failed(e);
         }
         while let Ok(r) = done_rx.try_recv() {
@@ -233,7 +322,7 @@ pub fn fly(
     };
     // Dumps decided on are written with what there is.
     if let End::Done(..) = end {
-        if let Err(e) = state.write_due(&mut recorder, opts, flight, perf_maps_of, &done_tx, true) {
+        if let Err(e) = state.write_due(&mut recorder, opts, flight, &jvms, &done_tx, true) {
             progress.error(&crate::one_line(&SessionError::RecorderAt {
                 what: "flight recorder".into(),
                 source: e,
@@ -244,6 +333,21 @@ pub fn fly(
     for w in std::mem::take(&mut state.writers) {
         let _ = w.join();
     }
+    // The JVMs that still run stop idleflow's recording and discard it.
+    jvms.waits = None;
+    if let (Some(w), Some(waits)) = (watch, &java.waits) {
+        let watched = w.finish();
+        for &pid in &watched.started {
+            if crate::attach::is_jvm(pid) {
+                if let Err(e) = waits.discard_in(pid) {
+                    progress.note(&format!(
+                        "JVM {pid}: idleflow's flight recording could not be stopped: {e}"
+                    ));
+                }
+            }
+        }
+    }
+    drop(jvms);
     while let Ok(r) = done_rx.try_recv() {
         state.said(r, flight, progress);
     }
@@ -398,7 +502,7 @@ impl State {
         recorder: &mut Recorder,
         opts: &Options,
         flight: &FlightOptions,
-        perf_maps_of: Option<u32>,
+        jvms: &DumpJvms,
         done: &mpsc::Sender<Result<String, String>>,
         all: bool,
     ) -> Result<(), idleflow_tracer::RecorderError> {
@@ -431,14 +535,24 @@ impl State {
             };
             let resolve_stacks = opts.recorder.user_stack_bytes > 0 && opts.resolve;
             let history = flight.history.clone();
+            let perf_maps_of = jvms.perf_maps_of;
+            let jvms = jvms.waits.clone();
             let done = done.clone();
             self.writers.push(std::thread::spawn(move || {
-                let started = Instant::now();
                 let r = window
                     .write(&path, &info, dump)
                     .map_err(|e| format!("dump {} failed: {}", path.display(), error_chain(&e)))
                     .and_then(|d| {
-                        let written = started.elapsed();
+                        let java = match &jvms {
+                            Some(j) => j.add_to(
+                                &d.path,
+                                Duration::from_nanos(
+                                    sys::monotonic_ns().saturating_sub(window.base_ns),
+                                ),
+                            )?,
+                            None => String::new(),
+                        };
+                        let resolving = Instant::now();
                         if resolve_stacks {
                             // The JVMs' JIT code of now names the window's
                             // frames (`--java stacks`, attached JVMs).
@@ -452,7 +566,7 @@ impl State {
                             })?;
                         }
                         Ok(format!(
-                            "flight: dump {} written: {:.1} s, {} dispatches, {:.1} MiB in {} ms{}; \
+                            "flight: dump {} written: {:.1} s, {} dispatches, {:.1} MiB in {} ms{}{java}; \
                              the ring held {:.1} MiB",
                             d.path.display(),
                             (d.summary.stop_ns.saturating_sub(window.base_ns)) as f64 / 1e9,
@@ -462,7 +576,7 @@ impl State {
                             if resolve_stacks {
                                 format!(
                                     " (stacks resolved in {} ms more)",
-                                    (started.elapsed() - written).as_millis()
+                                    resolving.elapsed().as_millis()
                                 )
                             } else {
                                 String::new()

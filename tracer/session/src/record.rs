@@ -132,7 +132,7 @@ pub(crate) struct Java {
     /// The entry/exit agent (`--java tree`).
     agent: Option<Agent>,
     /// The flight recorders (`--java waits`).
-    waits: Option<Arc<Waits>>,
+    pub(crate) waits: Option<Arc<Waits>>,
     /// `--java stacks` with user stacks to name.
     pub(crate) jit_stacks: bool,
     /// What the command's `JAVA_TOOL_OPTIONS` gets.
@@ -167,7 +167,7 @@ pub fn record(
     let mut recorder = Recorder::open(&opts.recorder)?;
     recorder.enable()?;
     let started = Instant::now();
-    let java = prepare_java(opts, &mut recorder, progress)?;
+    let java = prepare_java(opts, &mut recorder, None, progress)?;
     let mut target = launch(opts, &java, progress)?;
     let target_pids = target.pids();
     let exit_fd = target.exit_fd();
@@ -176,15 +176,7 @@ pub fn record(
         let what = format!("cannot start the recording {}", opts.output.display());
         return Err(SessionError::RecorderAt { what, source: e });
     }
-    // The JVMs of the target's process tree get their flight recorder
-    // started through the attach mechanism as soon as they can take it.
-    let watch = match (&java.waits, &target) {
-        (Some(w), Target::Command(c)) => Some(Watch::start(w.clone(), c.id())),
-        (Some(w), Target::Pid(pid)) => Some(Watch::start(w.clone(), *pid)),
-        _ => None,
-    }
-    .transpose();
-    let watch = match watch {
+    let watch = match start_watch(&java, &target) {
         Ok(watch) => watch,
         Err(e) => {
             target.wait_command();
@@ -247,6 +239,32 @@ pub fn record(
     })
 }
 
+/// The JVMs of the target's process tree get their flight recorder
+/// started through the attach mechanism as soon as they can take it.
+pub(crate) fn start_watch(java: &Java, target: &Target) -> Result<Option<Watch>, SessionError> {
+    match (&java.waits, target) {
+        (Some(w), Target::Command(c)) => Some(Watch::start(w.clone(), c.id())),
+        (Some(w), Target::Pid(pid)) => Some(Watch::start(w.clone(), *pid)),
+        _ => None,
+    }
+    .transpose()
+}
+
+/// Hands the JVM watcher its news after a poll of the recorder: the
+/// processes that ran `exec`, and every [`jfr::RATE_PERIOD`] (since
+/// `last_rate`) how often the JVMs' threads block.
+pub(crate) fn tend_watch(recorder: &mut Recorder, w: &Watch, last_rate: &mut Instant) {
+    w.renamed(recorder.take_renamed_processes());
+    if last_rate.elapsed() >= jfr::RATE_PERIOD {
+        *last_rate = Instant::now();
+        recorder.count_blocking_switch_outs(&w.counted());
+        w.blocking(
+            idleflow_tracer::sys::monotonic_ns(),
+            recorder.blocking_switch_outs(),
+        );
+    }
+}
+
 /// The options a session cannot run with.
 pub(crate) fn check(opts: &Options) -> Result<(), SessionError> {
     if let Some(d) = opts.duration {
@@ -274,6 +292,7 @@ pub(crate) fn check(opts: &Options) -> Result<(), SessionError> {
 pub(crate) fn prepare_java(
     opts: &Options,
     recorder: &mut Recorder,
+    flight_keep: Option<Duration>,
     progress: &mut dyn Progress,
 ) -> Result<Java, SessionError> {
     let j = &opts.java;
@@ -293,6 +312,7 @@ pub(crate) fn prepare_java(
             j.monitor_threshold_ms,
             j.all_waits_below,
             recorder.cpus().len(),
+            flight_keep,
         )?))
     } else {
         None
@@ -393,18 +413,9 @@ fn poll_until_end(
         if let Err(e) = recorder.poll(exit_fd.as_ref().map(|f| f.as_fd()), max_wait) {
             return Ok(End::Failed(e));
         }
-        let renamed = recorder.take_renamed_processes();
-        if let Some(w) = watch {
-            w.renamed(renamed);
-            // The JVMs' policy: how often their threads block.
-            if last_rate.elapsed() >= jfr::RATE_PERIOD {
-                last_rate = Instant::now();
-                recorder.count_blocking_switch_outs(&w.counted());
-                w.blocking(
-                    idleflow_tracer::sys::monotonic_ns(),
-                    recorder.blocking_switch_outs(),
-                );
-            }
+        match watch {
+            Some(w) => tend_watch(recorder, w, &mut last_rate),
+            None => drop(recorder.take_renamed_processes()),
         }
         if let Some((reason, exit)) = ended(target, until)? {
             return Ok(End::Done(reason, exit));

@@ -15,7 +15,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use idleflow_format::Record;
-use idleflow_tracer::Recorder;
 
 use super::Waits;
 use crate::SessionError;
@@ -178,18 +177,19 @@ pub fn convert_child(args: &ConvertJob) -> Result<(), SessionError> {
 impl Waits {
     /// Converts JVM `pid`'s file in a child process (`__jfr-convert`: a
     /// damaged file may make the parser fail, loop or abort; the child is
-    /// killed after [`convert_timeout`]) and copies its records into the
-    /// recording. Returns what was read, or `None` if the child failed
-    /// (the records it completed are copied all the same).
+    /// killed after [`convert_timeout`]) and hands its records to `sink`.
+    /// Returns what was read, or `None` if the child failed (the records
+    /// it completed are handed on all the same).
     pub(super) fn convert_isolated(
         &self,
         pid: u32,
         path: &std::path::Path,
         offset_ns: i64,
         all_waits: &[(u64, u64)],
-        recorder: &mut Recorder,
+        sink: &mut dyn FnMut(&Record) -> Result<(), SessionError>,
     ) -> Result<Option<idleflow_format::JvmWaits>, SessionError> {
-        let out = self.dir.path().join(format!("waits-{pid}.idleflow"));
+        let n = super::CONVERSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let out = self.dir.path().join(format!("waits-{pid}-{n}.idleflow"));
         let (ports_from, ports_to) = ephemeral_ports();
         let job = ConvertJob {
             input: path.to_path_buf(),
@@ -234,7 +234,7 @@ impl Waits {
                 while let Ok(Some(rec)) = reader.next_complete_record() {
                     match rec {
                         Record::JvmWaits(h) => head = Some(*h),
-                        r => recorder.write_after(&r)?,
+                        r => sink(&r)?,
                     }
                 }
             }

@@ -8,7 +8,11 @@
 //! recording named `idleflow` in it (so it never collides with one the user
 //! started) with a settings file that enables only the wait events, with
 //! stacks, above the threshold, written when idleflow stops it or when the
-//! JVM exits, into a private directory, one file per JVM. Not
+//! JVM exits, into a private directory, one file per JVM. Under a flight
+//! recorder (`record --flight`) the recording keeps the window on the
+//! JVM's disk (`maxage`) and writes nothing of its own: each dump asks for
+//! its span ([`Waits::window_waits`]), and the recording is discarded at
+//! the end. Not
 //! `-XX:StartFlightRecording` in `JAVA_TOOL_OPTIONS`: a runtime without the
 //! `jdk.jfr` module (a `jlink` image) would refuse to start with it; through
 //! the attach mechanism such a JVM just says so, and the report names it.
@@ -31,7 +35,8 @@ mod policy;
 mod watch;
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
 
 use idleflow_format::Record;
 use idleflow_tracer::Recorder;
@@ -39,7 +44,7 @@ use idleflow_tracer::Recorder;
 use crate::agent::set_mode;
 use crate::attach::AttachError;
 use crate::{Progress, SessionError};
-pub use watch::{Watch, Watched, RATE_PERIOD};
+pub use watch::{Watch, WatchAsker, Watched, RATE_PERIOD};
 
 /// JFR's recording name for idleflow's recording.
 const RECORDING_NAME: &str = "idleflow";
@@ -52,7 +57,15 @@ pub struct Waits {
     /// Blocking switch-outs per second (the machine's) under which a JVM
     /// records every wait ([`policy::Rarity`]); 0: never.
     all_waits_below: f64,
+    /// Under a flight recorder (`record --flight`): how much the JVMs'
+    /// recordings keep (JFR's `maxage`), written by no one unless a dump
+    /// asks for its window ([`Waits::window_waits`]).
+    flight_keep: Option<Duration>,
 }
+
+/// Numbers the converter's output files, which dumps written side by side
+/// must not share.
+static CONVERSIONS: AtomicU64 = AtomicU64::new(0);
 
 /// JFR's recording name for the recording of every wait that idleflow's
 /// policy runs beside [`RECORDING_NAME`]'s while a JVM waits rarely: JFR
@@ -71,12 +84,14 @@ fn threshold_ns(option: &'static str, ms: f64) -> Result<u64, SessionError> {
 /// Prepares the directory and the options for JVM waits `wait_ms` or
 /// longer, and contended monitor enters `monitor_ms` or longer; every wait
 /// while a JVM's threads block fewer than `all_below` times a second per
-/// CPU, of `cpus`.
+/// CPU, of `cpus`. Under a flight recorder, `flight_keep` is how much of
+/// their recordings the JVMs keep.
 pub fn prepare(
     wait_ms: f64,
     monitor_ms: f64,
     all_below: f64,
     cpus: usize,
+    flight_keep: Option<Duration>,
 ) -> Result<Waits, SessionError> {
     let thresholds = idleflow_jfr::Thresholds {
         wait_ns: threshold_ns("--wait-threshold", wait_ms)?,
@@ -117,6 +132,7 @@ pub fn prepare(
         dir,
         thresholds,
         all_waits_below,
+        flight_keep,
     })
 }
 
@@ -135,17 +151,101 @@ impl Waits {
     /// Starts idleflow's flight recording in the running JVM `pid`, through
     /// its attach mechanism; it is written to this directory when
     /// [`Waits::stop_in`] stops it or the JVM exits.
+    /// Under a flight recorder it keeps [`Waits::flight_keep`] on the
+    /// JVM's disk and writes nothing of its own.
     pub fn start_in(&self, pid: u32) -> Result<(), AttachError> {
+        let settings = self.dir.path().join("idleflow.jfc");
+        let command = match self.flight_keep {
+            Some(keep) => format!(
+                "JFR.start name={RECORDING_NAME} settings={} maxage={}s",
+                settings.display(),
+                keep.as_secs().max(1)
+            ),
+            None => format!(
+                "JFR.start name={RECORDING_NAME} settings={} filename={} dumponexit=true",
+                settings.display(),
+                self.attach_file(pid).display()
+            ),
+        };
+        crate::attach::jcmd(pid, &command, "Started recording").map(drop)
+    }
+
+    /// Writes the last `last` of idleflow's recording in JVM `pid` (at
+    /// JFR's chunk granularity: perhaps more) into a file of its own, and
+    /// returns it.
+    fn dump_in(&self, pid: u32, last: Duration) -> Result<PathBuf, AttachError> {
+        let n = CONVERSIONS.fetch_add(1, Ordering::Relaxed);
+        let file = self.dir.path().join(format!("window-{pid}-{n}.jfr"));
         crate::attach::jcmd(
             pid,
             &format!(
-                "JFR.start name={RECORDING_NAME} settings={} filename={} dumponexit=true",
-                self.dir.path().join("idleflow.jfc").display(),
-                self.attach_file(pid).display()
+                "JFR.dump name={RECORDING_NAME} filename={} begin=-{}s",
+                file.display(),
+                last.as_secs() + 1
             ),
-            "Started recording",
+            "Dumped recording",
+        )?;
+        Ok(file)
+    }
+
+    /// Stops idleflow's recording in JVM `pid` and discards it (a flight
+    /// recorder's: its dumps took what they needed).
+    pub fn discard_in(&self, pid: u32) -> Result<(), AttachError> {
+        crate::attach::jcmd(
+            pid,
+            &format!("JFR.stop name={RECORDING_NAME}"),
+            "Stopped recording",
         )
         .map(drop)
+    }
+
+    /// The waits of the last `last` of every JVM `watched` started
+    /// idleflow's recording in and that still runs, as records for a
+    /// flight recorder's dump (a [`Record::JvmWaits`] after each JVM's
+    /// waits), and a line for the report for each JVM that gave none.
+    pub fn window_waits(
+        &self,
+        watched: &Watched,
+        last: Duration,
+        offset_ns: i64,
+    ) -> (Vec<Record>, Vec<String>) {
+        let mut records = Vec::new();
+        let mut notes = watched.notes.clone();
+        for &pid in &watched.started {
+            if !crate::attach::is_jvm(pid) {
+                continue;
+            }
+            let file = match self.dump_in(pid, last) {
+                Ok(f) => f,
+                Err(e) => {
+                    notes.push(format!("JVM {pid}: its waits could not be dumped: {e}"));
+                    continue;
+                }
+            };
+            let all_waits = watched.all_waits.get(&pid).map_or(&[][..], Vec::as_slice);
+            let mut sink = |r: &Record| {
+                records.push(r.clone());
+                Ok(())
+            };
+            let head = self.convert_isolated(pid, &file, offset_ns, all_waits, &mut sink);
+            let _ = std::fs::remove_file(&file);
+            match head {
+                Ok(Some(mut head)) => {
+                    head.own_tids = watched.own_tids.get(&pid).cloned().unwrap_or_default();
+                    head.attached_ns = watched.attached.get(&pid).copied().unwrap_or(0);
+                    for n in &head.notes {
+                        notes.push(format!("JVM {pid}: flight recording: {n}"));
+                    }
+                    records.push(Record::JvmWaits(Box::new(head)));
+                }
+                Ok(None) => notes.push(format!(
+                    "JVM {pid}: the waits it dumped could not be read whole (the converter \
+                     failed or timed out)"
+                )),
+                Err(e) => notes.push(format!("JVM {pid}: {}", crate::one_line(&e))),
+            }
+        }
+        (records, notes)
     }
 
     /// Starts the recording of every wait in JVM `pid` ([`ALL_WAITS_NAME`]).
@@ -291,7 +391,12 @@ impl Waits {
         for (pid, path) in files {
             let started = std::time::Instant::now();
             let all_waits = watched.all_waits.get(&pid).map_or(&[][..], Vec::as_slice);
-            let head = match self.convert_isolated(pid, &path, offset_ns, all_waits, recorder) {
+            let mut sink = |r: &Record| {
+                recorder
+                    .write_after(r)
+                    .map_err(SessionError::at("cannot write the JVMs' waits"))
+            };
+            let head = match self.convert_isolated(pid, &path, offset_ns, all_waits, &mut sink) {
                 Ok(Some(head)) => head,
                 Ok(None) => {
                     let note = format!(

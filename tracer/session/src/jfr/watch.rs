@@ -53,13 +53,33 @@ enum News {
     /// Blocking switch-outs of each counted JVM so far, as of `at_ns` on
     /// the recording's clock.
     Blocking { at_ns: u64, counts: Vec<(u32, u64)> },
+    /// What the watch did so far (a flight recorder's dump asks).
+    Snapshot(mpsc::Sender<Watched>),
+}
+
+/// Asks a [`Watch`] what it did so far, from any thread.
+#[derive(Debug, Clone)]
+pub struct WatchAsker {
+    news: mpsc::Sender<News>,
+}
+
+impl WatchAsker {
+    /// What the watch did so far ([`Watched`], the threads that worked for
+    /// idleflow and the spans of every wait recorded up to now), or `None`
+    /// if it ended or did not answer within `within` (it may be busy with
+    /// a JVM's attach).
+    pub fn snapshot(&self, within: Duration) -> Option<Watched> {
+        let (tx, rx) = mpsc::channel();
+        self.news.send(News::Snapshot(tx)).ok()?;
+        rx.recv_timeout(within).ok()
+    }
 }
 
 /// How often the recorder's loop reports the JVMs' blocking switch-outs.
 pub const RATE_PERIOD: Duration = Duration::from_millis(250);
 
 /// What a [`Watch`] did.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Watched {
     /// JVMs whose flight recording idleflow started.
     pub started: Vec<u32>,
@@ -385,6 +405,29 @@ impl Watcher {
         }
     }
 
+    /// What was done so far: with each running JVM's threads that worked
+    /// for idleflow up to now, and its spans of every wait recorded, the
+    /// one still open ending now.
+    fn snapshot(&mut self) -> Watched {
+        let mut done = self.done.clone();
+        let pids: Vec<u32> = self.running.keys().copied().collect();
+        for pid in pids {
+            self.note_own_threads(pid);
+            let Some(run) = self.running.get(&pid) else {
+                continue;
+            };
+            let mut windows = run.windows.clone();
+            if let Some(from) = self.rarity.get(&pid).and_then(|r| r.on_since) {
+                windows.push((from, idleflow_tracer::sys::monotonic_ns()));
+            }
+            if !windows.is_empty() {
+                done.all_waits.insert(pid, windows);
+            }
+            done.own_tids.insert(pid, run.own.iter().copied().collect());
+        }
+        done
+    }
+
     /// Ends every recording of every wait, notes the threads that worked
     /// for idleflow; what was done.
     fn finish(mut self) -> Watched {
@@ -451,6 +494,9 @@ impl Watch {
                     match news {
                         None => break,
                         Some(News::Blocking { at_ns, counts }) => w.blocking(at_ns, &counts),
+                        Some(News::Snapshot(reply)) => {
+                            let _ = reply.send(w.snapshot());
+                        }
                         Some(News::Renamed(pids)) => {
                             for pid in pids {
                                 if !w.seen.contains(&pid)
@@ -473,6 +519,13 @@ impl Watch {
             counted,
             thread,
         })
+    }
+
+    /// A handle that asks this watch what it did so far.
+    pub fn asker(&self) -> WatchAsker {
+        WatchAsker {
+            news: self.news.clone(),
+        }
     }
 
     /// Hands over the processes the recorder saw `exec` (any process:
