@@ -4,7 +4,8 @@
 # the hot row for CALM s, then 8 clients for BURST s (benches/servers/HotRow.java).
 # The trigger: 6 or more of H2's connection threads waiting at once (their
 # comm is `H2 TCP Server (`), which the calm phase never reaches and the burst
-# does at once. Prints the recorder's log and the dump's report.
+# does at once; the default Java mode (the JVM's flight recorder keeps the
+# window and the dump adds its waits). Prints the recorder's log and the dump's report.
 #
 #   bash benches/flight/h2_burst.sh [CALM] [BURST]
 set -u
@@ -17,7 +18,7 @@ $J/java -cp /usr/share/java/h2.jar org.h2.tools.Server -tcp -tcpPort 9092 -ifNot
 for i in $(seq 120); do (echo > /dev/tcp/127.0.0.1/9092) 2>/dev/null && break; sleep 0.5; done
 PID=$(pgrep -f org.h2.tools.Server | head -1)
 $J/java -cp $C:/usr/share/java/h2.jar HotRow 4 5 > /dev/null          # warm-up, unrecorded
-$IF record --flight 30s --pid "$PID" --java stacks --trigger 'waiting>=6 in H2 TCP*' \
+$IF record --flight 30s --pid "$PID" --trigger 'waiting>=6 in H2 TCP*' \
     --tail 2s -o "$OUT" 2> $D/h2-flight.log &
 REC=$!
 sleep 3
