@@ -151,10 +151,8 @@ fn a_java_convoy_is_one_path_with_the_flight_recorders_frames_spliced_into_the_n
     // The program's top path: a HotSpot thread (the VM Periodic Task
     // Thread, 27.6 % once) can be the last to run before idle while the
     // clerks wait, and the convoy split in several paths is then smaller.
-    let top = paths(&r)
-        .iter()
-        .find(|p| p["jvm_internal"] == false)
-        .expect("a path of the program's threads");
+    paths(&r);
+    let top = &program_top_path(&r);
     assert_eq!(top["reason"], "monitor enter", "{top}");
     assert_eq!(top["object"], "Waits$Ledger", "{top}");
     // Of all CPUs' idle, the JVM's start-up and its own threads included

@@ -73,7 +73,9 @@ pub struct RecordArgs {
     /// PATTERN]` (N wait at once, for DUR on end), `idle>=P% [for DUR]
     /// [while waiting>=N [in PATTERN]]` (the CPUs were idle P % of the last
     /// DUR, default 1s), `unclaimed>=DUR [for DUR] [in PATTERN]` (a CPU idle
-    /// DUR while a thread of interest was runnable as long), `signal`
+    /// DUR while a thread of interest was runnable as long), `convoy>=K [in
+    /// PATTERN]` (K threads of interest woken in turn, each while it waited
+    /// by the one woken before: a lock passed down a queue), `signal`
     /// (SIGUSR2, always on); `… every:N` or `… once-after:N` fires only
     /// every Nth occurrence, or the Nth. PATTERN is a glob on thread names;
     /// without one the threads of interest are the command's or --pid's

@@ -376,3 +376,16 @@ pub fn running_waits_jvm(
     std::thread::sleep(std::time::Duration::from_millis(after_ms));
     jvm
 }
+
+/// The top path of a JSON report's `idle_paths` whose threads are the
+/// program's (not only HotSpot's own: a VM thread can be the last to run
+/// before idle while the program's threads wait).
+pub fn program_top_path(r: &Value) -> Value {
+    r["idle_paths"]["paths"]
+        .as_array()
+        .expect("idle_paths.paths")
+        .iter()
+        .find(|p| p["jvm_internal"] == false)
+        .expect("a path of the program's threads")
+        .clone()
+}

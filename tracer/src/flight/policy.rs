@@ -12,6 +12,9 @@
 //! unclaimed>=DUR [for DUR] [in PATTERN]
 //!                                   a CPU idle DUR while a thread of interest has been
 //!                                   runnable as long, not on a CPU (for DUR on end)
+//! convoy>=K [in PATTERN]            K threads of interest (2–16) woken in turn within
+//!                                   2K hand-offs, each while it waited by the one woken
+//!                                   before (a lock passed down a queue)
 //! signal                            SIGUSR2 to the recorder
 //! ```
 //!
@@ -29,7 +32,15 @@
 //! (`http-nio-*`, `H2 TCP*`: the rest of the trigger). Without a PATTERN, the threads of interest are the
 //! recorded command's or process's (all threads, when the whole machine is
 //! recorded), never idleflow's own. A thread waits from a switch-out in a
-//! sleeping state (`S`, `D`, or not runnable) until its wake-up.
+//! sleeping state (`S`, `D`, or not runnable) until its wake-up. A
+//! hand-off is a thread's wake-up raised by another thread of the same
+//! process (not an interrupt) while it waited; a convoy's hand-offs follow
+//! one another within [`CONVOY_GAP_NS`] (the holder may wait on other
+//! things between, as one that sleeps under a lock does), and it holds
+//! while they go on. Two threads waking each other in turn are a ping-pong,
+//! not a convoy: K counts distinct threads. The wait path is not compared
+//! (the policy sees no stacks): a pipeline of K stages handing work on in
+//! turn counts too, which `in PATTERN` (one pool) keeps apart.
 //!
 //! Invariant: the policy sees records in stream order and judges at
 //! stream time: "now" is the latest time the stream reached, never the
@@ -68,8 +79,38 @@ pub enum Condition {
     /// A CPU has been idle this long while a thread of interest has been
     /// runnable (woken or preempted, not on a CPU) as long: unclaimed idle.
     Unclaimed { at_least_ns: u64, who: Interest },
+    /// This many distinct threads of interest in turn, each woken while
+    /// it waited by the one before, which had been woken so itself.
+    Convoy { at_least: u32, who: Interest },
     /// SIGUSR2 (the recording session raises it).
     Signal,
+}
+
+/// The longest time between two hand-offs of one convoy, ns: a lock
+/// passed down a queue goes on within a critical section's length.
+pub const CONVOY_GAP_NS: u64 = 1_000_000_000;
+
+/// The most threads in turn a `convoy>=` trigger may ask for.
+const CONVOY_MAX_THREADS: usize = 16;
+
+/// How many of a chain's last wakees are kept: a convoy of K threads is
+/// looked for among the last 2K hand-offs (a lock need not go round in
+/// order: HotSpot's monitors hand it to the thread queued last).
+const CONVOY_KEPT: usize = 2 * CONVOY_MAX_THREADS;
+
+/// How many of a convoy's last threads its state names.
+const CONVOY_SHOWN: usize = 6;
+
+/// The chain of hand-offs that ended with a thread's last wake-up.
+#[derive(Debug, Clone, Default)]
+struct Chain {
+    /// Hand-offs in it.
+    len: u32,
+    /// When the first and the last happened, ns.
+    first_ns: u64,
+    last_ns: u64,
+    /// The threads woken, the last [`CONVOY_KEPT`], oldest first.
+    threads: VecDeque<u32>,
 }
 
 /// Which of a trigger's occurrences fire.
@@ -109,7 +150,7 @@ pub struct Trigger {
 
 /// A trigger that cannot be read.
 #[derive(Debug, thiserror::Error)]
-#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4 for 2s', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'signal', any of them ending in every:N or once-after:N)")]
+#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4 for 2s', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'convoy>=4 in pool-*', 'signal', any of them ending in every:N or once-after:N)")]
 pub struct TriggerError {
     spec: String,
     why: String,
@@ -199,6 +240,18 @@ impl Trigger {
                 },
                 n,
             )
+        } else if let Some(k) = first.strip_prefix("convoy>=") {
+            let (who, used) = interest(rest).map_err(err)?;
+            let at_least = k
+                .parse::<u32>()
+                .ok()
+                .filter(|&k| (2..=CONVOY_MAX_THREADS as u32).contains(&k))
+                .ok_or_else(|| {
+                    err(format!(
+                        "'{k}' is not a number of threads in turn (2 to {CONVOY_MAX_THREADS})"
+                    ))
+                })?;
+            (Condition::Convoy { at_least, who }, used)
         } else if let Some(n) = first.strip_prefix("waiting>=") {
             let (who, used) = interest(rest).map_err(err)?;
             (
@@ -287,6 +340,11 @@ pub struct Policy {
     waiting: FxHashMap<u32, (u64, bool)>,
     /// Threads runnable and not on a CPU: tid → since when.
     runnable: FxHashMap<u32, u64>,
+    /// Per thread, the chain of hand-offs its last wake-up ended (only
+    /// with a `convoy>=` trigger).
+    chains: FxHashMap<u32, Chain>,
+    /// Whether hand-offs are followed (a `convoy>=` trigger).
+    follows_convoys: bool,
     /// Per trigger, in order.
     edges: Vec<Edge>,
     /// Per CPU: idle since when (None: running, or not known yet).
@@ -306,6 +364,10 @@ impl Policy {
         Policy {
             edges: vec![Edge::default(); triggers.len()],
             runnable: FxHashMap::default(),
+            chains: FxHashMap::default(),
+            follows_convoys: triggers
+                .iter()
+                .any(|t| matches!(t.condition, Condition::Convoy { .. })),
             triggers,
             target_pids: target_pids.iter().copied().collect(),
             own_pid: std::process::id(),
@@ -404,20 +466,132 @@ impl Policy {
                 d.time
             }
             Record::Wakeup(w) => {
-                if self.waiting.remove(&w.wakee_tid).is_some() || w.new_thread {
+                let waited = self.waiting.remove(&w.wakee_tid).is_some();
+                if waited || w.new_thread {
                     self.runnable.entry(w.wakee_tid).or_insert(w.time);
+                }
+                if waited && self.follows_convoys {
+                    self.hand_off(w);
                 }
                 w.time
             }
             Record::Exit(e) => {
                 self.waiting.remove(&e.tid);
                 self.runnable.remove(&e.tid);
+                self.chains.remove(&e.tid);
                 e.time
             }
             _ => return,
         };
         self.first_ns.get_or_insert(time);
         self.now_ns = self.now_ns.max(time);
+    }
+
+    /// A waiting thread's wake-up `w`: a hand-off if another thread of its
+    /// process raised it, which extends the chain the waker's own last
+    /// wake-up ended (if that went on recently) by the wakee.
+    fn hand_off(&mut self, w: &idleflow_format::Wakeup) {
+        let (waker, wakee) = (w.waker_tid, w.wakee_tid);
+        let same_process = match (self.names.get(&waker), self.names.get(&wakee)) {
+            (Some((a, _)), Some((b, _))) => a == b,
+            _ => false,
+        };
+        // Another wake-up (a timer's, a device's) leaves the chain the
+        // thread's last hand-off ended: a holder that sleeps under the lock
+        // still passes it on.
+        if w.context != idleflow_format::WakeContext::Task
+            || waker == 0
+            || waker == wakee
+            || !same_process
+        {
+            return;
+        }
+        let mut chain = match self.chains.get(&waker) {
+            Some(c) if w.time.saturating_sub(c.last_ns) <= CONVOY_GAP_NS => c.clone(),
+            _ => Chain {
+                len: 0,
+                first_ns: w.time,
+                last_ns: w.time,
+                threads: VecDeque::new(),
+            },
+        };
+        chain.len += 1;
+        chain.last_ns = w.time;
+        chain.threads.push_back(wakee);
+        if chain.threads.len() > CONVOY_KEPT {
+            chain.threads.pop_front();
+        }
+        self.chains.insert(wakee, chain);
+    }
+
+    /// Whether a convoy that goes on at `now` passed through `at_least`
+    /// distinct threads of interest in turn, its last hand-offs all among
+    /// them (of several, the one with the most hand-offs): the state in
+    /// words.
+    fn convoy(&self, now: u64, at_least: u32, who: &Interest) -> Option<String> {
+        let mut going_on: Vec<&Chain> = self
+            .chains
+            .values()
+            .filter(|c| now.saturating_sub(c.last_ns) <= CONVOY_GAP_NS)
+            .collect();
+        going_on.sort_unstable_by_key(|c| (std::cmp::Reverse(c.len), c.last_ns));
+        going_on
+            .into_iter()
+            .find_map(|c| self.convoy_of(c, at_least, who))
+    }
+
+    /// [`Policy::convoy`] for one chain.
+    fn convoy_of(&self, c: &Chain, at_least: u32, who: &Interest) -> Option<String> {
+        // The shortest end of the chain with `at_least` distinct wakees,
+        // within its last 2 × `at_least` hand-offs (two threads waking
+        // each other are never more than two).
+        let mut distinct = Vec::new();
+        let mut taken = 0;
+        for &t in c.threads.iter().rev().take(2 * at_least as usize) {
+            if !self.of_interest(t, who) {
+                return None;
+            }
+            taken += 1;
+            if !distinct.contains(&t) {
+                distinct.push(t);
+                if distinct.len() == at_least as usize {
+                    break;
+                }
+            }
+        }
+        if distinct.len() < at_least as usize {
+            return None;
+        }
+        let threads: Vec<u32> = c
+            .threads
+            .iter()
+            .skip(c.threads.len() - taken)
+            .copied()
+            .collect();
+        let names: Vec<String> = threads
+            .iter()
+            .rev()
+            .take(CONVOY_SHOWN)
+            .rev()
+            .map(|&t| {
+                self.names
+                    .get(&t)
+                    .map_or_else(|| format!("tid {t}"), |(_, n)| format!("{n} ({t})"))
+            })
+            .collect();
+        let pid = self.names.get(&threads[0]).map_or(0, |(p, _)| *p);
+        Some(format!(
+            "a convoy of {} hand-offs in {:.1} ms, {} threads in turn (pid {pid}): {}{}",
+            c.len,
+            (c.last_ns - c.first_ns) as f64 / 1e6,
+            distinct.len(),
+            if threads.len() > CONVOY_SHOWN {
+                "… → "
+            } else {
+                ""
+            },
+            names.join(" → ")
+        ))
     }
 
     fn of_interest(&self, tid: u32, who: &Interest) -> bool {
@@ -479,6 +653,7 @@ impl Policy {
     fn holds(&mut self, i: usize, now: u64) -> Option<String> {
         match &self.triggers[i].condition {
             Condition::Signal => None,
+            Condition::Convoy { at_least, who } => self.convoy(now, *at_least, who),
             Condition::Wait { at_least_ns, who } => {
                 let (tid, since) = self
                     .waiting
@@ -692,6 +867,8 @@ mod tests {
             "idle>=90%",
             "waiting>=4 for 2s in pool-*",
             "unclaimed>=5ms for 1s",
+            "convoy>=4 in pool-*",
+            "convoy>=16",
             "signal",
         ] {
             Trigger::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
@@ -705,10 +882,141 @@ mod tests {
             ("wait>=1s out x", "unexpected 'out'"),
             ("idle>=5% while waiting>=1 in [", "not a name pattern"),
             ("cpu>=3", "unknown condition"),
+            ("convoy>=1", "number of threads in turn (2 to 16)"),
+            ("convoy>=17", "number of threads in turn (2 to 16)"),
         ] {
             let e = Trigger::parse(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
+    }
+
+    /// `waker` (a thread) wakes `wakee`.
+    fn hand(time: u64, waker: u32, wakee: u32) -> Record {
+        Record::Wakeup(Wakeup {
+            time,
+            cpu: 0,
+            waker_tid: waker,
+            wakee_tid: wakee,
+            target_cpu: 0,
+            new_thread: false,
+            context: WakeContext::Task,
+        })
+    }
+
+    /// A policy with pool-1..pool-4 (tids 21–24) and http-nio-1 (7).
+    fn pool_policy(specs: &[&str]) -> Policy {
+        let mut p = policy(specs);
+        for tid in 21..=24 {
+            p.observe(&thread(tid, &format!("pool-{}", tid - 20)));
+        }
+        p
+    }
+
+    /// `tid` leaves CPU 0 to wait at `time`.
+    fn waits(p: &mut Policy, time: u64, tid: u32) {
+        p.observe(&switch(time, 0, tid, PrevState::Sleeping, 0));
+    }
+
+    #[test]
+    fn a_convoy_fires_once_k_threads_passed_in_turn_and_goes_on_while_they_do() {
+        let mut p = pool_policy(&["convoy>=4 in pool-*"]);
+        for tid in 22..=24 {
+            waits(&mut p, MS, tid);
+        }
+        // pool-1 wakes pool-2, which wakes pool-3: three threads woken.
+        p.observe(&hand(2 * MS, 21, 22));
+        p.observe(&hand(3 * MS, 22, 23));
+        assert_eq!(p.evaluate(3 * MS), None);
+        // pool-3, woken by a timer while it slept under the lock in
+        // between, passes it on to pool-4, which wakes pool-1: four.
+        waits(&mut p, 4 * MS, 23);
+        p.observe(&Record::Wakeup(Wakeup {
+            context: WakeContext::HardIrq,
+            ..match wake(5 * MS, 23) {
+                Record::Wakeup(w) => w,
+                _ => unreachable!(),
+            }
+        }));
+        p.observe(&hand(6 * MS, 23, 24));
+        assert_eq!(p.evaluate(6 * MS), None);
+        waits(&mut p, 7 * MS, 21);
+        p.observe(&hand(8 * MS, 24, 21));
+        let f = p.evaluate(8 * MS).expect("fired");
+        assert_eq!(
+            f.state,
+            "a convoy of 4 hand-offs in 6.0 ms, 4 threads in turn (pid 100): \
+             pool-2 (22) → pool-3 (23) → pool-4 (24) → pool-1 (21)"
+        );
+        // It goes on (one occurrence), then stops: a second later it no
+        // longer holds, and a new one fires again.
+        waits(&mut p, 9 * MS, 22);
+        p.observe(&hand(10 * MS, 21, 22));
+        assert_eq!(p.evaluate(10 * MS), None);
+        assert_eq!(p.evaluate(1_100 * MS), None);
+        for (i, (a, b)) in [(21, 22), (22, 23), (23, 24), (24, 21)]
+            .into_iter()
+            .enumerate()
+        {
+            waits(&mut p, 1_200 * MS, b);
+            p.observe(&hand((1_201 + i as u64) * MS, a, b));
+        }
+        // pool-1's chain had ended more than a second before: a new convoy.
+        assert!(p
+            .evaluate(1_205 * MS)
+            .is_some_and(|f| f.state.starts_with("a convoy of 4 hand-offs in 3.0 ms")));
+    }
+
+    #[test]
+    fn a_ping_pong_is_no_convoy_nor_are_threads_not_of_interest() {
+        let mut p = pool_policy(&["convoy>=3"]);
+        for i in 0..20u64 {
+            let (a, b) = if i % 2 == 0 { (21, 22) } else { (22, 21) };
+            waits(&mut p, (2 * i + 1) * MS, b);
+            p.observe(&hand((2 * i + 2) * MS, a, b));
+        }
+        assert_eq!(p.evaluate(40 * MS), None, "two threads in turn");
+        // A thread that started them, in the chain's first hand-off, does
+        // not make a third.
+        let mut started = pool_policy(&["convoy>=3"]);
+        for (t, (a, b)) in [(7, 21), (21, 22), (22, 21), (21, 22)]
+            .into_iter()
+            .enumerate()
+        {
+            waits(&mut started, 10 * MS, b);
+            started.observe(&hand((11 + t as u64) * MS, a, b));
+        }
+        assert_eq!(started.evaluate(15 * MS), None);
+        // Two in turn is a convoy of two.
+        let mut two = pool_policy(&["convoy>=2"]);
+        waits(&mut two, MS, 22);
+        two.observe(&hand(2 * MS, 21, 22));
+        assert_eq!(two.evaluate(2 * MS), None);
+        waits(&mut two, 3 * MS, 21);
+        two.observe(&hand(4 * MS, 22, 21));
+        assert!(two.evaluate(4 * MS).is_some());
+        // gc (9) is in the chain: not a convoy of pool-*.
+        let mut q = pool_policy(&["convoy>=3 in pool-*"]);
+        for (t, (a, b)) in [(21, 9), (9, 22), (22, 23)].into_iter().enumerate() {
+            waits(&mut q, 10 * MS, b);
+            q.observe(&hand((11 + t as u64) * MS, a, b));
+        }
+        assert_eq!(q.evaluate(14 * MS), None);
+        // An interrupt's wake-up is no hand-off (the thread it hit is no
+        // waker).
+        let mut r = pool_policy(&["convoy>=3"]);
+        waits(&mut r, MS, 22);
+        r.observe(&hand(2 * MS, 21, 22));
+        waits(&mut r, 3 * MS, 23);
+        r.observe(&hand(4 * MS, 22, 23));
+        waits(&mut r, 5 * MS, 24);
+        r.observe(&Record::Wakeup(Wakeup {
+            context: WakeContext::SoftIrq,
+            ..match hand(6 * MS, 23, 24) {
+                Record::Wakeup(w) => w,
+                _ => unreachable!(),
+            }
+        }));
+        assert_eq!(r.evaluate(6 * MS), None);
     }
 
     #[test]
