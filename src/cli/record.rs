@@ -71,14 +71,16 @@ pub struct RecordArgs {
     /// When the flight recorder dumps (repeatable): `wait>=DUR [in PATTERN]`
     /// (a thread of interest has waited DUR), `waiting>=N [for DUR] [in
     /// PATTERN]` (N wait at once, for DUR on end), `idle>=P% [for DUR]
-    /// [while waiting>=N [in PATTERN]]` (the CPUs were idle P % of the last
-    /// DUR, default 1s), `unclaimed>=DUR [for DUR] [in PATTERN]` (a CPU idle
-    /// DUR while a thread of interest was runnable as long), `convoy>=K [in
-    /// PATTERN]` (K threads of interest woken in turn, each while it waited
-    /// by the one woken before: a lock passed down a queue), `signal`
+    /// [while waiting>=N|convoy>=K [in PATTERN]]` (the CPUs were idle P % of
+    /// the last DUR, default 1s), `unclaimed>=DUR [for DUR] [in PATTERN]` (a CPU idle
+    /// DUR while a thread of interest was runnable as long), `convoy>=K [for
+    /// DUR] [in PATTERN]` (K threads of interest woken in turn, each while
+    /// it waited by the one woken before: a lock passed down a queue),
+    /// `signal`
     /// (SIGUSR2, always on); `… every:N` or `… once-after:N` fires only
-    /// every Nth occurrence, or the Nth. PATTERN is a glob on thread names;
-    /// without one the threads of interest are the command's or --pid's
+    /// every Nth occurrence, or the Nth. PATTERN is a glob on thread names
+    /// as the kernel keeps them (15 bytes: `http-nio-8080-exec-*` also takes
+    /// `http-nio-8080-e`); without one the threads of interest are the command's or --pid's
     /// (every thread system-wide). Judged on the recorded stream after every
     /// drain batch.
     #[arg(long = "trigger", value_name = "SPEC", requires = "flight")]

@@ -6,19 +6,20 @@
 //! ```text
 //! wait>=DUR [in PATTERN]            a thread of interest has been waiting DUR (once per wait)
 //! waiting>=N [for DUR] [in PATTERN] N threads of interest wait at once (for DUR on end)
-//! idle>=P% [for DUR] [while waiting>=N [in PATTERN]]
+//! idle>=P% [for DUR] [while waiting>=N|convoy>=K [in PATTERN]]
 //!                                   the CPUs were idle P % of the last DUR (default 1s),
-//!                                   while N threads of interest wait
+//!                                   while N threads of interest wait, or a convoy of K
+//!                                   of them goes on
 //! unclaimed>=DUR [for DUR] [in PATTERN]
 //!                                   a CPU idle DUR while a thread of interest has been
 //!                                   runnable as long, not on a CPU (for DUR on end)
-//! convoy>=K [in PATTERN]            K threads of interest (2–16) woken in turn within
+//! convoy>=K [for DUR] [in PATTERN]  K threads of interest (2–16) woken in turn within
 //!                                   2K hand-offs, each while it waited by the one woken
-//!                                   before (a lock passed down a queue)
+//!                                   before (a lock passed down a queue; for DUR on end)
 //! signal                            SIGUSR2 to the recorder
 //! ```
 //!
-//! `for DUR` after `waiting>=N` or `unclaimed>=DUR` is a sustain: the
+//! `for DUR` after `waiting>=N`, `unclaimed>=DUR` or `convoy>=K` is a sustain: the
 //! condition must hold at every judgement for DUR before it counts (a
 //! dip, even for one drain batch, starts it again); after `idle>=P%` it is
 //! the window the share is taken over.
@@ -29,7 +30,9 @@
 //! each wait that reaches DUR.
 //!
 //! DUR is `500ms`, `2s`, `1m` (humantime); PATTERN a glob on thread names
-//! (`http-nio-*`, `H2 TCP*`: the rest of the trigger). Without a PATTERN, the threads of interest are the
+//! (`http-nio-*`, `H2 TCP*`: the rest of the trigger), as the kernel keeps
+//! them: 15 bytes, so a longer pattern also takes the names of 15 bytes its
+//! first 15 bytes match ([`NamePattern`]). Without a PATTERN, the threads of interest are the
 //! recorded command's or process's (all threads, when the whole machine is
 //! recorded), never idleflow's own. A thread waits from a switch-out in a
 //! sleeping state (`S`, `D`, or not runnable) until its wake-up. A
@@ -59,7 +62,46 @@ pub enum Interest {
     /// The recorded command's or process's threads (all without one).
     Target,
     /// Threads whose name matches.
-    Named(GlobMatcher),
+    Named(NamePattern),
+}
+
+/// The kernel keeps 15 bytes of a thread's name (`TASK_COMM_LEN` - 1).
+const COMM_BYTES: usize = 15;
+
+/// A glob on thread names, as the kernel names them: a name of the full
+/// 15 bytes may have been cut, so it also matches when the pattern's
+/// first 15 bytes do, followed by anything (`http-nio-8080-exec-*` takes
+/// `http-nio-8080-e`, the kernel's name of `http-nio-8080-exec-1`).
+#[derive(Debug, Clone)]
+pub struct NamePattern {
+    whole: GlobMatcher,
+    /// The pattern's first 15 bytes and `*`, when it is longer.
+    cut: Option<GlobMatcher>,
+}
+
+impl NamePattern {
+    fn new(pattern: &str) -> Result<Self, globset::Error> {
+        let whole = Glob::new(pattern)?.compile_matcher();
+        let cut = if pattern.len() > COMM_BYTES {
+            let mut end = COMM_BYTES;
+            while !pattern.is_char_boundary(end) {
+                end -= 1;
+            }
+            // A cut inside a bracket or after a backslash leaves no glob:
+            // then only the whole pattern matches.
+            Glob::new(&format!("{}*", &pattern[..end]))
+                .ok()
+                .map(|g| g.compile_matcher())
+        } else {
+            None
+        };
+        Ok(NamePattern { whole, cut })
+    }
+
+    fn is_match(&self, name: &str) -> bool {
+        self.whole.is_match(name)
+            || (name.len() == COMM_BYTES && self.cut.as_ref().is_some_and(|c| c.is_match(name)))
+    }
 }
 
 /// A trigger's condition.
@@ -70,11 +112,11 @@ pub enum Condition {
     /// This many threads of interest wait at once.
     Waiting { at_least: u32, who: Interest },
     /// The CPUs were idle this share of the last `for_ns`, while
-    /// `waiting` threads of interest wait.
+    /// threads of interest wait, or a convoy of them goes on.
     Idle {
         at_least_pct: f64,
         for_ns: u64,
-        waiting: Option<(u32, Interest)>,
+        waiting: Option<While>,
     },
     /// A CPU has been idle this long while a thread of interest has been
     /// runnable (woken or preempted, not on a CPU) as long: unclaimed idle.
@@ -113,6 +155,15 @@ struct Chain {
     threads: VecDeque<u32>,
 }
 
+/// What must hold as well as an `idle>=` trigger's share (`while …`).
+#[derive(Debug, Clone)]
+pub enum While {
+    /// At least this many threads of interest wait (`waiting>=N`).
+    Waiting(u32, Interest),
+    /// A convoy of this many of them goes on (`convoy>=K`).
+    Convoy(u32, Interest),
+}
+
 /// Which of a trigger's occurrences fire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rate {
@@ -144,7 +195,7 @@ pub struct Trigger {
     /// Which occurrences fire.
     pub rate: Rate,
     /// How long the condition must hold before it counts, ns (`for DUR`
-    /// after `waiting>=`/`unclaimed>=`; 0: at once).
+    /// after `waiting>=`/`unclaimed>=`/`convoy>=`; 0: at once).
     pub sustain_ns: u64,
 }
 
@@ -168,13 +219,23 @@ fn interest(words: &[&str]) -> Result<(Interest, usize), String> {
     match words {
         ["in", pat @ ..] if !pat.is_empty() => {
             let pat = pat.join(" ");
-            Glob::new(&pat)
-                .map(|g| (Interest::Named(g.compile_matcher()), words.len()))
+            NamePattern::new(&pat)
+                .map(|g| (Interest::Named(g), words.len()))
                 .map_err(|e| format!("'{pat}' is not a name pattern ({e})"))
         }
         ["in"] => Err("'in' needs a thread-name pattern".into()),
         _ => Ok((Interest::Target, 0)),
     }
+}
+
+/// The K of `convoy>=K`.
+fn convoy_threads(k: &str) -> Result<u32, String> {
+    k.parse::<u32>()
+        .ok()
+        .filter(|&k| (2..=CONVOY_MAX_THREADS as u32).contains(&k))
+        .ok_or_else(|| {
+            format!("'{k}' is not a number of threads in turn (2 to {CONVOY_MAX_THREADS})")
+        })
 }
 
 fn count(s: &str) -> Result<u32, String> {
@@ -211,7 +272,9 @@ impl Trigger {
         let (first, mut rest) = words.split_first().ok_or_else(|| err("empty".into()))?;
         // `for DUR` right after a sustainable condition.
         let mut sustain_ns = 0;
-        if (first.starts_with("waiting>=") || first.starts_with("unclaimed>="))
+        if (first.starts_with("waiting>=")
+            || first.starts_with("unclaimed>=")
+            || first.starts_with("convoy>="))
             && rest.first() == Some(&"for")
         {
             let d = rest
@@ -242,15 +305,7 @@ impl Trigger {
             )
         } else if let Some(k) = first.strip_prefix("convoy>=") {
             let (who, used) = interest(rest).map_err(err)?;
-            let at_least = k
-                .parse::<u32>()
-                .ok()
-                .filter(|&k| (2..=CONVOY_MAX_THREADS as u32).contains(&k))
-                .ok_or_else(|| {
-                    err(format!(
-                        "'{k}' is not a number of threads in turn (2 to {CONVOY_MAX_THREADS})"
-                    ))
-                })?;
+            let at_least = convoy_threads(k).map_err(err)?;
             (Condition::Convoy { at_least, who }, used)
         } else if let Some(n) = first.strip_prefix("waiting>=") {
             let (who, used) = interest(rest).map_err(err)?;
@@ -279,13 +334,15 @@ impl Trigger {
             }
             let mut waiting = None;
             if rest.get(i) == Some(&"while") {
-                let w = rest
-                    .get(i + 1)
-                    .and_then(|w| w.strip_prefix("waiting>="))
-                    .ok_or_else(|| err("'while' needs waiting>=N".into()))?;
-                let n = count(w).map_err(err)?;
-                let (who, used) = interest(&rest[i + 2..]).map_err(err)?;
-                waiting = Some((n, who));
+                let w = rest.get(i + 1).copied().unwrap_or_default();
+                let (who, used) = interest(&rest[(i + 2).min(rest.len())..]).map_err(err)?;
+                waiting = Some(if let Some(n) = w.strip_prefix("waiting>=") {
+                    While::Waiting(count(n).map_err(err)?, who)
+                } else if let Some(k) = w.strip_prefix("convoy>=") {
+                    While::Convoy(convoy_threads(k).map_err(err)?, who)
+                } else {
+                    return Err(err("'while' needs waiting>=N or convoy>=K".into()));
+                });
                 i += 2 + used;
             }
             (
@@ -365,9 +422,16 @@ impl Policy {
             edges: vec![Edge::default(); triggers.len()],
             runnable: FxHashMap::default(),
             chains: FxHashMap::default(),
-            follows_convoys: triggers
-                .iter()
-                .any(|t| matches!(t.condition, Condition::Convoy { .. })),
+            follows_convoys: triggers.iter().any(|t| {
+                matches!(
+                    t.condition,
+                    Condition::Convoy { .. }
+                        | Condition::Idle {
+                            waiting: Some(While::Convoy(..)),
+                            ..
+                        }
+                )
+            }),
             triggers,
             target_pids: target_pids.iter().copied().collect(),
             own_pid: std::process::id(),
@@ -714,20 +778,23 @@ impl Policy {
                 if pct < *at_least_pct {
                     return None;
                 }
-                let mut state = format!(
+                let state = format!(
                     "{pct:.1} % of {} CPUs idle over the last {:.1} s",
                     self.cpus,
                     *for_ns as f64 / 1e9
                 );
-                if let Some((n, who)) = waiting {
-                    let w = self.waiters(who);
-                    if w.len() < *n as usize {
-                        return None;
+                let also = match waiting {
+                    None => return Some(state),
+                    Some(While::Waiting(n, who)) => {
+                        let w = self.waiters(who);
+                        if w.len() < *n as usize {
+                            return None;
+                        }
+                        self.waiters_state(&w)
                     }
-                    state.push_str(", while ");
-                    state.push_str(&self.waiters_state(&w));
-                }
-                Some(state)
+                    Some(While::Convoy(k, who)) => self.convoy(now, *k, who)?,
+                };
+                Some(format!("{state}, while {also}"))
             }
         }
     }
@@ -865,10 +932,12 @@ mod tests {
             "waiting>=4 in pool-*",
             "idle>=40% for 2s while waiting>=4 in http-nio-*",
             "idle>=90%",
+            "idle>=30% for 2s while convoy>=4 in pool-*",
             "waiting>=4 for 2s in pool-*",
             "unclaimed>=5ms for 1s",
             "convoy>=4 in pool-*",
             "convoy>=16",
+            "convoy>=4 for 2s in pool-*",
             "signal",
         ] {
             Trigger::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
@@ -881,6 +950,8 @@ mod tests {
             ("wait>=1s in", "needs a thread-name pattern"),
             ("wait>=1s out x", "unexpected 'out'"),
             ("idle>=5% while waiting>=1 in [", "not a name pattern"),
+            ("idle>=5% while busy>=1", "needs waiting>=N or convoy>=K"),
+            ("idle>=5% while convoy>=1", "number of threads in turn"),
             ("cpu>=3", "unknown condition"),
             ("convoy>=1", "number of threads in turn (2 to 16)"),
             ("convoy>=17", "number of threads in turn (2 to 16)"),
@@ -994,6 +1065,29 @@ mod tests {
         waits(&mut two, 3 * MS, 21);
         two.observe(&hand(4 * MS, 22, 21));
         assert!(two.evaluate(4 * MS).is_some());
+        // Idle while a convoy goes on: both must hold.
+        let mut idle = pool_policy(&["idle>=50% for 10ms while convoy>=2 in pool-*"]);
+        idle.observe(&switch(0, 0, 9, PrevState::Sleeping, 0));
+        idle.observe(&switch(0, 1, 9, PrevState::Sleeping, 0));
+        assert_eq!(idle.evaluate(20 * MS), None, "idle, no convoy");
+        waits(&mut idle, 21 * MS, 22);
+        idle.observe(&hand(22 * MS, 21, 22));
+        waits(&mut idle, 23 * MS, 21);
+        idle.observe(&hand(24 * MS, 22, 21));
+        assert!(idle.evaluate(25 * MS).is_some_and(|f| f
+            .state
+            .contains("idle over the last 0.0 s, while a convoy of 2 hand-offs")));
+        // With a sustain: once it went on that long.
+        let mut sustained = pool_policy(&["convoy>=2 for 5ms"]);
+        waits(&mut sustained, MS, 22);
+        sustained.observe(&hand(2 * MS, 21, 22));
+        waits(&mut sustained, 3 * MS, 21);
+        sustained.observe(&hand(4 * MS, 22, 21));
+        assert_eq!(sustained.evaluate(4 * MS), None);
+        assert_eq!(sustained.evaluate(8 * MS), None);
+        assert!(sustained
+            .evaluate(9 * MS)
+            .is_some_and(|f| f.state.ends_with(", for 0.0 s")));
         // gc (9) is in the chain: not a convoy of pool-*.
         let mut q = pool_policy(&["convoy>=3 in pool-*"]);
         for (t, (a, b)) in [(21, 9), (9, 22), (22, 23)].into_iter().enumerate() {
@@ -1017,6 +1111,33 @@ mod tests {
             }
         }));
         assert_eq!(r.evaluate(6 * MS), None);
+    }
+
+    #[test]
+    fn a_pattern_longer_than_the_kernels_names_takes_the_names_it_cut() {
+        let p = NamePattern::new("http-nio-8080-exec-*").unwrap();
+        // `http-nio-8080-exec-1` as the kernel keeps it.
+        assert!(p.is_match("http-nio-8080-e"));
+        assert!(p.is_match("http-nio-8080-exec-1"));
+        assert!(!p.is_match("http-nio-8080-P"), "the Poller");
+        assert!(
+            !p.is_match("http-nio-8080-"),
+            "a name of 14 bytes was not cut"
+        );
+        let short = NamePattern::new("H2 TCP*").unwrap();
+        assert!(short.is_match("H2 TCP Server ("));
+        assert!(!short.is_match("H2 Log Writer D"));
+        let mut q = policy(&["waiting>=2 in http-nio-8080-exec-*"]);
+        q.observe(&thread(31, "http-nio-8080-e"));
+        q.observe(&thread(32, "http-nio-8080-e"));
+        q.observe(&thread(33, "http-nio-8080-P"));
+        q.observe(&switch(MS, 0, 31, PrevState::Sleeping, 0));
+        q.observe(&switch(MS, 1, 33, PrevState::Sleeping, 0));
+        assert_eq!(q.evaluate(MS), None);
+        q.observe(&switch(2 * MS, 1, 32, PrevState::Sleeping, 0));
+        assert!(q
+            .evaluate(2 * MS)
+            .is_some_and(|f| f.state.starts_with("2 threads waiting")));
     }
 
     #[test]
