@@ -593,3 +593,40 @@ fn a_convoy_trigger_fires_on_a_java_lock_convoy_and_not_on_pairs_in_ping_pong() 
     assert_eq!(top["reason"], "monitor enter", "{top}");
     assert_eq!(top["threads"][0]["name"], "clerk-*", "{top}");
 }
+
+#[test]
+fn an_io_pressure_trigger_fires_on_synchronous_writes_to_the_disk_and_not_on_a_sleep() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    // dd below stalls ≈ 50 % of the time here (measured with
+    // /proc/pressure/io: 785 ms of 1.5 s).
+    let trigger = "io-full>=20% for 500ms while idle>=30%";
+    // Nothing stalls on I/O while a sleep runs.
+    let none = tmp.path().join("none");
+    let o = run(idleflow()
+        .args(["record", "--flight", "5s", "--trigger", trigger, "-o"])
+        .arg(&none)
+        .args(["--", "sleep", "2"]));
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("0 dumps in"), "{err}");
+    // Synchronous, direct writes to a file on the disk (not a tmpfs): the
+    // writer stalls on I/O while the CPUs idle.
+    let disk = tempfile::tempdir_in("/var/tmp").unwrap();
+    let file = disk.path().join("psi.dat");
+    let out = tmp.path().join("dumps");
+    let o = run(idleflow()
+        .args(["record", "--flight", "5s", "--trigger", trigger])
+        .args(["--tail", "200ms", "-o"])
+        .arg(&out)
+        .args(["--", "bash", "-c"])
+        .arg(format!(
+            "timeout 2 dd if=/dev/zero of={} bs=16k count=1000000 oflag=sync,direct \
+             status=none; true",
+            file.display()
+        )));
+    let (r, state) = the_one_dump(&o, &out);
+    assert!(state.starts_with("io full stall "), "{state}");
+    assert!(state.contains(" CPUs idle"), "{state}");
+    assert_eq!(r["flight"]["trigger"], trigger);
+}

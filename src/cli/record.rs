@@ -76,7 +76,9 @@ pub struct RecordArgs {
     /// DUR while a thread of interest was runnable as long), `convoy>=K [for
     /// DUR] [in PATTERN]` (K threads of interest woken in turn, each while
     /// it waited by the one woken before: a lock passed down a queue),
-    /// `signal`
+    /// `io-full>=P% [for DUR] [while idle>=Q%]` (the kernel's pressure
+    /// stall, PSI: every task that could run stalled on I/O P % of the last
+    /// DUR; also io-some, memory-full, memory-some, cpu-some), `signal`
     /// (SIGUSR2, always on); `… every:N` or `… once-after:N` fires only
     /// every Nth occurrence, or the Nth. PATTERN is a glob on thread names
     /// as the kernel keeps them (15 bytes: `http-nio-8080-exec-*` also takes

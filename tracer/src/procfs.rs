@@ -26,6 +26,23 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
     Some(cpus)
 }
 
+/// The machine's pressure stall totals (`/proc/pressure/{cpu,io,memory}`,
+/// µs); a resource the kernel does not show (no PSI) is `None`.
+pub fn pressure() -> crate::flight::policy::Pressure {
+    let read = |r: &str| fs::read_to_string(format!("/proc/pressure/{r}")).ok();
+    let (cpu, io, memory) = (read("cpu"), read("io"), read("memory"));
+    let total = |text: &Option<String>, kind: &str| {
+        crate::flight::policy::Pressure::total(text.as_deref()?, kind)
+    };
+    crate::flight::policy::Pressure {
+        cpu_some: total(&cpu, "some"),
+        io_some: total(&io, "some"),
+        io_full: total(&io, "full"),
+        memory_some: total(&memory, "some"),
+        memory_full: total(&memory, "full"),
+    }
+}
+
 /// The online CPUs, ascending.
 pub fn online_cpus() -> io::Result<Vec<u32>> {
     let s = fs::read_to_string("/sys/devices/system/cpu/online")?;

@@ -469,6 +469,9 @@ impl Recorder {
             if let Some(f) = out.flight.as_mut() {
                 if watermark != u64::MAX {
                     f.released_to = f.released_to.max(watermark);
+                    if f.policy.wants_pressure() {
+                        f.policy.observe_pressure(now, crate::procfs::pressure());
+                    }
                     if let Some(fired) = f.policy.evaluate(watermark) {
                         f.fired.push(fired);
                     }

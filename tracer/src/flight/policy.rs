@@ -10,6 +10,11 @@
 //!                                   the CPUs were idle P % of the last DUR (default 1s),
 //!                                   while N threads of interest wait, or a convoy of K
 //!                                   of them goes on
+//! io-full>=P% [for DUR] [while idle>=Q%]
+//!                                   the machine's pressure stall (PSI): some task stalled
+//!                                   on I/O and none ran (`full`) P % of the last DUR
+//!                                   (default 1s), while the CPUs were idle Q % of it;
+//!                                   also io-some, memory-full, memory-some, cpu-some
 //! unclaimed>=DUR [for DUR] [in PATTERN]
 //!                                   a CPU idle DUR while a thread of interest has been
 //!                                   runnable as long, not on a CPU (for DUR on end)
@@ -124,8 +129,94 @@ pub enum Condition {
     /// This many distinct threads of interest in turn, each woken while
     /// it waited by the one before, which had been woken so itself.
     Convoy { at_least: u32, who: Interest },
+    /// The machine's pressure stall on `resource` was at least this share
+    /// of the last `for_ns`, while the CPUs were idle `idle_pct` of it.
+    Pressure {
+        resource: Stall,
+        at_least_pct: f64,
+        for_ns: u64,
+        idle_pct: Option<f64>,
+    },
     /// SIGUSR2 (the recording session raises it).
     Signal,
+}
+
+/// A pressure-stall line of the kernel's (`/proc/pressure/RESOURCE`,
+/// `some` or `full`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stall {
+    /// `cpu-some`: some runnable task waited for a CPU.
+    CpuSome,
+    /// `io-some`: some task stalled on I/O.
+    IoSome,
+    /// `io-full`: every non-idle task stalled on I/O at once.
+    IoFull,
+    /// `memory-some`.
+    MemorySome,
+    /// `memory-full`.
+    MemoryFull,
+}
+
+impl Stall {
+    fn parse(word: &str) -> Option<Stall> {
+        Some(match word {
+            "cpu-some" => Stall::CpuSome,
+            "io-some" => Stall::IoSome,
+            "io-full" => Stall::IoFull,
+            "memory-some" => Stall::MemorySome,
+            "memory-full" => Stall::MemoryFull,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Stall::CpuSome => "cpu some",
+            Stall::IoSome => "io some",
+            Stall::IoFull => "io full",
+            Stall::MemorySome => "memory some",
+            Stall::MemoryFull => "memory full",
+        }
+    }
+}
+
+/// The kernel's pressure stall totals at one moment, µs (`None`: not
+/// shown, a kernel without PSI).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pressure {
+    /// `cpu` `some`.
+    pub cpu_some: Option<u64>,
+    /// `io` `some`.
+    pub io_some: Option<u64>,
+    /// `io` `full`.
+    pub io_full: Option<u64>,
+    /// `memory` `some`.
+    pub memory_some: Option<u64>,
+    /// `memory` `full`.
+    pub memory_full: Option<u64>,
+}
+
+impl Pressure {
+    /// The `total=` of the `kind` (`some`, `full`) line of a
+    /// `/proc/pressure/*` file.
+    pub fn total(text: &str, kind: &str) -> Option<u64> {
+        text.lines()
+            .find(|l| l.starts_with(kind))?
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("total="))?
+            .parse()
+            .ok()
+    }
+
+    fn of(&self, s: Stall) -> Option<u64> {
+        match s {
+            Stall::CpuSome => self.cpu_some,
+            Stall::IoSome => self.io_some,
+            Stall::IoFull => self.io_full,
+            Stall::MemorySome => self.memory_some,
+            Stall::MemoryFull => self.memory_full,
+        }
+    }
 }
 
 /// The longest time between two hand-offs of one convoy, ns: a lock
@@ -228,6 +319,14 @@ fn interest(words: &[&str]) -> Result<(Interest, usize), String> {
     }
 }
 
+/// A share like `40%`.
+fn share(p: &str) -> Result<f64, String> {
+    p.strip_suffix('%')
+        .and_then(|v| v.parse().ok())
+        .filter(|v: &f64| (0.0..=100.0).contains(v))
+        .ok_or_else(|| format!("'{p}' is not a share like 40%"))
+}
+
 /// The K of `convoy>=K`.
 fn convoy_threads(k: &str) -> Result<u32, String> {
     k.parse::<u32>()
@@ -302,6 +401,38 @@ impl Trigger {
                     who,
                 },
                 n,
+            )
+        } else if let Some((stall, p)) = first
+            .split_once(">=")
+            .and_then(|(w, p)| Some((Stall::parse(w)?, p)))
+        {
+            let at_least_pct = share(p).map_err(err)?;
+            let mut i = 0;
+            let mut for_ns = 1_000_000_000;
+            if rest.first() == Some(&"for") {
+                let d = rest
+                    .get(1)
+                    .ok_or_else(|| err("'for' needs a duration".into()))?;
+                for_ns = duration_ns(d).map_err(err)?;
+                i = 2;
+            }
+            let mut idle_pct = None;
+            if rest.get(i) == Some(&"while") {
+                let q = rest
+                    .get(i + 1)
+                    .and_then(|w| w.strip_prefix("idle>="))
+                    .ok_or_else(|| err("'while' needs idle>=Q%".into()))?;
+                idle_pct = Some(share(q).map_err(err)?);
+                i += 2;
+            }
+            (
+                Condition::Pressure {
+                    resource: stall,
+                    at_least_pct,
+                    for_ns: for_ns.max(1),
+                    idle_pct,
+                },
+                i,
             )
         } else if let Some(k) = first.strip_prefix("convoy>=") {
             let (who, used) = interest(rest).map_err(err)?;
@@ -402,6 +533,9 @@ pub struct Policy {
     chains: FxHashMap<u32, Chain>,
     /// Whether hand-offs are followed (a `convoy>=` trigger).
     follows_convoys: bool,
+    /// The machine's pressure totals as sampled: (when, totals), oldest
+    /// first (only with a pressure trigger).
+    pressure: VecDeque<(u64, Pressure)>,
     /// Per trigger, in order.
     edges: Vec<Edge>,
     /// Per CPU: idle since when (None: running, or not known yet).
@@ -422,6 +556,7 @@ impl Policy {
             edges: vec![Edge::default(); triggers.len()],
             runnable: FxHashMap::default(),
             chains: FxHashMap::default(),
+            pressure: VecDeque::new(),
             follows_convoys: triggers.iter().any(|t| {
                 matches!(
                     t.condition,
@@ -464,6 +599,49 @@ impl Policy {
         self.triggers
             .iter()
             .any(|t| !matches!(t.condition, Condition::Signal))
+    }
+
+    /// Whether a trigger judges the machine's pressure stall: then call
+    /// [`Policy::observe_pressure`] before each [`Policy::evaluate`].
+    pub fn wants_pressure(&self) -> bool {
+        self.triggers
+            .iter()
+            .any(|t| matches!(t.condition, Condition::Pressure { .. }))
+    }
+
+    /// Takes note of the machine's pressure totals at `at_ns` (the
+    /// stream's clock).
+    pub fn observe_pressure(&mut self, at_ns: u64, totals: Pressure) {
+        let longest = self
+            .triggers
+            .iter()
+            .filter_map(|t| match t.condition {
+                Condition::Pressure { for_ns, .. } => Some(for_ns),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        while self
+            .pressure
+            .get(1)
+            .is_some_and(|(t, _)| at_ns.saturating_sub(*t) >= longest)
+        {
+            self.pressure.pop_front();
+        }
+        self.pressure.push_back((at_ns, totals));
+    }
+
+    /// The share of the last `for_ns` (to the latest sample) that the
+    /// machine stalled on `s`, %, once the samples span it.
+    fn stall_pct(&self, s: Stall, for_ns: u64) -> Option<f64> {
+        let (last_at, last) = self.pressure.back()?;
+        let (first_at, first) = self
+            .pressure
+            .iter()
+            .rev()
+            .find(|(t, _)| last_at.saturating_sub(*t) >= for_ns)?;
+        let stalled_us = last.of(s)?.saturating_sub(first.of(s)?);
+        Some(stalled_us as f64 * 1e3 * 100.0 / (last_at - first_at).max(1) as f64)
     }
 
     /// Whether `signal` is among the triggers.
@@ -718,6 +896,35 @@ impl Policy {
         match &self.triggers[i].condition {
             Condition::Signal => None,
             Condition::Convoy { at_least, who } => self.convoy(now, *at_least, who),
+            Condition::Pressure {
+                resource,
+                at_least_pct,
+                for_ns,
+                idle_pct,
+            } => {
+                let stall = self.stall_pct(*resource, *for_ns)?;
+                if stall < *at_least_pct {
+                    return None;
+                }
+                let mut state = format!(
+                    "{} stall {stall:.1} % of the last {:.1} s",
+                    resource.name(),
+                    *for_ns as f64 / 1e9
+                );
+                if let Some(q) = idle_pct {
+                    let first = self.first_ns?;
+                    if now.saturating_sub(first) < *for_ns {
+                        return None;
+                    }
+                    let idle = self.idle_ns_since(now - for_ns) as f64 * 100.0
+                        / (*for_ns as f64 * self.cpus as f64);
+                    if idle < *q {
+                        return None;
+                    }
+                    state.push_str(&format!(", while {idle:.1} % of {} CPUs idle", self.cpus));
+                }
+                Some(state)
+            }
             Condition::Wait { at_least_ns, who } => {
                 let (tid, since) = self
                     .waiting
@@ -811,7 +1018,7 @@ impl Policy {
             .triggers
             .iter()
             .filter_map(|t| match t.condition {
-                Condition::Idle { for_ns, .. } => Some(for_ns),
+                Condition::Idle { for_ns, .. } | Condition::Pressure { for_ns, .. } => Some(for_ns),
                 _ => None,
             })
             .max()
@@ -933,6 +1140,8 @@ mod tests {
             "idle>=40% for 2s while waiting>=4 in http-nio-*",
             "idle>=90%",
             "idle>=30% for 2s while convoy>=4 in pool-*",
+            "io-full>=20% for 2s while idle>=40%",
+            "memory-some>=5%",
             "waiting>=4 for 2s in pool-*",
             "unclaimed>=5ms for 1s",
             "convoy>=4 in pool-*",
@@ -951,6 +1160,9 @@ mod tests {
             ("wait>=1s out x", "unexpected 'out'"),
             ("idle>=5% while waiting>=1 in [", "not a name pattern"),
             ("idle>=5% while busy>=1", "needs waiting>=N or convoy>=K"),
+            ("io-full>=20", "share like 40%"),
+            ("io-full>=20% while waiting>=1", "needs idle>=Q%"),
+            ("disk-full>=20%", "unknown condition"),
             ("idle>=5% while convoy>=1", "number of threads in turn"),
             ("cpu>=3", "unknown condition"),
             ("convoy>=1", "number of threads in turn (2 to 16)"),
@@ -1111,6 +1323,47 @@ mod tests {
             }
         }));
         assert_eq!(r.evaluate(6 * MS), None);
+    }
+
+    #[test]
+    fn io_pressure_fires_on_the_stall_share_while_the_cpus_idle() {
+        let text = "some avg10=0.00 avg60=0.07 avg300=0.10 total=92186424\n\
+                    full avg10=0.00 avg60=0.06 avg300=0.07 total=68605484\n";
+        assert_eq!(Pressure::total(text, "full"), Some(68_605_484));
+        assert_eq!(Pressure::total(text, "some"), Some(92_186_424));
+        assert_eq!(Pressure::total("", "full"), None);
+        let at = |io_full: u64| Pressure {
+            io_full: Some(io_full),
+            ..Default::default()
+        };
+        let mut p = policy(&["io-full>=20% for 100ms while idle>=50%"]);
+        assert!(p.wants_pressure());
+        // Both CPUs idle from 0 on.
+        p.observe(&switch(0, 0, 9, PrevState::Sleeping, 0));
+        p.observe(&switch(0, 1, 9, PrevState::Sleeping, 0));
+        // 10 ms stalled in each 50 ms: 20 %, once a window is covered.
+        for (i, total_us) in [0, 10_000, 20_000].into_iter().enumerate() {
+            p.observe_pressure(i as u64 * 50 * MS, at(total_us));
+        }
+        let f = p.evaluate(100 * MS).expect("fired");
+        assert_eq!(
+            f.state,
+            "io full stall 20.0 % of the last 0.1 s, while 100.0 % of 2 CPUs idle"
+        );
+        // Less than that: nothing.
+        let mut q = policy(&["io-full>=20% for 100ms"]);
+        for (i, total_us) in [0, 5_000, 15_000].into_iter().enumerate() {
+            q.observe_pressure(i as u64 * 50 * MS, at(total_us));
+        }
+        assert_eq!(q.evaluate(100 * MS), None);
+        // Busy CPUs: nothing either.
+        let mut busy = policy(&["io-full>=20% for 100ms while idle>=50%"]);
+        busy.observe(&switch(0, 0, 0, PrevState::Preempted, 9));
+        busy.observe(&switch(0, 1, 0, PrevState::Preempted, 8));
+        for (i, total_us) in [0, 50_000, 100_000].into_iter().enumerate() {
+            busy.observe_pressure(i as u64 * 50 * MS, at(total_us));
+        }
+        assert_eq!(busy.evaluate(100 * MS), None);
     }
 
     #[test]
