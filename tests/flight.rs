@@ -551,50 +551,6 @@ fn a_dump_of_a_running_jvm_has_its_flight_recorders_waits_and_the_jvm_keeps_no_r
 }
 
 #[test]
-fn a_convoy_trigger_fires_on_a_java_lock_convoy_and_not_on_pairs_in_ping_pong() {
-    let Some(_m) = machine() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    // Pairs of threads handing a byte back and forth: two threads in turn.
-    let none = tmp.path().join("none");
-    let o = run(idleflow()
-        .args(["record", "--flight", "5s", "--trigger", "convoy>=3", "-o"])
-        .arg(&none)
-        .arg("--")
-        .arg(example("handoff"))
-        .args(["--pairs", "4", "--work-us", "20", "--seconds", "2"]));
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
-    assert!(err.contains("0 dumps in"), "{err}");
-    assert!(dumps(&none).is_empty());
-    // Four clerks passing one monitor in turn.
-    let classes = java_examples();
-    let out = tmp.path().join("dumps");
-    let o = run(idleflow()
-        .args([
-            "record",
-            "--flight",
-            "10s",
-            "--trigger",
-            "convoy>=4 in clerk-*",
-        ])
-        .args(["--tail", "300ms", "--max-dumps", "1", "-o"])
-        .arg(&out)
-        .arg("--")
-        .arg(Path::new(JDK17).join("bin/java"))
-        .arg("-cp")
-        .arg(classes.path())
-        .args(["Waits", "convoy", "3"]));
-    let (r, state) = the_one_dump(&o, &out);
-    assert!(state.starts_with("a convoy of "), "{state}");
-    assert!(state.contains(", 4 threads in turn (pid "), "{state}");
-    assert!(state.contains("clerk-"), "{state}");
-    // The dump shows it: the program's top path is the clerks' monitor enter.
-    let top = program_top_path(&r);
-    assert_eq!(top["reason"], "monitor enter", "{top}");
-    assert_eq!(top["threads"][0]["name"], "clerk-*", "{top}");
-}
-
-#[test]
 fn an_io_pressure_trigger_fires_on_synchronous_writes_to_the_disk_and_not_on_a_sleep() {
     let Some(_m) = machine() else { return };
     let tmp = tempfile::tempdir().unwrap();

@@ -3,9 +3,8 @@
 # HelloWorld servlet to `ab -k` on 127.0.0.1. After a warm-up, ROUNDS rounds
 # of `ab -c 4` for SECS s alternate plain and under `record --flight 60s
 # --pid TOMCAT` (its triggers: 9 of the 10 connector threads waiting for 500 ms,
-# and half the CPUs idle while a convoy of 4 of them goes on: under load their
-# task queue hands work on from one to the next, a convoy by itself, that
-# `convoy>=4` alone fires on every 5 s); in each recorded round `idleflow trigger`
+# and half the CPUs idle for 1 s while 4 of them wait); in each recorded round
+# `idleflow trigger`
 # asks for a dump half-way (each measured SECS after SECS of the load, to
 # leave the recorder's start out). Then a light load (`ab -c 1`, a request every
 # 20 ms) under the flight recorder, where the pool sits waiting: the
@@ -28,7 +27,7 @@ echo "warm-up: $(rps 20 4) requests/s"
 fly() {
   $IF record --flight 60s --pid "$PID" --tail 1s --cooldown 5s \
       --trigger 'waiting>=9 for 500ms in http-nio-8080-exec-*' \
-      --trigger 'idle>=50% for 1s while convoy>=4 in http-nio-8080-exec-*' \
+      --trigger 'idle>=50% for 1s while waiting>=4 in http-nio-8080-exec-*' \
       -o "$OUT" 2>> $D/tomcat-flight.log &
   REC=$!
   for i in $(seq 100); do [ -S /run/idleflow/flight-$REC.sock ] && break; sleep 0.1; done

@@ -71,11 +71,9 @@ pub struct RecordArgs {
     /// When the flight recorder dumps (repeatable): `wait>=DUR [in PATTERN]`
     /// (a thread of interest has waited DUR), `waiting>=N [for DUR] [in
     /// PATTERN]` (N wait at once, for DUR on end), `idle>=P% [for DUR]
-    /// [while waiting>=N|convoy>=K [in PATTERN]]` (the CPUs were idle P % of
-    /// the last DUR, default 1s), `unclaimed>=DUR [for DUR] [in PATTERN]` (a CPU idle
-    /// DUR while a thread of interest was runnable as long), `convoy>=K [for
-    /// DUR] [in PATTERN]` (K threads of interest woken in turn, each while
-    /// it waited by the one woken before: a lock passed down a queue),
+    /// [while waiting>=N [in PATTERN]]` (the CPUs were idle P % of the last
+    /// DUR, default 1s), `unclaimed>=DUR [for DUR] [in PATTERN]` (a CPU idle
+    /// DUR while a thread of interest was runnable as long),
     /// `io-full>=P% [for DUR] [while idle>=Q%]` (the kernel's pressure
     /// stall, PSI: every task that could run stalled on I/O P % of the last
     /// DUR; also io-some, memory-full, memory-some, cpu-some), `signal`

@@ -1,0 +1,504 @@
+//! The flight recorder's triggers (the patent's policies): when to look.
+//! Each is evaluated on the exact record stream, after every drain batch.
+//!
+//! The language (`record --trigger SPEC`, repeatable):
+//!
+//! ```text
+//! wait>=DUR [in PATTERN]            a thread of interest has been waiting DUR (once per wait)
+//! waiting>=N [for DUR] [in PATTERN] N threads of interest wait at once (for DUR on end)
+//! idle>=P% [for DUR] [while waiting>=N [in PATTERN]]
+//!                                   the CPUs were idle P % of the last DUR (default 1s),
+//!                                   while N threads of interest wait
+//! io-full>=P% [for DUR] [while idle>=Q%]
+//!                                   the machine's pressure stall (PSI): some task stalled
+//!                                   on I/O and none ran (`full`) P % of the last DUR
+//!                                   (default 1s), while the CPUs were idle Q % of it;
+//!                                   also io-some, memory-full, memory-some, cpu-some
+//! unclaimed>=DUR [for DUR] [in PATTERN]
+//!                                   a CPU idle DUR while a thread of interest has been
+//!                                   runnable as long, not on a CPU (for DUR on end)
+//! signal                            SIGUSR2 to the recorder
+//! ```
+//!
+//! `for DUR` after `waiting>=N` or `unclaimed>=DUR` is a sustain: the
+//! condition must hold at every judgement for DUR before it counts (a
+//! dip, even for one drain batch, starts it again); after `idle>=P%` it is
+//! the window the share is taken over.
+//!
+//! Any of them may end in `every:N` (every Nth occurrence fires) or
+//! `once-after:N` (only the Nth). An occurrence is the condition coming to
+//! hold (it counts again only after it stopped holding); for `wait>=`,
+//! each wait that reaches DUR.
+//!
+//! DUR is `500ms`, `2s`, `1m` (humantime); PATTERN a glob on thread names
+//! (`http-nio-*`, `H2 TCP*`: the rest of the trigger), as the kernel keeps
+//! them: 15 bytes, so a longer pattern also takes the names of 15 bytes its
+//! first 15 bytes match ([`NamePattern`]). Without a PATTERN, the threads of interest are the
+//! recorded command's or process's (all threads, when the whole machine is
+//! recorded), never idleflow's own. A thread waits from a switch-out in a
+//! sleeping state (`S`, `D`, or not runnable) until its wake-up.
+//!
+//! Submodules: [`language`] reads the triggers, [`pressure`] keeps the
+//! kernel's pressure-stall samples.
+//!
+//! Invariant: the policy sees records in stream order and judges at
+//! stream time: "now" is the latest time the stream reached, never the
+//! wall clock, so a condition holds or not on what was recorded. The one
+//! input from outside the stream, the kernel's pressure stall, is judged
+//! on its samples' own times (the same clock, read at each judgement).
+
+mod language;
+mod pressure;
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+
+use idleflow_format::{PrevState, Record};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+pub use language::{Condition, Interest, NamePattern, Rate, Trigger, TriggerError};
+use pressure::Samples;
+pub use pressure::{Pressure, Stall};
+
+/// A trigger's occurrences so far, and whether its condition holds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Edge {
+    /// The condition held long enough and counted (until it stops holding).
+    holding: bool,
+    /// Since when it has held at every judgement (its sustain).
+    since: Option<u64>,
+    occurrences: u64,
+}
+
+/// A trigger that fired.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fired {
+    /// Its spec.
+    pub trigger: String,
+    /// When its condition held, ns (stream time).
+    pub at_ns: u64,
+    /// The state that made it hold, in words.
+    pub state: String,
+}
+
+/// Idle CPU-time is summed in bins this long, ns.
+const BIN_NS: u64 = 10_000_000;
+
+/// The stream's state the triggers judge, and the triggers.
+#[derive(Debug)]
+pub struct Policy {
+    triggers: Vec<Trigger>,
+    /// The target's processes (empty: every process).
+    target_pids: FxHashSet<u32>,
+    /// idleflow's own process: never of interest.
+    own_pid: u32,
+    /// tid → (pid, name).
+    names: FxHashMap<u32, (u32, String)>,
+    /// Threads waiting now: tid → since when, and whether a `wait>=`
+    /// trigger already fired on this wait.
+    waiting: FxHashMap<u32, (u64, bool)>,
+    /// Threads runnable and not on a CPU: tid → since when.
+    runnable: FxHashMap<u32, u64>,
+    /// The machine's pressure totals as sampled: (when, totals), oldest
+    /// first (only with a pressure trigger).
+    pressure: Samples,
+    /// Per trigger, in order.
+    edges: Vec<Edge>,
+    /// Per CPU: idle since when (None: running, or not known yet).
+    idle_since: FxHashMap<u32, Option<u64>>,
+    /// Idle CPU-ns per bin: (bin start, ns), oldest first.
+    bins: VecDeque<(u64, u64)>,
+    cpus: usize,
+    /// The stream's first and latest times.
+    first_ns: Option<u64>,
+    now_ns: u64,
+}
+
+impl Policy {
+    /// A policy of `triggers` for a recording of `cpus` CPUs whose target
+    /// is `target_pids` (empty: the whole machine).
+    pub fn new(triggers: Vec<Trigger>, cpus: usize, target_pids: &[u32]) -> Self {
+        Policy {
+            edges: vec![Edge::default(); triggers.len()],
+            runnable: FxHashMap::default(),
+            pressure: Samples::default(),
+            triggers,
+            target_pids: target_pids.iter().copied().collect(),
+            own_pid: std::process::id(),
+            names: FxHashMap::default(),
+            waiting: FxHashMap::default(),
+            idle_since: FxHashMap::default(),
+            bins: VecDeque::new(),
+            cpus: cpus.max(1),
+            first_ns: None,
+            now_ns: 0,
+        }
+    }
+
+    /// Sets idleflow's own process (tests: another one).
+    pub fn set_own_pid(&mut self, pid: u32) {
+        self.own_pid = pid;
+    }
+
+    /// The triggers, as given, for the dumps' record of the policy.
+    pub fn describe(&self) -> String {
+        self.triggers
+            .iter()
+            .map(|t| format!("'{}'", t.spec))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Whether a trigger watches the stream (not only signals).
+    pub fn watches_stream(&self) -> bool {
+        self.triggers
+            .iter()
+            .any(|t| !matches!(t.condition, Condition::Signal))
+    }
+
+    /// Whether a trigger judges the machine's pressure stall: then call
+    /// [`Policy::observe_pressure`] before each [`Policy::evaluate`].
+    pub fn wants_pressure(&self) -> bool {
+        self.triggers
+            .iter()
+            .any(|t| matches!(t.condition, Condition::Pressure { .. }))
+    }
+
+    /// Takes note of the machine's pressure totals at `at_ns` (the
+    /// stream's clock).
+    pub fn observe_pressure(&mut self, at_ns: u64, totals: Pressure) {
+        let longest = self
+            .triggers
+            .iter()
+            .filter_map(|t| match t.condition {
+                Condition::Pressure { for_ns, .. } => Some(for_ns),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        self.pressure.observe(at_ns, totals, longest);
+    }
+
+    /// Whether `signal` is among the triggers.
+    pub fn has_signal(&self) -> bool {
+        self.triggers
+            .iter()
+            .any(|t| matches!(t.condition, Condition::Signal))
+    }
+
+    fn add_idle(&mut self, from: u64, to: u64) {
+        let mut t = from;
+        while t < to {
+            let bin = t - t % BIN_NS;
+            let end = (bin + BIN_NS).min(to);
+            match self.bins.back_mut() {
+                Some((b, ns)) if *b == bin => *ns += end - t,
+                _ => self.bins.push_back((bin, end - t)),
+            }
+            t = end;
+        }
+    }
+
+    /// Takes note of one record, in stream order.
+    pub fn observe(&mut self, r: &Record) {
+        let time = match r {
+            Record::Thread(t) => {
+                self.names.insert(t.tid, (t.pid, t.comm.clone()));
+                t.time
+            }
+            Record::Dispatch(d) => {
+                if d.prev_tid != 0
+                    && matches!(
+                        d.prev_state,
+                        PrevState::Sleeping | PrevState::DiskSleep | PrevState::Blocked
+                    )
+                {
+                    self.waiting.entry(d.prev_tid).or_insert((d.time, false));
+                }
+                if d.prev_tid != 0 && d.prev_state == PrevState::Preempted {
+                    self.runnable.insert(d.prev_tid, d.time);
+                }
+                self.waiting.remove(&d.next_tid);
+                self.runnable.remove(&d.next_tid);
+                // idleflow's own threads on an idle CPU leave it idle (they
+                // run when the drain wakes, just before every judgement).
+                let own = |tid: u32| {
+                    self.names
+                        .get(&tid)
+                        .is_some_and(|(pid, _)| *pid == self.own_pid)
+                };
+                let next_idle = d.next_tid == 0 || own(d.next_tid);
+                let was_idle = d.prev_tid == 0 || own(d.prev_tid);
+                let since = self.idle_since.entry(d.cpu).or_insert(None);
+                match (*since, next_idle) {
+                    (Some(_), true) => {}
+                    (Some(s), false) => {
+                        *since = None;
+                        let s = s.max(d.time.saturating_sub(60_000_000_000));
+                        self.add_idle(s, d.time);
+                    }
+                    (None, true) if !was_idle || d.next_tid == 0 => *since = Some(d.time),
+                    (None, _) => {}
+                }
+                d.time
+            }
+            Record::Wakeup(w) => {
+                let waited = self.waiting.remove(&w.wakee_tid).is_some();
+                if waited || w.new_thread {
+                    self.runnable.entry(w.wakee_tid).or_insert(w.time);
+                }
+                w.time
+            }
+            Record::Exit(e) => {
+                self.waiting.remove(&e.tid);
+                self.runnable.remove(&e.tid);
+                e.time
+            }
+            _ => return,
+        };
+        self.first_ns.get_or_insert(time);
+        self.now_ns = self.now_ns.max(time);
+    }
+
+    fn of_interest(&self, tid: u32, who: &Interest) -> bool {
+        let Some((pid, name)) = self.names.get(&tid) else {
+            return false;
+        };
+        if *pid == self.own_pid {
+            return false;
+        }
+        match who {
+            Interest::Named(g) => g.is_match(name),
+            Interest::Target => self.target_pids.is_empty() || self.target_pids.contains(pid),
+        }
+    }
+
+    fn waiters(&self, who: &Interest) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .waiting
+            .keys()
+            .copied()
+            .filter(|&t| self.of_interest(t, who))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn name(&self, tid: u32) -> String {
+        match self.names.get(&tid) {
+            Some((pid, name)) => format!("{name} (tid {tid}, pid {pid})"),
+            None => format!("tid {tid}"),
+        }
+    }
+
+    /// Idle CPU-ns in `[from, now]`, the CPUs idle now counted to now.
+    fn idle_ns_since(&self, from: u64) -> u64 {
+        let binned: u64 = self
+            .bins
+            .iter()
+            .filter(|(b, _)| *b + BIN_NS > from)
+            .map(|(b, ns)| {
+                if *b >= from {
+                    *ns
+                } else {
+                    ns * (b + BIN_NS - from) / BIN_NS
+                }
+            })
+            .sum();
+        let open: u64 = self
+            .idle_since
+            .values()
+            .flatten()
+            .map(|&s| self.now_ns.saturating_sub(s.max(from)))
+            .sum();
+        binned + open
+    }
+
+    /// Whether trigger `i`'s condition holds at `now`: the state in words.
+    /// A `wait>=` holds once per wait (the wait is marked).
+    fn holds(&mut self, i: usize, now: u64) -> Option<String> {
+        match &self.triggers[i].condition {
+            Condition::Signal => None,
+            Condition::Pressure {
+                resource,
+                at_least_pct,
+                for_ns,
+                idle_pct,
+            } => {
+                let stall = self.pressure.stall_pct(*resource, *for_ns)?;
+                if stall < *at_least_pct {
+                    return None;
+                }
+                let mut state = format!(
+                    "{} stall {stall:.1} % of the last {:.1} s",
+                    resource.name(),
+                    *for_ns as f64 / 1e9
+                );
+                if let Some(q) = idle_pct {
+                    let first = self.first_ns?;
+                    if now.saturating_sub(first) < *for_ns {
+                        return None;
+                    }
+                    let idle = self.idle_ns_since(now - for_ns) as f64 * 100.0
+                        / (*for_ns as f64 * self.cpus as f64);
+                    if idle < *q {
+                        return None;
+                    }
+                    state.push_str(&format!(", while {idle:.1} % of {} CPUs idle", self.cpus));
+                }
+                Some(state)
+            }
+            Condition::Wait { at_least_ns, who } => {
+                let (tid, since) = self
+                    .waiting
+                    .iter()
+                    .filter(|(tid, (since, done))| {
+                        !done
+                            && now.saturating_sub(*since) >= *at_least_ns
+                            && self.of_interest(**tid, who)
+                    })
+                    .min_by_key(|(tid, (since, _))| (*since, **tid))
+                    .map(|(tid, (since, _))| (*tid, *since))?;
+                if let Some(w) = self.waiting.get_mut(&tid) {
+                    w.1 = true;
+                }
+                Some(format!(
+                    "{} waiting {:.0} ms",
+                    self.name(tid),
+                    now.saturating_sub(since) as f64 / 1e6
+                ))
+            }
+            Condition::Waiting { at_least, who } => {
+                let w = self.waiters(who);
+                (w.len() >= *at_least as usize).then(|| self.waiters_state(&w))
+            }
+            Condition::Unclaimed { at_least_ns, who } => {
+                let (cpu, idle_since) = self
+                    .idle_since
+                    .iter()
+                    .filter_map(|(cpu, s)| s.map(|s| (*cpu, s)))
+                    .filter(|(_, s)| now.saturating_sub(*s) >= *at_least_ns)
+                    .min_by_key(|(cpu, s)| (*s, *cpu))?;
+                let (tid, runnable_since) = self
+                    .runnable
+                    .iter()
+                    .filter(|(tid, since)| {
+                        now.saturating_sub(**since) >= *at_least_ns && self.of_interest(**tid, who)
+                    })
+                    .min_by_key(|(tid, since)| (**since, **tid))
+                    .map(|(tid, since)| (*tid, *since))?;
+                Some(format!(
+                    "CPU {cpu} idle {:.1} ms while {} runnable {:.1} ms, not on a CPU",
+                    now.saturating_sub(idle_since) as f64 / 1e6,
+                    self.name(tid),
+                    now.saturating_sub(runnable_since) as f64 / 1e6
+                ))
+            }
+            Condition::Idle {
+                at_least_pct,
+                for_ns,
+                waiting,
+            } => {
+                let first = self.first_ns?;
+                if now.saturating_sub(first) < *for_ns {
+                    return None;
+                }
+                let idle = self.idle_ns_since(now - for_ns);
+                let pct = idle as f64 * 100.0 / (*for_ns as f64 * self.cpus as f64);
+                if pct < *at_least_pct {
+                    return None;
+                }
+                let state = format!(
+                    "{pct:.1} % of {} CPUs idle over the last {:.1} s",
+                    self.cpus,
+                    *for_ns as f64 / 1e9
+                );
+                let also = match waiting {
+                    None => return Some(state),
+                    Some((n, who)) => {
+                        let w = self.waiters(who);
+                        if w.len() < *n as usize {
+                            return None;
+                        }
+                        self.waiters_state(&w)
+                    }
+                };
+                Some(format!("{state}, while {also}"))
+            }
+        }
+    }
+
+    /// Judges every trigger at stream time `now_ns` (at least the latest
+    /// record's): the first that fires, if any. A condition that holds
+    /// counts once until it stops holding (a `wait>=`: once per wait); its
+    /// rate (`every:N`, `once-after:N`) picks which of those fire. Signals
+    /// are not judged here.
+    pub fn evaluate(&mut self, now_ns: u64) -> Option<Fired> {
+        self.now_ns = self.now_ns.max(now_ns);
+        let now = self.now_ns;
+        let longest = self
+            .triggers
+            .iter()
+            .filter_map(|t| match t.condition {
+                Condition::Idle { for_ns, .. } | Condition::Pressure { for_ns, .. } => Some(for_ns),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        while self
+            .bins
+            .front()
+            .is_some_and(|(b, _)| b + BIN_NS + longest < now)
+        {
+            self.bins.pop_front();
+        }
+        let mut first = None;
+        for i in 0..self.triggers.len() {
+            let state = self.holds(i, now);
+            let per_wait = matches!(self.triggers[i].condition, Condition::Wait { .. });
+            let sustain_ns = self.triggers[i].sustain_ns;
+            let edge = &mut self.edges[i];
+            let Some(mut state) = state else {
+                edge.holding = false;
+                edge.since = None;
+                continue;
+            };
+            if edge.holding && !per_wait {
+                continue;
+            }
+            let since = *edge.since.get_or_insert(now);
+            if now - since < sustain_ns {
+                continue;
+            }
+            if sustain_ns > 0 {
+                state.push_str(&format!(", for {:.1} s", (now - since) as f64 / 1e9));
+            }
+            edge.holding = true;
+            edge.occurrences += 1;
+            let fires = match self.triggers[i].rate {
+                Rate::Always => true,
+                Rate::Every(n) => edge.occurrences.is_multiple_of(u64::from(n)),
+                Rate::OnceAfter(n) => edge.occurrences == u64::from(n),
+            };
+            if fires && first.is_none() {
+                first = Some(Fired {
+                    trigger: self.triggers[i].spec.clone(),
+                    at_ns: now,
+                    state,
+                });
+            }
+        }
+        first
+    }
+
+    fn waiters_state(&self, tids: &[u32]) -> String {
+        let shown: Vec<String> = tids.iter().take(3).map(|&t| self.name(t)).collect();
+        format!(
+            "{} threads waiting: {}{}",
+            tids.len(),
+            shown.join(", "),
+            if tids.len() > 3 { ", …" } else { "" }
+        )
+    }
+}
