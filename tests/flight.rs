@@ -332,8 +332,8 @@ fn a_dump_that_fills_the_disk_is_said_leaves_no_file_and_the_recording_goes_on()
     let tmp = tempfile::tempdir().unwrap();
     let small = Tmpfs::mount(&tmp.path().join("small"), "1m");
     let out = small.path().join("dumps");
-    // Half a second of the pipe bench is ≈ 100 k dispatches: more than
-    // 1 MiB in a dump.
+    // Two seconds of the pipe bench are ≈ 400 k dispatches: more than
+    // 1 MiB in a dump, compressed (≈ 11 bytes a dispatch).
     let rec = idleflow()
         .args(["record", "--flight", "10s", "--tail", "100ms", "-o"])
         .arg(&out)
@@ -343,7 +343,7 @@ fn a_dump_that_fills_the_disk_is_said_leaves_no_file_and_the_recording_goes_on()
         .spawn()
         .unwrap();
     wait_for_socket(rec.id());
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(2000));
     // SAFETY: kill has no memory effects.
     unsafe { libc::kill(rec.id() as i32, libc::SIGUSR2) };
     let o = rec.wait_with_output().unwrap();

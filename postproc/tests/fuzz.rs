@@ -191,11 +191,34 @@ fn seed() -> Vec<u8> {
     .unwrap()
 }
 
+/// The seed with its timed records in a compressed block, as a flight
+/// recorder's dump holds them.
+fn blocked(seed: &[u8]) -> Vec<u8> {
+    let mut r = idleflow_format::Reader::new(seed).unwrap();
+    let mut w = Writer::new(Vec::new(), r.info()).unwrap();
+    let mut stream = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        match rec {
+            Record::Dispatch(_) | Record::Wakeup(_) | Record::SwitchUserStack(_) => {
+                stream.push(rec)
+            }
+            other => {
+                if !stream.is_empty() {
+                    w.write_block(&std::mem::take(&mut stream)).unwrap();
+                }
+                w.write(&other).unwrap();
+            }
+        }
+    }
+    w.finish(r.summary().unwrap()).unwrap()
+}
+
 #[test]
 fn the_reader_and_reports_survive_fuzzing() {
     let corpus = tempfile::tempdir().unwrap();
     let s = seed();
     std::fs::write(corpus.path().join("seed"), &s).unwrap();
+    std::fs::write(corpus.path().join("seed-blocked"), blocked(&s)).unwrap();
     std::fs::write(corpus.path().join("seed-cut"), &s[..s.len() * 2 / 3]).unwrap();
     fuzz::run_fuzz_target(
         Path::new(env!("CARGO_MANIFEST_DIR")),

@@ -154,4 +154,11 @@ pub mod kind {
     pub const USER_STACK: u8 = 136;
     /// [`crate::UserSymbols`], JSON: the user stacks' modules and frames.
     pub const USER_SYMBOLS: u8 = 137;
+    /// A compressed block: a run of whole records (never META, END or
+    /// another BLOCK) as a writer encoded them, compressed: their length
+    /// (u32, little-endian), then the LZ4 block format. A reader reads
+    /// the records inside as if they stood in its place; the delta chain
+    /// runs through them. A flight recorder's dump keeps its segments so
+    /// ([`crate::Writer::append_compressed`]).
+    pub const BLOCK: u8 = 138;
 }

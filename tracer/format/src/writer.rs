@@ -303,6 +303,48 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// Appends records another writer encoded, as
+    /// [`Writer::append_encoded`] does, kept compressed: `block` is their
+    /// bytes as `lz4_flex::compress_prepend_size` gives them (their length,
+    /// u32 little-endian, then the LZ4 block), written as one
+    /// [`kind::BLOCK`] record. Stack copies written after it by this
+    /// writer are whole or deltas against its own earlier copies only.
+    pub fn append_compressed(&mut self, block: &[u8], last_time: u64) -> Result<(), FormatError> {
+        self.hand_over()?;
+        let mut head = [0u8; 11];
+        head[0] = kind::BLOCK;
+        let n = leb128_into(&mut head[1..], block.len() as u64);
+        self.out.write_all(&head[..1 + n])?;
+        self.out.write_all(block)?;
+        self.bytes += (1 + n + block.len()) as u64;
+        self.last_time = last_time;
+        Ok(())
+    }
+
+    /// Writes `records` as one compressed block ([`kind::BLOCK`]), as a
+    /// flight recorder's dump holds its segments. Stack copies in it are
+    /// whole or deltas against its own earlier ones.
+    pub fn write_block(&mut self, records: &[Record]) -> Result<(), FormatError> {
+        let mut inner = Writer {
+            out: Vec::new(),
+            buf: Vec::with_capacity(BLOCK + 4096),
+            last_time: self.last_time,
+            bytes: 0,
+            refs: Default::default(),
+            waits_from: None,
+        };
+        for r in records {
+            inner.write(r)?;
+        }
+        inner.hand_over()?;
+        if inner.waits_from.is_some() && self.waits_from.is_none() {
+            // The trailer points at the block: a reader opens it there.
+            self.waits_from = Some((self.bytes, self.last_time));
+        }
+        let block = lz4_flex::compress_prepend_size(&inner.out);
+        self.append_compressed(&block, inner.last_time)
+    }
+
     /// Hands everything written so far to the output's own writer (for a
     /// file: to the kernel, so that it survives the writer being killed).
     pub fn flush(&mut self) -> Result<(), FormatError> {

@@ -43,6 +43,7 @@ use std::time::{Duration, Instant, SystemTime};
 use idleflow_format::FlightDump;
 use idleflow_tracer::flight::policy::{Fired, Trigger};
 use idleflow_tracer::flight::FlightLimits;
+use idleflow_tracer::ksyms::KernelNamer;
 use idleflow_tracer::{procfs, sys, Recorder};
 
 use crate::jfr::{Waits, Watch, WatchAsker};
@@ -271,6 +272,10 @@ pub fn fly(
         decided: 0,
         writers: Vec::new(),
         said_capped: false,
+        namer: KernelNamer::start().map_err(|e| SessionError::Io {
+            what: "cannot start the kernel-symbol thread".into(),
+            source: e,
+        })?,
     };
     let end = loop {
         if let Err(e) = recorder.poll(exit_fd.as_ref().map(|f| f.as_fd()), 50) {
@@ -378,6 +383,8 @@ struct State {
     decided: u32,
     writers: Vec<JoinHandle<()>>,
     said_capped: bool,
+    /// Names the dumps' kernel stacks, `/proc/kallsyms` read once.
+    namer: KernelNamer,
 }
 
 /// An hour, for `--max-per-hour`.
@@ -538,9 +545,10 @@ impl State {
             let perf_maps_of = jvms.perf_maps_of;
             let jvms = jvms.waits.clone();
             let done = done.clone();
+            let namer = self.namer.clone();
             self.writers.push(std::thread::spawn(move || {
                 let r = window
-                    .write(&path, &info, dump)
+                    .write(&path, &info, dump, &namer)
                     .map_err(|e| format!("dump {} failed: {}", path.display(), error_chain(&e)))
                     .and_then(|d| {
                         let java = match &jvms {
@@ -553,18 +561,22 @@ impl State {
                             None => String::new(),
                         };
                         let resolving = Instant::now();
-                        if resolve_stacks {
+                        // A dump whose stacks cannot be resolved (a full
+                        // disk: the resolver writes a copy) stays complete,
+                        // without the user stacks' names.
+                        let unresolved = if resolve_stacks {
                             // The JVMs' JIT code of now names the window's
                             // frames (`--java stacks`, attached JVMs).
                             resolve::write_perf_maps(perf_maps_of, true, &mut ());
-                            resolve::resolve_stacks(&d.path, true, &mut ()).map_err(|e| {
+                            resolve::resolve_stacks(&d.path, true, &mut ()).err().map(|e| {
                                 format!(
-                                    "dump {}: resolving its stacks: {}",
-                                    d.path.display(),
+                                    "; its user stacks were not resolved ({}): the dump reads without their names",
                                     crate::one_line(&e)
                                 )
-                            })?;
-                        }
+                            })
+                        } else {
+                            None
+                        };
                         Ok(format!(
                             "flight: dump {} written: {:.1} s, {} dispatches, {:.1} MiB in {} ms{}{java}; \
                              the ring held {:.1} MiB",
@@ -573,7 +585,7 @@ impl State {
                             d.summary.dispatches,
                             d.bytes as f64 / (1 << 20) as f64,
                             d.latency.as_millis(),
-                            if resolve_stacks {
+                            if resolve_stacks && unresolved.is_none() {
                                 format!(
                                     " (stacks resolved in {} ms more)",
                                     resolving.elapsed().as_millis()
@@ -582,7 +594,8 @@ impl State {
                                 String::new()
                             },
                             ring_bytes as f64 / (1 << 20) as f64
-                        ) + &history.map(|h| keep_in_history(&d.path, &h)).unwrap_or_default())
+                        ) + &unresolved.unwrap_or_default()
+                            + &history.map(|h| keep_in_history(&d.path, &h)).unwrap_or_default())
                     });
                 let _ = done.send(r);
             }));

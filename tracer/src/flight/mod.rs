@@ -10,9 +10,10 @@
 //! [`directory`] keeps for every thread and process that the ring's window
 //! may mention. A dump ([`Window::write`]) is then: the header and run
 //! information with `start_ns` = the first segment's base, the directory's
-//! THREAD, MODULE_MAP and KERNEL_STACK records at that time, the segments'
-//! bytes as they are, the kernel symbols of their stacks, and an END record
-//! that says which trigger fired ([`idleflow_format::FlightDump`]).
+//! THREAD, MODULE_MAP and KERNEL_STACK records at that time, the segments
+//! as they are kept (one compressed BLOCK record each), the kernel symbols
+//! of their stacks, and an END record that says which trigger fired
+//! ([`idleflow_format::FlightDump`]).
 //!
 //! Invariants: segments are consecutive (each one's base is the previous
 //! one's last time), so any run of the newest ones is one delta chain; the
@@ -38,6 +39,7 @@ use idleflow_format::{
 };
 use rustc_hash::FxHashSet;
 
+use crate::ksyms::KernelNamer;
 use directory::Directory;
 
 /// A segment is cut at the first drain batch after it spans this long, ns.
@@ -337,6 +339,7 @@ impl Window {
         path: &Path,
         info: &RunInfo,
         flight: FlightDump,
+        namer: &KernelNamer,
     ) -> Result<Dumped, DumpError> {
         let started = std::time::Instant::now();
         let mut partial = path.as_os_str().to_owned();
@@ -354,7 +357,7 @@ impl Window {
             idleflow_format::create_private(&partial).map_err(io("cannot create", &partial))?;
         // A dump that cannot be completed (a full disk) leaves nothing: its
         // partial file would hold the space and read as a broken recording.
-        let written = self.write_into(file, &partial, info, flight);
+        let written = self.write_into(file, &partial, info, flight, namer);
         if written.is_err() {
             let _ = std::fs::remove_file(&partial);
         }
@@ -380,6 +383,7 @@ impl Window {
         partial: &Path,
         info: &RunInfo,
         flight: FlightDump,
+        namer: &KernelNamer,
     ) -> Result<(std::fs::File, u64, RunSummary), DumpError> {
         let mut info = info.clone();
         info.start_ns = self.base_ns;
@@ -410,13 +414,9 @@ impl Window {
             ..Default::default()
         };
         for s in &self.segments {
-            let bytes = lz4_flex::decompress_size_prepended(&s.compressed).map_err(|e| {
-                DumpError::Format(FormatError::Corrupt {
-                    offset: 0,
-                    what: format!("a flight segment does not decompress: {e}"),
-                })
-            })?;
-            w.append_encoded(&bytes, s.end_ns)?;
+            // Kept compressed: a dump writes half the bytes and decompresses
+            // nothing (the reader opens the blocks).
+            w.append_compressed(&s.compressed, s.end_ns)?;
             summary.dispatches += s.dispatches;
             summary.wakeups += s.wakeups;
             for (sum, n) in summary.lost_per_cpu.iter_mut().zip(&s.lost_per_cpu) {
@@ -431,7 +431,7 @@ impl Window {
         addrs.sort_unstable();
         addrs.dedup();
         if !addrs.is_empty() {
-            w.write(&Record::KernelSymbols(Box::new(crate::ksyms::name(&addrs))))?;
+            w.write(&Record::KernelSymbols(Box::new(namer.name(&addrs))))?;
         }
         summary.flight = Some(flight);
         let file = w
@@ -568,9 +568,17 @@ mod tests {
                     trigger: "signal".into(),
                     ..Default::default()
                 },
+                &KernelNamer::start().unwrap(),
             )
             .unwrap();
         assert_eq!(d.summary.dispatches, w.dispatches());
+        // The segments are in the file as they were kept: compressed.
+        let file = std::fs::read(&path).unwrap();
+        for s in &w.segments {
+            assert!(file
+                .windows(s.compressed.len())
+                .any(|b| b == &s.compressed[..]));
+        }
         // Read back: the delta chain is whole (times as written), the
         // thread is named before its first dispatch, the stack is defined.
         let mut r =

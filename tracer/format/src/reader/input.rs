@@ -1,17 +1,43 @@
 //! The reader's input buffer: the bytes of the file read in chunks, and
 //! the framing of records in them (kind, LEB128 length, payload).
 //!
+//! A compressed block ([`kind::BLOCK`]) is opened where it is met: its
+//! records, decompressed, take its place in the buffer ([`Splice`]), so
+//! the framing and every pass above it read them as if the file held them
+//! there.
+//!
 //! Invariant: `buf[pos..end]` holds the file's bytes from offset
-//! `base + pos` on, not yet consumed; a record's payload is handed out as a
-//! `buf` range valid until the next read. The buffer grows only as far as
-//! a record's bytes actually arrive (never from a length alone), and
-//! shrinks back to [`BUF_LEN`] after a large record.
+//! `base + pos` on, not yet consumed — or, while a block's records are
+//! ahead in `buf[..splice.end]`, those records, then the file's bytes from
+//! `splice.file_end` on; a record's payload is handed out as a `buf` range
+//! valid until the next read. The buffer grows only as far as a record's
+//! bytes actually arrive (never from a length alone; a block only to the
+//! length it declares, at most [`MAX_BLOCK`]), and shrinks back to
+//! [`BUF_LEN`] after a large record or block.
 
 use std::io::{self, Read};
 
-use crate::FormatError;
+use crate::{kind, FormatError};
 
 use super::{Reader, BUF_LEN};
+
+/// A compressed block's records in the buffer: `buf[..end]` (shrinking as
+/// the buffer moves on) in place of the block at `file_start..file_end`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Splice {
+    /// Where the block's records end in `buf`.
+    pub end: usize,
+    /// The block record's offset in the file.
+    pub file_start: u64,
+    /// The file offset after it.
+    pub file_end: u64,
+    /// The delta chain's time before the block.
+    pub time_before: u64,
+}
+
+/// Largest block accepted once decompressed (a flight recorder's segment
+/// is at most 8 MiB and a second); anything larger is corruption.
+pub const MAX_BLOCK: usize = 256 << 20;
 
 /// A record's kind and the `buf` range of its payload.
 type RecordBounds = (u8, (usize, usize));
@@ -36,10 +62,28 @@ impl<R: Read> Reader<R> {
         }
     }
 
-    /// Bytes of the file consumed so far (for progress displays).
+    /// Bytes of the file consumed so far (for progress displays); inside a
+    /// compressed block, the block's offset.
     #[inline]
     pub fn offset(&self) -> u64 {
-        self.base + self.pos as u64
+        match self.splice {
+            None => self.base + self.pos as u64,
+            Some(s) if self.pos < s.end => s.file_start,
+            Some(s) => s.file_end + (self.pos - s.end) as u64,
+        }
+    }
+
+    /// Accounts for the first `n` bytes of `buf` leaving it (the caller
+    /// moves the rest to the front).
+    fn shift_out(&mut self, n: usize) {
+        match &mut self.splice {
+            None => self.base += n as u64,
+            Some(s) if n < s.end => s.end -= n,
+            Some(s) => {
+                self.base = s.file_end + (n - s.end) as u64;
+                self.splice = None;
+            }
+        }
     }
 
     /// Makes at least `n` bytes available at `pos`; `false` at end of input.
@@ -50,7 +94,7 @@ impl<R: Read> Reader<R> {
         }
         if self.pos > 0 {
             self.buf.copy_within(self.pos..self.end, 0);
-            self.base += self.pos as u64;
+            self.shift_out(self.pos);
             self.end -= self.pos;
             self.pos = 0;
         }
@@ -87,7 +131,7 @@ impl<R: Read> Reader<R> {
         let mut fresh = vec![0; BUF_LEN.max(keep)];
         fresh[..keep].copy_from_slice(&self.buf[self.pos..self.end]);
         let mut big = std::mem::replace(&mut self.buf, fresh);
-        self.base += self.pos as u64;
+        self.shift_out(self.pos);
         self.pos = 0;
         self.end = keep;
         big.truncate(end);
@@ -96,9 +140,78 @@ impl<R: Read> Reader<R> {
     }
 
     /// Reads one record's kind and payload; the payload is `buf[start..end]`.
-    /// `None` at a clean end of input (between records).
+    /// `None` at a clean end of input (between records). A compressed block
+    /// is opened, and its first record read.
     #[inline]
     pub(super) fn raw_record(&mut self) -> Result<Option<RecordBounds>, FormatError> {
+        loop {
+            let offset = self.offset();
+            let at = self.pos;
+            match self.framed()? {
+                Some((kind::BLOCK, (start, end))) => self.open_block(offset, at, start, end)?,
+                other => return Ok(other),
+            }
+        }
+    }
+
+    /// Puts the records of the compressed block just framed (payload
+    /// `buf[start..end]`, the record at `offset`, `buf[at..]`) in its place.
+    #[cold]
+    fn open_block(
+        &mut self,
+        offset: u64,
+        at: usize,
+        start: usize,
+        end: usize,
+    ) -> Result<(), FormatError> {
+        let corrupt = |what: String| FormatError::Corrupt { offset, what };
+        if matches!(self.splice, Some(s) if at < s.end) {
+            return Err(corrupt(
+                "a compressed block inside a compressed block".into(),
+            ));
+        }
+        let data = &self.buf[start..end];
+        let Some((len, lz4)) = data.split_first_chunk::<4>() else {
+            return Err(corrupt("a compressed block without its length".into()));
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        // LZ4 expands at most 255-fold.
+        if len > MAX_BLOCK || len > lz4.len().saturating_mul(255) + 16 {
+            return Err(corrupt(format!(
+                "a compressed block of {len} bytes is implausible"
+            )));
+        }
+        let rest = self.end - self.pos;
+        let mut fresh = vec![0u8; (len + rest).max(BUF_LEN)];
+        match lz4_flex::block::decompress_into(lz4, &mut fresh[..len]) {
+            Ok(n) if n == len => {}
+            Ok(n) => {
+                return Err(corrupt(format!(
+                    "a compressed block holds {n} bytes, not the {len} it says"
+                )))
+            }
+            Err(e) => {
+                return Err(corrupt(format!(
+                    "a compressed block does not decompress: {e}"
+                )))
+            }
+        }
+        fresh[len..len + rest].copy_from_slice(&self.buf[self.pos..self.end]);
+        self.splice = Some(Splice {
+            end: len,
+            file_start: offset,
+            file_end: self.offset(),
+            time_before: self.last_time,
+        });
+        self.buf = fresh;
+        self.pos = 0;
+        self.end = len + rest;
+        Ok(())
+    }
+
+    /// [`Reader::raw_record`]'s framing of one record, blocks included.
+    #[inline]
+    fn framed(&mut self) -> Result<Option<RecordBounds>, FormatError> {
         let offset = self.offset();
         // kind (1) + length (at most 10 bytes of LEB128); a short read here
         // is fine as long as the record itself is complete.

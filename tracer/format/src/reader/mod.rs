@@ -55,8 +55,12 @@ pub struct Reader<R: Read> {
     buf: Vec<u8>,
     pos: usize,
     end: usize,
-    /// File offset of `buf[0]`.
+    /// File offset of `buf[0]` (while no block's records are ahead in
+    /// `buf`: see `splice`).
     base: u64,
+    /// The records of a compressed block ([`kind::BLOCK`]), put in the
+    /// buffer in place of the block.
+    splice: Option<input::Splice>,
     last_time: u64,
     info: RunInfo,
     summary: Option<RunSummary>,
@@ -82,6 +86,7 @@ impl<R: Read> Reader<R> {
             pos: 0,
             end: 0,
             base: 0,
+            splice: None,
             last_time: 0,
             info: RunInfo {
                 tool_version: String::new(),

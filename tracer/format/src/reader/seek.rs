@@ -67,10 +67,18 @@ impl<R: Read + Seek> Reader<R> {
 
     /// Where the next record starts (between records only: call it before
     /// or after a whole record, never with a version-1 dump half handed out).
+    /// Inside a compressed block it is the block's start: reading from there
+    /// reads the block's records again from its first.
     pub fn position(&self) -> Position {
-        Position {
-            offset: self.offset(),
-            last_time: self.last_time,
+        match self.splice {
+            Some(s) if self.pos < s.end => Position {
+                offset: s.file_start,
+                last_time: s.time_before,
+            },
+            _ => Position {
+                offset: self.offset(),
+                last_time: self.last_time,
+            },
         }
     }
 
@@ -80,6 +88,7 @@ impl<R: Read + Seek> Reader<R> {
     pub fn seek(&mut self, at: Position) -> Result<(), FormatError> {
         self.input.seek(SeekFrom::Start(at.offset))?;
         self.base = at.offset;
+        self.splice = None;
         self.pos = 0;
         self.end = 0;
         self.last_time = at.last_time;
