@@ -72,6 +72,12 @@ fn fly(
             .history_job
             .clone()
             .map(|job| (job, args.history.clone())),
+        heartbeat: args
+            .heartbeat
+            .map(|every| idleflow_session::flight::HeartbeatOptions {
+                every,
+                min_change_pts: args.heartbeat_min_change,
+            }),
     };
     let flown = idleflow_session::flight::fly(opts, &flight, stop, &mut Printer::default())?;
     if !args.quiet {

@@ -18,7 +18,7 @@ fn chain_recording() -> &'static (PathBuf, Value) {
     static REC: OnceLock<(PathBuf, Value)> = OnceLock::new();
     REC.get_or_init(|| {
         let _m = machine().expect("recording needs root");
-        let dir = tempfile::tempdir().unwrap().keep();
+        let dir = shared_dir("exports");
         let bin = build_c_example(
             &dir,
             "chain.c",

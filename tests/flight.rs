@@ -381,6 +381,14 @@ fn bad_flight_options_are_refused_before_anything_runs() {
             vec!["--flight", "10s", "--trigger-group", "no-such-group-here"],
             "no such group",
         ),
+        (
+            vec!["--flight", "10s", "--trigger", "history"],
+            "add --heartbeat DUR and --history-job JOB",
+        ),
+        (
+            vec!["--flight", "10s", "--heartbeat", "1m"],
+            "--history-job",
+        ),
     ] {
         let o = run(idleflow().arg("record").args(&args).args(["--", "true"]));
         assert!(!o.status.success(), "{args:?}");
@@ -585,4 +593,110 @@ fn an_io_pressure_trigger_fires_on_synchronous_writes_to_the_disk_and_not_on_a_s
     assert!(state.starts_with("io full stall "), "{state}");
     assert!(state.contains(" CPUs idle"), "{state}");
     assert_eq!(r["flight"]["trigger"], trigger);
+}
+
+/// The heartbeat: windows of normal times go into the job's history; a
+/// window in which a path's share rose beyond the job's band is not kept,
+/// and fires the `history` trigger. The job's history holds three runs of
+/// `stages`; the flight recorder watches 4 s of the same, then 6 s of it
+/// with `pipewait` beside it: a path the history never had.
+#[test]
+fn a_heartbeat_keeps_normal_windows_in_the_history_and_a_rise_fires_the_history_trigger() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = build_c_example(tmp.path(), "stages.c", "stages", &["-O2", "-pthread", "-g"]);
+    let store = tmp.path().join("history.sqlite");
+    for i in 0..3 {
+        let rec = tmp.path().join(format!("base{i}.idleflow"));
+        let o = run(idleflow()
+            .args(["record", "-q", "-o"])
+            .arg(&rec)
+            .arg("--")
+            .arg(&bin)
+            .args(["2", "300"]));
+        assert!(o.status.success(), "{}", stderr(&o));
+        let o = run(idleflow()
+            .args(["history", "add"])
+            .arg(&rec)
+            .args(["--job", "stages", "--history"])
+            .arg(&store));
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let out = tmp.path().join("dumps");
+    let pipewait = build_c_example(
+        tmp.path(),
+        "pipewait.c",
+        "pipewait",
+        &["-O2", "-pthread", "-g"],
+    );
+    let work = format!(
+        "{0} 4 300; {0} 6 300 & {1} 10000; wait",
+        bin.display(),
+        pipewait.display()
+    );
+    let o = run(idleflow()
+        .args(["record", "--flight", "2s", "--heartbeat", "2s"])
+        .args(["--history-job", "stages", "--history"])
+        .arg(&store)
+        // 2-s windows of this load vary by a few points of share (the
+        // heartbeats' own work runs on the same CPUs); the new path takes
+        // about 20.
+        .args(["--heartbeat-min-change", "5"])
+        .args(["--trigger", "history", "--tail", "100ms", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &work]));
+    let err = stderr(&o);
+    println!("{err}");
+    let (r, state) = the_one_dump(&o, &out);
+    assert_eq!(r["flight"]["trigger"], "history", "{err}");
+    // pipewait's main thread is named `sleeper`; its reader waits in
+    // `reader`.
+    assert!(state.contains("path sleeper in"), "{state}");
+    assert!(state.contains("rose to"), "{state}");
+    // The first heartbeat was a normal time, kept; the one that fired came
+    // after pipewait started (4 s in), and none after it was kept.
+    let number = |l: &str| -> u32 {
+        l.split("heartbeat ")
+            .nth(1)
+            .and_then(|w| w.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no heartbeat number in {l}"))
+    };
+    let kept: Vec<u32> = err
+        .lines()
+        .filter(|l| l.contains("flight: heartbeat") && l.contains("kept in the history"))
+        .map(number)
+        .collect();
+    let fired = number(&state);
+    assert!(fired >= 3, "{state}");
+    assert!(kept.contains(&1), "{err}");
+    assert!(kept.iter().all(|&n| n < fired), "{err}");
+    // The history holds the three runs and the kept heartbeats as the
+    // job's normal times, the dump apart; no heartbeat's file is left in
+    // the dumps' directory (`dumps`).
+    let runs_of = |job: &str| -> usize {
+        let list = run(idleflow()
+            .args([
+                "history",
+                "list",
+                "--job",
+                job,
+                "--format",
+                "json",
+                "--history",
+            ])
+            .arg(&store));
+        assert!(list.status.success(), "{}", stderr(&list));
+        let runs: Value = serde_json::from_slice(&list.stdout).unwrap();
+        runs.as_array().unwrap().len()
+    };
+    assert_eq!(runs_of("stages"), 3 + kept.len(), "{err}");
+    assert_eq!(runs_of("stages-dumps"), 1, "{err}");
+    // pipewait runs for three heartbeats: each after the one that fired
+    // rose too (the dump is not among the normal times).
+    let rose = err
+        .lines()
+        .filter(|l| l.contains("flight: heartbeat") && l.contains("not kept as a normal time"))
+        .count();
+    assert!(rose >= 2, "{err}");
 }

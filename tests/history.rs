@@ -17,7 +17,6 @@ use serde_json::Value;
 /// The recordings every test here reads: three base runs, one with
 /// flush_log sleeping 900 µs instead of 300, one unchanged.
 struct Runs {
-    _dir: tempfile::TempDir,
     base: Vec<PathBuf>,
     slower: PathBuf,
     same: PathBuf,
@@ -27,10 +26,10 @@ fn runs() -> &'static Runs {
     static RUNS: OnceLock<Runs> = OnceLock::new();
     RUNS.get_or_init(|| {
         let _m = machine().expect("recording tests need root");
-        let dir = tempfile::tempdir().unwrap();
-        let bin = build_c_example(dir.path(), "stages.c", "stages", &["-O2", "-pthread", "-g"]);
+        let dir = shared_dir("history");
+        let bin = build_c_example(&dir, "stages.c", "stages", &["-O2", "-pthread", "-g"]);
         let record = |name: &str, flush_us: u32| {
-            let rec = dir.path().join(format!("{name}.idleflow"));
+            let rec = dir.join(format!("{name}.idleflow"));
             let out = run(idleflow()
                 .args(["record", "-q", "-o"])
                 .arg(&rec)
@@ -43,12 +42,7 @@ fn runs() -> &'static Runs {
         let base = (0..3).map(|i| record(&format!("base{i}"), 300)).collect();
         let slower = record("slower", 900);
         let same = record("same", 300);
-        Runs {
-            _dir: dir,
-            base,
-            slower,
-            same,
-        }
+        Runs { base, slower, same }
     })
 }
 

@@ -11,6 +11,13 @@
 #   bash benches/flight/soak.sh MINUTES [KEEP] [PERIOD] [PAIRS]
 #   e.g. bash benches/flight/soak.sh 10 60s 20      (the figures in PERFORMANCE.md §6)
 #
+# PERF=MiB: perf's flight recorder on the same run, for comparison:
+# `perf record --overwrite --switch-output=signal` with the same kernel events
+# (sched_switch and sched_waking samples, switch records) system-wide, with a
+# ring of MiB per CPU; it gets SIGUSR2 when idleflow gets its request. Printed:
+# perf's dump latency (signal to its "Dump" line), bytes per switch record and
+# the span its dumps cover.
+#
 # Run from the repository after `cargo build --release --examples`.
 set -euo pipefail
 MIN=${1:-5}; KEEP=${2:-60s}; PERIOD=${3:-15}; PAIRS=${4:-0}
@@ -20,8 +27,17 @@ if [ "$PAIRS" -gt 0 ]; then
 else
     WORK=("$PWD/target/release/examples/dutycycle" --threads 8 --busy-ms 0.01 --sleep-ms 0.01)
 fi
-OUT=/tmp/flight-soak; rm -rf "$OUT" "$OUT.log"
+OUT=/tmp/flight-soak; rm -rf "$OUT" "$OUT.log" "$OUT-perf" "$OUT-perf.log" "$OUT-perf.lat"
 SECS=$((MIN * 60))
+PERF=${PERF:-0}
+PERF_PID=
+if [ "$PERF" -gt 0 ]; then
+    mkdir -p "$OUT-perf"
+    perf record -e sched:sched_switch,sched:sched_waking --switch-events -a --overwrite \
+        --switch-output=signal -m "${PERF}M" -o "$OUT-perf/perf.data" >/dev/null 2>"$OUT-perf.log" &
+    PERF_PID=$!
+    sleep 1
+fi
 "$BIN" record --flight "$KEEP" --cooldown 1s --tail 0.1s --max-dumps 100000 -o "$OUT" \
     -- "${WORK[@]}" --seconds "$SECS" >/dev/null 2>"$OUT.log" &
 REC=$!
@@ -34,11 +50,29 @@ while kill -0 "$REC" 2>/dev/null; do
     dir=$(du -sm "$OUT" 2>/dev/null | cut -f1)
     echo "$now $((rss / 1024)) ${dir:-0}"
     "$BIN" trigger --pid "$REC" >/dev/null 2>&1 || true
+    if [ -n "$PERF_PID" ]; then
+        # perf says "Dump FILE" once the file is written.
+        before=$(grep -c "Dump " "$OUT-perf.log" || true)
+        t0=$(date +%s%N)
+        kill -USR2 "$PERF_PID"
+        for _ in $(seq 2000); do
+            [ "$(grep -c "Dump " "$OUT-perf.log" || true)" -gt "$before" ] && break
+            sleep 0.002
+        done
+        echo $(( ($(date +%s%N) - t0) / 1000000 )) >> "$OUT-perf.lat"
+    fi
     sleep "$PERIOD"
-    # Keep the disk flat too: the dumps were measured, drop them.
+    # Keep the disk flat too: the dumps were measured, drop them (perf's
+    # but the last two).
     find "$OUT" -name '*.idleflow' -mmin +1 -delete 2>/dev/null || true
+    if [ -n "$PERF_PID" ]; then
+        ls -t "$OUT-perf"/perf.data.* 2>/dev/null | tail -n +3 | xargs -r rm -f
+    fi
 done
 wait "$REC" || true
+if [ -n "$PERF_PID" ]; then
+    kill -INT "$PERF_PID"; wait "$PERF_PID" || true
+fi
 python3 - "$OUT.log" <<'PY'
 import re, sys, statistics
 w, r, bpd = [], [], []
@@ -56,3 +90,20 @@ if r: print(f"# resolve ms p50 {pct(r,50)} p99 {pct(r,99)} max {max(r)}")
 if bpd: print(f"# bytes per dispatch in the dumps: median {statistics.median(bpd):.1f}")
 PY
 tail -3 "$OUT.log"
+if [ -n "$PERF_PID" ]; then
+    python3 - "$OUT-perf.lat" <<'PY'
+import sys
+v = sorted(int(x) for x in open(sys.argv[1]) if x.strip())
+pct = lambda p: v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
+print(f"# perf --overwrite: {len(v)} dumps; signal to 'Dump' ms p50 {pct(50)} p99 {pct(99)} max {max(v)}")
+PY
+    # The newest full dump (the last one is perf's own at its exit).
+    f=$(ls -t "$OUT-perf"/perf.data.* | sed -n 2p)
+    switches=$(perf report -D -i "$f" 2>/dev/null | grep -c "PERF_RECORD_SWITCH" || true)
+    samples=$(perf report -D -i "$f" 2>/dev/null | grep -c "PERF_RECORD_SAMPLE" || true)
+    span=$(perf script -F time -i "$f" 2>/dev/null | sed -n '1p;$p' | tr -d ' :' | paste -sd' ' \
+        | awk '{printf "%.2f", $2 - $1}')
+    size=$(stat -c %s "$f")
+    echo "# perf dump $f: $((size / 1048576)) MiB, $switches switch records, $samples samples," \
+        "$(( size / (switches + samples + 1) )) bytes a record, spans $span s"
+fi

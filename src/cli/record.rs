@@ -77,7 +77,9 @@ pub struct RecordArgs {
     /// `io-full>=P% [for DUR] [while idle>=Q%]` (the kernel's pressure
     /// stall, PSI: every task that could run stalled on I/O P % of the last
     /// DUR; also io-some, memory-full, memory-some, cpu-some), `signal`
-    /// (SIGUSR2, always on); `… every:N` or `… once-after:N` fires only
+    /// (SIGUSR2, always on), `history` (a --heartbeat window had a path
+    /// whose share of the idle rose beyond the job's history band); `…
+    /// every:N` or `… once-after:N` fires only
     /// every Nth occurrence, or the Nth. PATTERN is a glob on thread names
     /// as the kernel keeps them (15 bytes: `http-nio-8080-exec-*` also takes
     /// `http-nio-8080-e`); without one the threads of interest are the command's or --pid's
@@ -115,9 +117,22 @@ pub struct RecordArgs {
 
     /// Keep a summary of every dump in the history under this job (as
     /// `idleflow history add DUMP --job JOB`), so `history check` compares
-    /// a dump with the job's normal times.
+    /// a dump with the job's normal times; with --heartbeat, the
+    /// heartbeats are the job's normal times and dumps go under JOB-dumps.
     #[arg(long, value_name = "JOB", requires = "flight")]
     pub history_job: Option<String>,
+
+    /// Every DUR (`10m`), check the ring's last DUR (at most --flight)
+    /// against the --history-job's history and keep it there as a normal
+    /// time when no path rose beyond the job's band; when one did, say it
+    /// (and dump, with `--trigger history`).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "history_job")]
+    pub heartbeat: Option<std::time::Duration>,
+
+    /// The smallest rise of a path's share, points, that fails a
+    /// --heartbeat's check [default: history check's].
+    #[arg(long, value_name = "PTS", requires = "heartbeat")]
+    pub heartbeat_min_change: Option<f64>,
 
     /// The history for --history-job: an SQLite file, or a postgres:// URL
     /// [default: ~/.local/share/idleflow/history.sqlite].

@@ -49,6 +49,17 @@ pub fn example(name: &str) -> PathBuf {
 }
 
 /// `examples/c/SOURCE` compiled with `cc FLAGS` into `dir/name`.
+/// A directory for the recordings a test binary's tests share (held in a
+/// static, which is never dropped: a temporary directory would stay in
+/// /tmp after every run): `NAME` under cargo's directory for integration
+/// tests, emptied when it is first asked for.
+pub fn shared_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 pub fn build_c_example(dir: &Path, source: &str, name: &str, flags: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/c")

@@ -102,6 +102,9 @@ pub enum SessionError {
     /// The converter child could not read a flight recording.
     #[error(transparent)]
     Convert(#[from] idleflow_jfr::Error<FormatError>),
+    /// Flight-recorder options that do not go together.
+    #[error("{0}")]
+    Flight(String),
     /// The converter child was handed spans it cannot read.
     #[error("{0}")]
     Spans(String),

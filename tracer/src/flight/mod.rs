@@ -386,6 +386,11 @@ impl Window {
         namer: &KernelNamer,
     ) -> Result<(std::fs::File, u64, RunSummary), DumpError> {
         let mut info = info.clone();
+        // The window's start, on both clocks: a dump is a run of its own
+        // (the history tells runs apart by their start).
+        info.start_unix_ns = info
+            .start_unix_ns
+            .saturating_add(self.base_ns.saturating_sub(info.start_ns));
         info.start_ns = self.base_ns;
         if let Some(first) = self.segments.first() {
             info.proc_stat_start = first.proc_stat.clone();

@@ -87,6 +87,9 @@ pub enum Condition {
     },
     /// SIGUSR2 (the recording session raises it).
     Signal,
+    /// A heartbeat's window had a path above the job's history band (the
+    /// recording session judges it: `--heartbeat`, `--history-job`).
+    History,
 }
 
 /// Which of a trigger's occurrences fire.
@@ -116,7 +119,7 @@ pub struct Trigger {
 
 /// A trigger that cannot be read.
 #[derive(Debug, thiserror::Error)]
-#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4 for 2s', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'io-full>=20% while idle>=30%', 'signal', any of them ending in every:N or once-after:N)")]
+#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4 for 2s', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'io-full>=20% while idle>=30%', 'signal', 'history', any of them ending in every:N or once-after:N)")]
 pub struct TriggerError {
     spec: String,
     why: String,
@@ -206,6 +209,8 @@ impl Trigger {
         }
         let (condition, used) = if *first == "signal" {
             (Condition::Signal, 0)
+        } else if *first == "history" {
+            (Condition::History, 0)
         } else if let Some(d) = first.strip_prefix("wait>=") {
             let (who, n) = interest(rest).map_err(err)?;
             (

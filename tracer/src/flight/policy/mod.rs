@@ -18,6 +18,9 @@
 //!                                   a CPU idle DUR while a thread of interest has been
 //!                                   runnable as long, not on a CPU (for DUR on end)
 //! signal                            SIGUSR2 to the recorder
+//! history                           a heartbeat's window (`--heartbeat`) had a path whose
+//!                                   share of the idle rose beyond the job's history band
+//!                                   (`--history-job`; judged by the recording session)
 //! ```
 //!
 //! `for DUR` after `waiting>=N` or `unclaimed>=DUR` is a sustain: the
@@ -154,7 +157,7 @@ impl Policy {
     pub fn watches_stream(&self) -> bool {
         self.triggers
             .iter()
-            .any(|t| !matches!(t.condition, Condition::Signal))
+            .any(|t| !matches!(t.condition, Condition::Signal | Condition::History))
     }
 
     /// Whether a trigger judges the machine's pressure stall: then call
@@ -185,6 +188,13 @@ impl Policy {
         self.triggers
             .iter()
             .any(|t| matches!(t.condition, Condition::Signal))
+    }
+
+    /// Whether `history` is among `triggers` (the session judges it).
+    pub fn has_history(triggers: &[Trigger]) -> bool {
+        triggers
+            .iter()
+            .any(|t| matches!(t.condition, Condition::History))
     }
 
     fn add_idle(&mut self, from: u64, to: u64) {
@@ -319,7 +329,7 @@ impl Policy {
     /// A `wait>=` holds once per wait (the wait is marked).
     fn holds(&mut self, i: usize, now: u64) -> Option<String> {
         match &self.triggers[i].condition {
-            Condition::Signal => None,
+            Condition::Signal | Condition::History => None,
             Condition::Pressure {
                 resource,
                 at_least_pct,

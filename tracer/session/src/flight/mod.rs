@@ -40,9 +40,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use idleflow_format::FlightDump;
-use idleflow_tracer::flight::policy::{Fired, Trigger};
-use idleflow_tracer::flight::FlightLimits;
+mod heartbeat;
+
+use idleflow_format::{FlightDump, RunInfo};
+use idleflow_tracer::flight::policy::{Fired, Policy, Trigger};
+use idleflow_tracer::flight::{Dumped, FlightLimits, Window};
 use idleflow_tracer::ksyms::KernelNamer;
 use idleflow_tracer::{procfs, sys, Recorder};
 
@@ -83,6 +85,32 @@ pub struct FlightOptions {
     /// Keep each dump's summary in the history under this job
     /// (`--history-job`), in this store (`--history`; None: the default).
     pub history: Option<(String, Option<String>)>,
+    /// Check the ring's windows against the history and keep them there as
+    /// normal times ([`heartbeat`]; needs `history`). With heartbeats, dumps
+    /// go into the history as job `JOB-dumps`: they are not normal times.
+    pub heartbeat: Option<HeartbeatOptions>,
+}
+
+impl FlightOptions {
+    /// Where dumps go in the history: the job's, or with heartbeats (the
+    /// job's normal times) `JOB-dumps`.
+    fn dumps_history(&self) -> Option<(String, Option<String>)> {
+        let (job, store) = self.history.clone()?;
+        Some(match self.heartbeat {
+            Some(_) => (format!("{job}-dumps"), store),
+            None => (job, store),
+        })
+    }
+}
+
+/// `--heartbeat` and how it judges.
+#[derive(Debug, Clone, Copy)]
+pub struct HeartbeatOptions {
+    /// How often, and how long a window at most.
+    pub every: Duration,
+    /// The smallest rise that fails a heartbeat's check, points of share
+    /// (`history check --min-change`; `None`: the check's default).
+    pub min_change_pts: Option<f64>,
 }
 
 /// What a flight session did.
@@ -167,6 +195,98 @@ struct Pending {
     number: u32,
 }
 
+/// A window to write and complete, on a thread of its own: a dump, or a
+/// heartbeat ([`heartbeat`]).
+struct Job {
+    window: Window,
+    path: PathBuf,
+    info: RunInfo,
+    dump: FlightDump,
+    namer: KernelNamer,
+    /// The JVMs' waits to add.
+    jvms: Option<JvmWaitsOf>,
+    /// The JVMs whose perf maps name JIT frames.
+    perf_maps_of: Option<u32>,
+    resolve_stacks: bool,
+}
+
+/// A window written and completed.
+struct Written {
+    dumped: Dumped,
+    base_ns: u64,
+    /// What the JVMs' waits added (a clause of the log line).
+    java: String,
+    /// How long resolving the user stacks took, or why it failed.
+    resolved: Option<Result<Duration, String>>,
+}
+
+impl Job {
+    /// Writes the window, adds the JVMs' waits and resolves the user
+    /// stacks; `Err` (a line to say) when the file could not be written.
+    fn complete(self) -> Result<Written, String> {
+        let d = self
+            .window
+            .write(&self.path, &self.info, self.dump, &self.namer)
+            .map_err(|e| format!("dump {} failed: {}", self.path.display(), error_chain(&e)))?;
+        let java = match &self.jvms {
+            Some(j) => j.add_to(
+                &d.path,
+                Duration::from_nanos(sys::monotonic_ns().saturating_sub(self.window.base_ns)),
+            )?,
+            None => String::new(),
+        };
+        // A dump whose stacks cannot be resolved (a full disk: the
+        // resolver writes a copy) stays complete, without the user stacks'
+        // names.
+        let resolved = self.resolve_stacks.then(|| {
+            let resolving = Instant::now();
+            // The JVMs' JIT code of now names the window's frames (`--java
+            // stacks`, attached JVMs).
+            resolve::write_perf_maps(self.perf_maps_of, true, &mut ());
+            resolve::resolve_stacks(&d.path, true, &mut ())
+                .map(|()| resolving.elapsed())
+                .map_err(|e| crate::one_line(&e))
+        });
+        Ok(Written {
+            dumped: d,
+            base_ns: self.window.base_ns,
+            java,
+            resolved,
+        })
+    }
+}
+
+impl Written {
+    /// The log line of a dump (`ring_bytes`: what the ring held).
+    fn line(&self, ring_bytes: u64) -> String {
+        let d = &self.dumped;
+        let (resolved, unresolved) = match &self.resolved {
+            Some(Ok(took)) => (
+                format!(" (stacks resolved in {} ms more)", took.as_millis()),
+                String::new(),
+            ),
+            Some(Err(why)) => (
+                String::new(),
+                format!(
+                    "; its user stacks were not resolved ({why}): the dump reads without their names"
+                ),
+            ),
+            None => (String::new(), String::new()),
+        };
+        format!(
+            "flight: dump {} written: {:.1} s, {} dispatches, {:.1} MiB in {} ms{resolved}{}; \
+             the ring held {:.1} MiB{unresolved}",
+            d.path.display(),
+            (d.summary.stop_ns.saturating_sub(self.base_ns)) as f64 / 1e9,
+            d.summary.dispatches,
+            d.bytes as f64 / (1 << 20) as f64,
+            d.latency.as_millis(),
+            self.java,
+            ring_bytes as f64 / (1 << 20) as f64
+        )
+    }
+}
+
 /// Runs a flight recorder as `opts` and `flight` say until the target
 /// ends, the duration passes or `stop` is raised.
 pub fn fly(
@@ -176,6 +296,23 @@ pub fn fly(
     progress: &mut dyn Progress,
 ) -> Result<Flown, SessionError> {
     record::check(opts)?;
+    let history_trigger = Policy::has_history(&flight.triggers);
+    match (&flight.history, &flight.heartbeat) {
+        (None, Some(_)) => {
+            return Err(SessionError::Flight(
+                "--heartbeat keeps the ring's windows in a job's history: add --history-job JOB"
+                    .into(),
+            ))
+        }
+        (_, None) if history_trigger => {
+            return Err(SessionError::Flight(
+                "--trigger history fires on a heartbeat's check against the job's history: \
+                 add --heartbeat DUR and --history-job JOB"
+                    .into(),
+            ))
+        }
+        _ => {}
+    }
     make_private_dir(&flight.dir)?;
     let mut recorder = Recorder::open(&opts.recorder)?;
     recorder.enable()?;
@@ -257,6 +394,8 @@ pub fn fly(
         show_status: false,
     };
     let (done_tx, done_rx) = mpsc::channel::<Result<String, String>>();
+    let (beat_tx, beat_rx) = mpsc::channel::<heartbeat::Beat>();
+    let mut heartbeat = flight.heartbeat.map(heartbeat::Heartbeat::new);
     let mut state = State {
         flown: Flown {
             dumps: Vec::new(),
@@ -316,8 +455,24 @@ pub fn fly(
         if let Err(e) = state.write_due(&mut recorder, opts, flight, &jvms, &done_tx, false) {
             break End::Failed(e);
         }
+        if let (Some(hb), Some(history)) = (&mut heartbeat, &flight.history) {
+            if let Err(e) = state.beat(hb, &mut recorder, opts, flight, &jvms, history, &beat_tx) {
+                break End::Failed(e);
+            }
+        }
         while let Ok(r) = done_rx.try_recv() {
             state.said(r, flight, progress);
+        }
+        while let Ok(b) = beat_rx.try_recv() {
+            progress.info(&format!("flight: {}", b.line));
+            if let Some(rose) = b.rose.filter(|_| history_trigger) {
+                let fired = Fired {
+                    trigger: "history".into(),
+                    at_ns: sys::monotonic_ns(),
+                    state: rose,
+                };
+                state.consider(fired, flight, progress);
+            }
         }
         match record::ended(&mut target, &until) {
             Ok(Some((reason, exit))) => break End::Done(reason, exit),
@@ -337,6 +492,9 @@ pub fn fly(
     drop(done_tx);
     for w in std::mem::take(&mut state.writers) {
         let _ = w.join();
+    }
+    while let Ok(b) = beat_rx.try_recv() {
+        progress.info(&format!("flight: {}", b.line));
     }
     // The JVMs that still run stop idleflow's recording and discard it.
     jvms.waits = None;
@@ -502,6 +660,75 @@ impl State {
         }
     }
 
+    /// Starts a heartbeat when one is due: the ring's last period (at most
+    /// its length) written, checked against `history` and kept there.
+    #[allow(clippy::too_many_arguments)]
+    fn beat(
+        &mut self,
+        hb: &mut heartbeat::Heartbeat,
+        recorder: &mut Recorder,
+        opts: &Options,
+        flight: &FlightOptions,
+        jvms: &DumpJvms,
+        history: &(String, Option<String>),
+        said: &mpsc::Sender<heartbeat::Beat>,
+    ) -> Result<(), idleflow_tracer::RecorderError> {
+        if !hb.due(Instant::now()) {
+            return Ok(());
+        }
+        let now_ns = sys::monotonic_ns();
+        let span = (hb.every().as_nanos() as u64).min(flight.limits.keep_ns);
+        let Some((window, info)) = recorder.flight_window(now_ns.saturating_sub(span))? else {
+            return Ok(());
+        };
+        let (path, number) = hb.path(&flight.dir);
+        let dump = FlightDump {
+            trigger: "heartbeat".into(),
+            fired_ns: now_ns,
+            state: format!(
+                "heartbeat {number}: the ring's last {:.0} s, checked against job {}'s history",
+                span as f64 / 1e9,
+                history.0
+            ),
+            policy: recorder.flight_policy().unwrap_or_default(),
+            keep_ns: flight.limits.keep_ns,
+            number: 0,
+        };
+        let job = self.job(window, path, info, dump, opts, jvms);
+        match hb.start(job, number, history.clone(), said.clone()) {
+            Ok(t) => self.writers.push(t),
+            Err(e) => {
+                let _ = said.send(heartbeat::Beat {
+                    line: format!("heartbeat {number}: no thread for it: {e}"),
+                    rose: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A window's job, completed as `opts` and the JVMs say.
+    fn job(
+        &self,
+        window: Window,
+        path: PathBuf,
+        info: RunInfo,
+        dump: FlightDump,
+        opts: &Options,
+        jvms: &DumpJvms,
+    ) -> Job {
+        Job {
+            window,
+            path,
+            info,
+            dump,
+            namer: self.namer.clone(),
+            jvms: jvms.waits.clone(),
+            perf_maps_of: jvms.perf_maps_of,
+            resolve_stacks: opts.recorder.user_stack_bytes > 0 && opts.resolve,
+        }
+    }
+
     /// Writes the dumps whose tail has passed (all, with `all`), each in a
     /// thread of its own.
     fn write_due(
@@ -540,63 +767,16 @@ impl State {
                 keep_ns: flight.limits.keep_ns,
                 number: p.number,
             };
-            let resolve_stacks = opts.recorder.user_stack_bytes > 0 && opts.resolve;
-            let history = flight.history.clone();
-            let perf_maps_of = jvms.perf_maps_of;
-            let jvms = jvms.waits.clone();
+            let job = self.job(window, path, info, dump, opts, jvms);
+            let history = flight.dumps_history();
             let done = done.clone();
-            let namer = self.namer.clone();
             self.writers.push(std::thread::spawn(move || {
-                let r = window
-                    .write(&path, &info, dump, &namer)
-                    .map_err(|e| format!("dump {} failed: {}", path.display(), error_chain(&e)))
-                    .and_then(|d| {
-                        let java = match &jvms {
-                            Some(j) => j.add_to(
-                                &d.path,
-                                Duration::from_nanos(
-                                    sys::monotonic_ns().saturating_sub(window.base_ns),
-                                ),
-                            )?,
-                            None => String::new(),
-                        };
-                        let resolving = Instant::now();
-                        // A dump whose stacks cannot be resolved (a full
-                        // disk: the resolver writes a copy) stays complete,
-                        // without the user stacks' names.
-                        let unresolved = if resolve_stacks {
-                            // The JVMs' JIT code of now names the window's
-                            // frames (`--java stacks`, attached JVMs).
-                            resolve::write_perf_maps(perf_maps_of, true, &mut ());
-                            resolve::resolve_stacks(&d.path, true, &mut ()).err().map(|e| {
-                                format!(
-                                    "; its user stacks were not resolved ({}): the dump reads without their names",
-                                    crate::one_line(&e)
-                                )
-                            })
-                        } else {
-                            None
-                        };
-                        Ok(format!(
-                            "flight: dump {} written: {:.1} s, {} dispatches, {:.1} MiB in {} ms{}{java}; \
-                             the ring held {:.1} MiB",
-                            d.path.display(),
-                            (d.summary.stop_ns.saturating_sub(window.base_ns)) as f64 / 1e9,
-                            d.summary.dispatches,
-                            d.bytes as f64 / (1 << 20) as f64,
-                            d.latency.as_millis(),
-                            if resolve_stacks && unresolved.is_none() {
-                                format!(
-                                    " (stacks resolved in {} ms more)",
-                                    resolving.elapsed().as_millis()
-                                )
-                            } else {
-                                String::new()
-                            },
-                            ring_bytes as f64 / (1 << 20) as f64
-                        ) + &unresolved.unwrap_or_default()
-                            + &history.map(|h| keep_in_history(&d.path, &h)).unwrap_or_default())
-                    });
+                let r = job.complete().map(|w| {
+                    w.line(ring_bytes)
+                        + &history
+                            .map(|h| keep_in_history(&w.dumped.path, &h))
+                            .unwrap_or_default()
+                });
                 let _ = done.send(r);
             }));
         }
