@@ -201,7 +201,7 @@ fn without_privileges_recording_says_what_is_needed_and_writes_nothing() {
         .args(["--", "true"]));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("root or CAP_PERFMON"), "{err}");
+    assert!(err.contains("root, or CAP_PERFMON and CAP_BPF"), "{err}");
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }

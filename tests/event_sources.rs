@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -190,6 +191,93 @@ fn without_cap_bpf_auto_falls_back_to_perf_and_says_why() {
         stderr(&out).contains("eBPF recording (--events bpf) cannot be used here: missing CAP_BPF"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// With CAP_PERFMON and CAP_BPF alone (no root, no tracefs), a user
+/// records with the eBPF source, and runs the flight recorder: a trigger
+/// fires and its dump is written, private to that user; what the user may
+/// not do (the drain's real-time priority, the trigger socket in
+/// /run/idleflow, naming kernel addresses) is said, not fatal.
+#[test]
+fn with_cap_perfmon_and_cap_bpf_a_user_records_and_flies_with_ebpf() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let bin = dir.path().join("idleflow");
+    std::fs::copy(env!("CARGO_BIN_EXE_idleflow"), &bin).unwrap();
+    let as_nobody = |args: &[&str]| {
+        run(Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["--inh-caps=+perfmon,+bpf", "--ambient-caps=+perfmon,+bpf"])
+            .arg(&bin)
+            .args(args))
+    };
+    let rec = dir.path().join("user.idleflow");
+    let out = as_nobody(&["record", "-o", rec.to_str().unwrap(), "--", "sleep", "0.3"]);
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let meta = std::fs::metadata(&rec).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 65534);
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let r = report_json(&rec);
+    assert_eq!(r["event_source"], "bpf", "{}", stderr(&out));
+    // The sleep's 0.3 s, from its switch-out to its wake-up.
+    let blocked: u64 = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["comm"] == "sleep")
+        .map(|t| t["blocked_ns"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        (290_000_000..400_000_000).contains(&blocked),
+        "the sleep blocked 0.3 s: {}",
+        r["threads"]
+    );
+    let text = stdout(&run(idleflow().arg("report").arg(&rec)));
+    assert!(
+        text.contains("drained at ordinary") && text.contains("CAP_SYS_NICE"),
+        "{text}"
+    );
+    let dumps = dir.path().join("dumps");
+    let out = as_nobody(&[
+        "record",
+        "--flight",
+        "10s",
+        "--trigger",
+        "wait>=300ms in sleep",
+        "--tail",
+        "100ms",
+        "-o",
+        dumps.to_str().unwrap(),
+        "--",
+        "sleep",
+        "0.6",
+    ]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "flight: {err}");
+    assert!(err.contains("no trigger socket"), "{err}");
+    let written: Vec<_> = std::fs::read_dir(&dumps)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(written.len(), 1, "{err}");
+    let d = report_json(&written[0]);
+    assert!(
+        d["flight"]["trigger"]
+            .as_str()
+            .unwrap()
+            .starts_with("wait>=300ms"),
+        "{d}"
+    );
+    assert_eq!(
+        std::fs::metadata(&written[0]).unwrap().permissions().mode() & 0o777,
+        0o600
     );
 }
 

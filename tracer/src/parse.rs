@@ -40,6 +40,27 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The layout of a recording that opens no tracepoint with perf (the
+    /// eBPF source without `--stacks waits`: perf brings only the task and
+    /// mapping records): no sample matches its ids.
+    pub fn side_band() -> Self {
+        let none = Field { offset: 0, size: 0 };
+        Layout {
+            switch_id: u64::MAX,
+            prev_pid: none,
+            prev_state: none,
+            next_pid: none,
+            wakeup_id: u64::MAX,
+            wakeup_new_id: u64::MAX,
+            wakeup_pid: none,
+            wakeup_target_cpu: none,
+            wakeup_flags: none,
+            new_pid: none,
+            new_target_cpu: none,
+            user_stacks: false,
+        }
+    }
+
     /// Builds the layout from the three tracepoints' format files.
     pub fn new(
         switch: &Tracepoint,

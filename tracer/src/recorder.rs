@@ -79,7 +79,7 @@ const FLIGHT_PERIOD_MS: i32 = 20;
 #[derive(Debug, thiserror::Error)]
 pub enum RecorderError {
     /// The kernel refused to open system-wide events.
-    #[error("recording needs root or CAP_PERFMON (system-wide scheduler tracepoints)")]
+    #[error("recording needs root, or CAP_PERFMON and CAP_BPF (system-wide scheduler events; without CAP_BPF, perf's tracepoints, whose formats in tracefs only root may read)")]
     Privilege(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Another system call failed.
     #[error(transparent)]

@@ -72,7 +72,7 @@ pub fn find_or_mount() -> Result<PathBuf, TracefsError> {
 }
 
 /// One field of a tracepoint's raw data.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
     /// Byte offset in the raw data.
     pub offset: usize,

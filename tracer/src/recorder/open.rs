@@ -203,8 +203,19 @@ impl Recorder {
             return Err(RecorderError::RingSize(rb));
         }
         let event_source = choose_events(options.events)?;
-        let tp = Tracepoints::load()?;
-        let mut layout = Layout::new(&tp.switch, &tp.wakeup, &tp.wakeup_new)?;
+        let with_bpf = event_source.source == Recorded::Bpf;
+        // The eBPF source opens no tracepoint with perf unless `--stacks
+        // waits` asks for perf's samples: tracefs (root's only) is then not
+        // read, and CAP_PERFMON with CAP_BPF records.
+        let tp = if !with_bpf || options.stacks_at_waits {
+            Some(Tracepoints::load()?)
+        } else {
+            None
+        };
+        let mut layout = match &tp {
+            Some(tp) => Layout::new(&tp.switch, &tp.wakeup, &tp.wakeup_new)?,
+            None => Layout::side_band(),
+        };
         layout.user_stacks = options.user_stack_bytes > 0;
         let cpus = procfs::online_cpus().map_err(|source| RecorderError::Io {
             what: "reading",
@@ -219,9 +230,8 @@ impl Recorder {
         // Whether every CPU's sleeps are sampled by the second event (a
         // kernel that refused the main filter samples them all).
         let mut sleeps_sampled = options.stacks_at_waits;
-        let with_bpf = event_source.source == Recorded::Bpf;
         for &cpu in &cpus {
-            let opened = open_cpu(options, &tp, cpu, rb, wakeup_bytes, with_bpf)?;
+            let opened = open_cpu(options, tp.as_ref(), cpu, rb, wakeup_bytes, with_bpf)?;
             sleeps_sampled &= opened.samples == SwitchSamples::Filtered;
             events.extend(opened.others);
             ring_owner.push(events.len());
@@ -306,7 +316,7 @@ impl Recorder {
 /// task and mapping records).
 fn open_cpu(
     options: &RecordOptions,
-    tp: &Tracepoints,
+    tp: Option<&Tracepoints>,
     cpu: u32,
     rb: usize,
     wakeup_bytes: u32,
@@ -316,13 +326,13 @@ fn open_cpu(
     // asks for its samples: its dummy event brings the task and mapping
     // records without a tracepoint firing at every switch.
     let stacks = options.kernel_stacks || options.user_stack_bytes > 0;
-    let perf_samples = !with_bpf || (options.stacks_at_waits && stacks);
+    let switch = tp.map(|tp| &tp.switch);
+    let perf_samples = (!with_bpf || (options.stacks_at_waits && stacks)) && switch.is_some();
     let main = PerfEvent::open_cpu_wide(
         &EventSpec {
-            tracepoint_id: if perf_samples {
-                tp.switch.id
-            } else {
-                SIDE_BAND_ONLY
+            tracepoint_id: match switch {
+                Some(s) if perf_samples => s.id,
+                _ => SIDE_BAND_ONLY,
             },
             switch_records: !with_bpf,
             task_records: true,
@@ -333,7 +343,7 @@ fn open_cpu(
             sample_period: 1,
         },
         cpu,
-        &tp.switch.name,
+        switch.map_or("perf's task and mapping records", |s| &s.name),
     )
     .map_err(priv_err)?;
     // A kernel that refuses the filter writes every sample: the joiner then
@@ -355,14 +365,16 @@ fn open_cpu(
     };
     let ring = Ring::map(&main, rb)?;
     let mut others = Vec::new();
-    if options.stacks_at_waits && samples == SwitchSamples::Filtered {
-        others.push(open_sleep_sampler(
-            options,
-            &tp.switch,
-            cpu,
-            wakeup_bytes,
-            &main,
-        )?);
+    if let Some(switch) = switch.filter(|_| options.stacks_at_waits) {
+        if samples == SwitchSamples::Filtered {
+            others.push(open_sleep_sampler(
+                options,
+                switch,
+                cpu,
+                wakeup_bytes,
+                &main,
+            )?);
+        }
     }
     for ev in open_wake_events(options, tp, cpu, wakeup_bytes, with_bpf)? {
         ev.set_output(&main)?;
@@ -415,14 +427,14 @@ fn open_sleep_sampler(
 /// programs take the wakers' stacks.
 fn open_wake_events(
     options: &RecordOptions,
-    tp: &Tracepoints,
+    tp: Option<&Tracepoints>,
     cpu: u32,
     wakeup_bytes: u32,
     with_bpf: bool,
 ) -> Result<Vec<PerfEvent>, RecorderError> {
-    if with_bpf {
+    let Some(tp) = tp.filter(|_| !with_bpf) else {
         return Ok(Vec::new());
-    }
+    };
     let wake_events = wake_events(options, tp.wakeup.id, tp.wakeup_new.id);
     let mut opened = Vec::new();
     for (spec, filter, what) in &wake_events {
