@@ -159,7 +159,7 @@ impl Tracepoint {
             .fields
             .iter()
             .find(|(n, _)| n == name)
-            .map(|(_, f)| f.clone())
+            .map(|(_, f)| *f)
             .ok_or_else(|| TracefsError::Format {
                 path: self.path.clone(),
                 what: format!("no field `{name}`"),
