@@ -181,21 +181,10 @@ fn ctrl_c_stops_cleanly_with_a_valid_recording() {
 #[test]
 fn without_privileges_recording_says_what_is_needed_and_writes_nothing() {
     let Some(_m) = machine() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    let (dir, bin) = open_dir_with_idleflow();
     let rec = dir.path().join("r.idleflow");
-    let out = run(Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(env!("CARGO_BIN_EXE_idleflow"))
+    let out = run(as_nobody("")
+        .arg(&bin)
         .args(["record", "-o"])
         .arg(&rec)
         .args(["--", "true"]));
@@ -203,7 +192,8 @@ fn without_privileges_recording_says_what_is_needed_and_writes_nothing() {
     let err = stderr(&out);
     assert!(err.contains("root, or CAP_PERFMON and CAP_BPF"), "{err}");
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // Only the binary's copy: no recording, not even an empty one.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
 
 #[test]

@@ -147,20 +147,10 @@ fn without_cap_bpf_auto_falls_back_to_perf_and_says_why() {
         println!("no setpriv: skipped");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
-    let bin = dir.path().join("idleflow");
-    std::fs::copy(env!("CARGO_BIN_EXE_idleflow"), &bin).unwrap();
+    let (dir, bin) = open_dir_with_idleflow();
     let caps = "+perfmon,+dac_override,+dac_read_search,+ipc_lock,+sys_nice";
     let as_nobody = |events: &str, rec: &Path| {
-        run(Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(format!("--inh-caps={caps}"))
-            .arg(format!("--ambient-caps={caps}"))
+        run(as_nobody(caps)
             .arg(&bin)
             .args(["record", "-q", "--events", events, "-o"])
             .arg(rec)
@@ -202,21 +192,8 @@ fn without_cap_bpf_auto_falls_back_to_perf_and_says_why() {
 #[test]
 fn with_cap_perfmon_and_cap_bpf_a_user_records_and_flies_with_ebpf() {
     let Some(_m) = machine() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
-    let bin = dir.path().join("idleflow");
-    std::fs::copy(env!("CARGO_BIN_EXE_idleflow"), &bin).unwrap();
-    let as_nobody = |args: &[&str]| {
-        run(Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .args(["--inh-caps=+perfmon,+bpf", "--ambient-caps=+perfmon,+bpf"])
-            .arg(&bin)
-            .args(args))
-    };
+    let (dir, bin) = open_dir_with_idleflow();
+    let as_nobody = |args: &[&str]| run(as_nobody("+perfmon,+bpf").arg(&bin).args(args));
     let rec = dir.path().join("user.idleflow");
     let out = as_nobody(&["record", "-o", rec.to_str().unwrap(), "--", "sleep", "0.3"]);
     assert!(out.status.success(), "record: {}", stderr(&out));

@@ -49,6 +49,35 @@ pub fn example(name: &str) -> PathBuf {
 }
 
 /// `examples/c/SOURCE` compiled with `cc FLAGS` into `dir/name`.
+/// A temporary directory anyone may write into (for a test that records
+/// as another user), with a copy of the binary there (the user may not be
+/// able to reach the build directory).
+pub fn open_dir_with_idleflow() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let bin = dir.path().join("idleflow");
+    std::fs::copy(env!("CARGO_BIN_EXE_idleflow"), &bin).unwrap();
+    (dir, bin)
+}
+
+/// `setpriv` running a command as `nobody`, with `caps` (`+perfmon,+bpf`;
+/// empty: none) inherited and ambient.
+pub fn as_nobody(caps: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+    if caps.is_empty() {
+        c.arg("--inh-caps=-all");
+    } else {
+        c.arg(format!("--inh-caps={caps}"))
+            .arg(format!("--ambient-caps={caps}"));
+    }
+    c
+}
+
 /// A directory for the recordings a test binary's tests share (held in a
 /// static, which is never dropped: a temporary directory would stay in
 /// /tmp after every run): `NAME` under cargo's directory for integration

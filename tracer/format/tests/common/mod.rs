@@ -275,3 +275,40 @@ pub fn leb_len(rest: &mut &[u8]) -> usize {
         shift += 7;
     }
 }
+
+/// Every cut of `bytes` reads as truncated (or, inside the trailer, as a
+/// whole recording); never a panic.
+pub fn assert_every_cut_is_truncation(bytes: &[u8]) {
+    // The trailer after the end record is optional: a cut inside it leaves
+    // a whole recording.
+    let whole = bytes.len() - WAITS_TRAILER_LEN;
+    for cut in 0..bytes.len() {
+        let res = Reader::new(&bytes[..cut]).and_then(|mut r| {
+            while r.next_record()?.is_some() {}
+            Ok(())
+        });
+        match res {
+            Ok(()) if cut >= whole => {}
+            Err(FormatError::Truncated { .. }) | Err(FormatError::NotARecording) if cut < whole => {
+            }
+            other => panic!("cut at {cut}: {other:?}"),
+        }
+    }
+}
+
+/// Any byte of `bytes` after the header changed: an error or other values,
+/// never a panic, in either way of reading.
+pub fn assert_every_flip_is_an_error_or_a_value(bytes: &[u8]) {
+    for at in 12..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut b = bytes.to_vec();
+            b[at] ^= flip;
+            if let Ok(mut r) = Reader::new(&b[..]) {
+                while let Ok(Some(_)) = r.next_record() {}
+            }
+            if let Ok(mut r) = Reader::new(&b[..]) {
+                while let Ok(Some(_)) = r.next_raw() {}
+            }
+        }
+    }
+}
