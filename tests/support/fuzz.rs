@@ -34,6 +34,10 @@ pub fn run_fuzz_target(
         .current_dir(crate_dir)
         .args(["+nightly", "fuzz", "run", "--fuzz-dir"])
         .arg(crate_dir.join("fuzz"))
+        // One target directory for every fuzz target of the workspace:
+        // libFuzzer and the crates they share are built once.
+        .arg("--target-dir")
+        .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join("fuzz"))
         .arg(target)
         .arg(corpus)
         .arg("--")
