@@ -146,26 +146,30 @@ impl<R: Read> Reader<R> {
     pub(super) fn raw_record(&mut self) -> Result<Option<RecordBounds>, FormatError> {
         loop {
             let offset = self.offset();
-            let at = self.pos;
-            match self.framed()? {
-                Some((kind::BLOCK, (start, end))) => self.open_block(offset, at, start, end)?,
+            // Taken before framing, which may move the buffer's bytes.
+            let in_block = matches!(self.splice, Some(s) if self.pos < s.end);
+            match self.framed(offset)? {
+                Some((kind::BLOCK, (start, end))) => {
+                    self.open_block(offset, in_block, start, end)?
+                }
                 other => return Ok(other),
             }
         }
     }
 
     /// Puts the records of the compressed block just framed (payload
-    /// `buf[start..end]`, the record at `offset`, `buf[at..]`) in its place.
+    /// `buf[start..end]`, the record at `offset`; `in_block`: it was itself
+    /// one of a block's records) in its place.
     #[cold]
     fn open_block(
         &mut self,
         offset: u64,
-        at: usize,
+        in_block: bool,
         start: usize,
         end: usize,
     ) -> Result<(), FormatError> {
         let corrupt = |what: String| FormatError::Corrupt { offset, what };
-        if matches!(self.splice, Some(s) if at < s.end) {
+        if in_block {
             return Err(corrupt(
                 "a compressed block inside a compressed block".into(),
             ));
@@ -209,10 +213,10 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
-    /// [`Reader::raw_record`]'s framing of one record, blocks included.
+    /// [`Reader::raw_record`]'s framing of one record (at `offset`), blocks
+    /// included.
     #[inline]
-    fn framed(&mut self) -> Result<Option<RecordBounds>, FormatError> {
-        let offset = self.offset();
+    fn framed(&mut self, offset: u64) -> Result<Option<RecordBounds>, FormatError> {
         // kind (1) + length (at most 10 bytes of LEB128); a short read here
         // is fine as long as the record itself is complete.
         if self.end - self.pos < 11 {

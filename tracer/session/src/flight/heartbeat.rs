@@ -109,8 +109,9 @@ impl Heartbeat {
     }
 }
 
-/// `idleflow history SUB FILE --job JOB [--history STORE] ARGS`.
-fn history_command(
+/// `idleflow history SUB FILE --job JOB [--history STORE] ARGS`, run as
+/// a child of this executable.
+pub(super) fn history_command(
     sub: &str,
     file: &Path,
     (job, store): &(String, Option<String>),

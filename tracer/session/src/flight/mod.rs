@@ -176,7 +176,7 @@ impl JvmWaitsOf {
                 format!(
                     "dump {}: adding the JVMs' waits: {}",
                     path.display(),
-                    error_chain(&e)
+                    crate::one_line(&e)
                 )
             },
         )?;
@@ -227,7 +227,13 @@ impl Job {
         let d = self
             .window
             .write(&self.path, &self.info, self.dump, &self.namer)
-            .map_err(|e| format!("dump {} failed: {}", self.path.display(), error_chain(&e)))?;
+            .map_err(|e| {
+                format!(
+                    "dump {} failed: {}",
+                    self.path.display(),
+                    crate::one_line(&e)
+                )
+            })?;
         let java = match &self.jvms {
             Some(j) => j.add_to(
                 &d.path,
@@ -822,15 +828,8 @@ fn beyond_caps(sizes: &[u64], keep_files: u32, keep_bytes: u64) -> Vec<usize> {
 
 /// Adds a dump to the history (`idleflow history add`, run as a child of
 /// this executable): what it said, as the end of the dump's log line.
-fn keep_in_history(dump: &Path, (job, store): &(String, Option<String>)) -> String {
-    let mut cmd = std::process::Command::new(
-        std::env::current_exe().unwrap_or_else(|_| PathBuf::from("idleflow")),
-    );
-    cmd.arg("history").arg("add").arg(dump).args(["--job", job]);
-    if let Some(s) = store {
-        cmd.args(["--history", s]);
-    }
-    match cmd.output() {
+fn keep_in_history(dump: &Path, history: &(String, Option<String>)) -> String {
+    match heartbeat::history_command("add", dump, history, &[]).output() {
         Ok(o) => {
             let said = String::from_utf8_lossy(&o.stderr);
             let said = said.trim().trim_start_matches("idleflow: ");
@@ -842,17 +841,6 @@ fn keep_in_history(dump: &Path, (job, store): &(String, Option<String>)) -> Stri
         }
         Err(e) => format!("; not kept in the history: {e}"),
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
 
 /// `idleflow-20261126T143005Z-1-wait.idleflow`: when, which, what.
