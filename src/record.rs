@@ -57,6 +57,7 @@ fn fly(
         dir: opts.output.clone(),
         limits: FlightLimits {
             keep_ns: keep.as_nanos() as u64,
+            tail_ns: args.tail.as_nanos() as u64,
             max_bytes: args.flight_bytes as u64,
         },
         triggers,

@@ -3,8 +3,9 @@
 //! records saw in it and says what fired; a condition that never holds
 //! dumps nothing; `idleflow trigger` dumps for the users allowed and says
 //! "not allowed" to the others; SIGUSR2 dumps; an idle trigger with waiters
-//! fires on an idle machine; every dump is private and readable by every
-//! command.
+//! fires on an idle machine; a convoy trigger fires as a convoy begins, at
+//! a moment drawn at random, and its dump's paths name the lock; every
+//! dump is private and readable by every command.
 
 mod common;
 
@@ -148,6 +149,81 @@ fn a_wait_trigger_dumps_a_window_with_every_dispatch_and_says_what_fired() {
         ])
         .arg(&none)
         .args(["--", "bash", "-c", "sleep 0.2; sleep 1"]));
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("0 dumps in"), "{err}");
+    assert!(dumps(&none).is_empty());
+}
+
+#[test]
+fn a_convoy_trigger_dumps_the_convoys_start_and_its_paths_name_the_lock() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let holders = build_c_example(
+        tmp.path(),
+        "holders.c",
+        "holders",
+        &["-O2", "-g", "-fomit-frame-pointer", "-pthread"],
+    );
+    let fly = |seconds: &str, out: &Path| {
+        run(idleflow()
+            .args(["record", "--flight", "1s", "--tail", "1s"])
+            .args(["--trigger", "convoy>=4 in teller-*", "-o"])
+            .arg(out)
+            .arg("--")
+            .arg(&holders)
+            .args(["convoy", seconds]))
+    };
+    // Four tellers post alone until a moment drawn at random, then all
+    // through one lock.
+    let out = tmp.path().join("dumps");
+    let o = fly("5", &out);
+    let err = stderr(&o);
+    let convoy_at: u64 = stdout(&o)
+        .strip_prefix("convoy at ")
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the convoy's start: {}", stdout(&o)));
+    let (r, state) = the_one_dump(&o, &out);
+    assert!(
+        state.starts_with("a convoy of 4 threads of teller-* in turn, each woken from its wait by the one before: teller-"),
+        "{state}"
+    );
+    let (start, fired) = (u(&r, "start_ns"), u(&r["flight"], "fired_ns"));
+    println!(
+        "convoy at {:.3} s of the dump, fired {:.1} ms later",
+        (convoy_at as f64 - start as f64) / 1e9,
+        (fired as f64 - convoy_at as f64) / 1e6
+    );
+    assert!(
+        start <= convoy_at,
+        "the dump holds the convoy's start: {err}"
+    );
+    assert!(
+        fired - start >= 1_000_000_000,
+        "the dump reaches --flight's 1 s back from its trigger, the tail kept aside: {} ms",
+        (fired - start) / 1_000_000
+    );
+    assert!(
+        fired >= convoy_at && fired - convoy_at < 500_000_000,
+        "fired {} ms after the convoy began: {err}",
+        (fired as i64 - convoy_at as i64) / 1_000_000
+    );
+    // The lock: the tellers' futex wait in post_entry().
+    let paths = r["idle_paths"]["paths"].as_array().unwrap();
+    assert!(
+        paths.iter().any(|p| p["reason"] == "futex wait"
+            && p["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["name"] == "post_entry")),
+        "no futex wait in post_entry among {paths:?}"
+    );
+
+    // Before the convoy: the tellers each sleep on their own, woken by
+    // timers. No dump.
+    let none = tmp.path().join("none");
+    let o = fly("1.2", &none);
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("0 dumps in"), "{err}");

@@ -323,17 +323,7 @@ pub struct PathFrame {
     pub module: String,
 }
 
-/// The name under which pool threads are merged: a number that ends the
-/// name becomes `*` (`http-nio-8080-exec-12` → `http-nio-8080-exec-*`,
-/// `pool-1-thread-3` → `pool-1-thread-*`); other names stay as they are.
-pub fn thread_pattern(name: &str) -> String {
-    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
-    if stem.len() == name.len() {
-        name.to_string()
-    } else {
-        format!("{stem}*")
-    }
-}
+pub use idleflow_format::names::thread_pattern;
 
 #[cfg(test)]
 mod tests {
@@ -422,21 +412,5 @@ mod tests {
             f.into_lines(),
             ["java;exec-*;Interpreter;Pool.take_[j];Queue.poll_[i];Unsafe_Park;futex_wait_[k];[park] a:b 7"]
         );
-    }
-
-    #[test]
-    fn pool_threads_share_a_pattern() {
-        assert_eq!(
-            thread_pattern("http-nio-8080-exec-12"),
-            "http-nio-8080-exec-*"
-        );
-        assert_eq!(thread_pattern("pool-1-thread-3"), "pool-1-thread-*");
-        assert_eq!(thread_pattern("C2 CompilerThread0"), "C2 CompilerThread*");
-        assert_eq!(
-            thread_pattern("http-nio-8080-Poller"),
-            "http-nio-8080-Poller"
-        );
-        assert_eq!(thread_pattern("main"), "main");
-        assert_eq!(thread_pattern("7"), "*");
     }
 }

@@ -73,7 +73,9 @@ pub struct RecordArgs {
     /// PATTERN]` (N wait at once, for DUR on end), `idle>=P% [for DUR]
     /// [while waiting>=N [in PATTERN]]` (the CPUs were idle P % of the last
     /// DUR, default 1s), `unclaimed>=DUR [for DUR] [in PATTERN]` (a CPU idle
-    /// DUR while a thread of interest was runnable as long),
+    /// DUR while a thread of interest was runnable as long), `convoy>=K [in
+    /// PATTERN]` (K threads of one pool in turn, each woken from its wait by
+    /// the one before: a lock convoy),
     /// `io-full>=P% [for DUR] [while idle>=Q%]` (the kernel's pressure
     /// stall, PSI: every task that could run stalled on I/O P % of the last
     /// DUR; also io-some, memory-full, memory-some, cpu-some), `signal`
@@ -111,7 +113,9 @@ pub struct RecordArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "flight")]
     pub keep_bytes: Option<usize>,
 
-    /// What a dump keeps after its trigger fired.
+    /// What a dump keeps after its trigger fired (the ring holds --flight
+    /// and this much more, so that a dump written after its tail still
+    /// reaches --flight back from its trigger).
     #[arg(long, default_value = "1s", value_parser = parse_duration, requires = "flight")]
     pub tail: std::time::Duration,
 

@@ -4,7 +4,9 @@
 //! without the address the JVM gave them (`Main$$Lambda$14+0x00007f6b40007a08/17904`
 //! from JFR, `Main$$Lambda$14.0x00007f6b40007a08` from JVMTI → `Main$$Lambda`),
 //! and lambda and proxy numbers dropped, since they depend on the order
-//! classes were loaded in.
+//! classes were loaded in; and the pattern a pool's threads share
+//! ([`thread_pattern`]), the same for the reports and the flight
+//! recorder's triggers.
 
 /// A class name (internal `a/b/C` or Java `a.b.C` form), normalized.
 pub fn class(name: &str) -> String {
@@ -56,6 +58,18 @@ pub fn method(class_name: &str, method: &str) -> String {
     }
 }
 
+/// The name under which pool threads are merged: a number that ends the
+/// name becomes `*` (`http-nio-8080-exec-12` → `http-nio-8080-exec-*`,
+/// `pool-1-thread-3` → `pool-1-thread-*`); other names stay as they are.
+pub fn thread_pattern(name: &str) -> String {
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    if stem.len() == name.len() {
+        name.to_string()
+    } else {
+        format!("{stem}*")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +103,21 @@ mod tests {
     fn methods_join_class_and_name() {
         assert_eq!(method("a.B", "run"), "a.B.run");
         assert_eq!(method("", ""), "[unknown method]");
+    }
+
+    #[test]
+    fn pool_threads_share_a_pattern() {
+        assert_eq!(
+            thread_pattern("http-nio-8080-exec-12"),
+            "http-nio-8080-exec-*"
+        );
+        assert_eq!(thread_pattern("pool-1-thread-3"), "pool-1-thread-*");
+        assert_eq!(thread_pattern("C2 CompilerThread0"), "C2 CompilerThread*");
+        assert_eq!(
+            thread_pattern("http-nio-8080-Poller"),
+            "http-nio-8080-Poller"
+        );
+        assert_eq!(thread_pattern("main"), "main");
+        assert_eq!(thread_pattern("7"), "*");
     }
 }

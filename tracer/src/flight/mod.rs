@@ -53,6 +53,9 @@ pub const SEGMENT_BYTES: usize = 8 << 20;
 pub struct FlightLimits {
     /// Keep the segments of the last this many ns (`--flight`).
     pub keep_ns: u64,
+    /// … and this many more (`--tail`): a dump is written this long after
+    /// its trigger and reaches `keep_ns` back from the trigger.
+    pub tail_ns: u64,
     /// … and at most this many bytes of them (`--flight-bytes`).
     pub max_bytes: u64,
 }
@@ -251,7 +254,7 @@ impl FlightRing {
             self.open.base_ns = open.base_ns;
             self.open.proc_stat = open.proc_stat;
         }
-        let oldest_kept = end_ns.saturating_sub(self.limits.keep_ns);
+        let oldest_kept = end_ns.saturating_sub(self.limits.keep_ns + self.limits.tail_ns);
         while let Some(first) = self.segments.front() {
             let too_old = first.end_ns < oldest_kept;
             let too_big = self.bytes > self.limits.max_bytes && self.segments.len() > 1;
@@ -522,9 +525,35 @@ mod tests {
     }
 
     #[test]
+    fn the_ring_keeps_the_tail_too_so_a_dump_reaches_its_whole_window_back_from_its_trigger() {
+        for tail in [0, 2 * S] {
+            let limits = FlightLimits {
+                keep_ns: 3 * S,
+                tail_ns: tail,
+                max_bytes: 1 << 20,
+            };
+            let mut ring = FlightRing::new(limits, &[0, 1], 0, vec![]);
+            // A dispatch every 100 ms for 10 s; a trigger at 7.9 s with a
+            // tail of `tail` is written at 9.9 s, reaching back to 4.9 s.
+            let records: Vec<Record> = (1..100u64)
+                .map(|i| dispatch(i * S / 10, (i % 2) as u32, 7, 0))
+                .collect();
+            fill(&mut ring, &records);
+            let last = 99 * S / 10;
+            let w = ring.window(last - tail - 3 * S);
+            assert!(
+                w.base_ns <= last - tail - 3 * S && w.base_ns + 2 * S >= last - tail - 3 * S,
+                "tail {tail}: base {}",
+                w.base_ns
+            );
+        }
+    }
+
+    #[test]
     fn the_ring_keeps_whole_segments_of_the_last_seconds_and_a_window_reads_back() {
         let limits = FlightLimits {
             keep_ns: 3 * S,
+            tail_ns: 0,
             max_bytes: 1 << 20,
         };
         let mut ring = FlightRing::new(limits, &[0, 1], 0, vec![]);

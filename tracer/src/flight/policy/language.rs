@@ -85,6 +85,9 @@ pub enum Condition {
         for_ns: u64,
         idle_pct: Option<f64>,
     },
+    /// This many threads of interest of one pool in turn, each woken from
+    /// its wait by the one before: a lock convoy.
+    Convoy { threads: u32, who: Interest },
     /// SIGUSR2 (the recording session raises it).
     Signal,
     /// A heartbeat's window had a path above the job's history band (the
@@ -119,7 +122,7 @@ pub struct Trigger {
 
 /// A trigger that cannot be read.
 #[derive(Debug, thiserror::Error)]
-#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4 for 2s', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'io-full>=20% while idle>=30%', 'signal', 'history', any of them ending in every:N or once-after:N)")]
+#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4 for 2s', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'convoy>=4 in worker-*', 'io-full>=20% while idle>=30%', 'signal', 'history', any of them ending in every:N or once-after:N)")]
 pub struct TriggerError {
     spec: String,
     why: String,
@@ -253,6 +256,16 @@ impl Trigger {
                 },
                 i,
             )
+        } else if let Some(k) = first.strip_prefix("convoy>=") {
+            let threads = count(k)
+                .and_then(|k| {
+                    (k >= 2)
+                        .then_some(k)
+                        .ok_or_else(|| "a convoy needs at least 2 threads".to_string())
+                })
+                .map_err(err)?;
+            let (who, used) = interest(rest).map_err(err)?;
+            (Condition::Convoy { threads, who }, used)
         } else if let Some(n) = first.strip_prefix("waiting>=") {
             let (who, used) = interest(rest).map_err(err)?;
             (

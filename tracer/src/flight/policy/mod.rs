@@ -17,6 +17,9 @@
 //! unclaimed>=DUR [for DUR] [in PATTERN]
 //!                                   a CPU idle DUR while a thread of interest has been
 //!                                   runnable as long, not on a CPU (for DUR on end)
+//! convoy>=K [in PATTERN]            K threads of interest of one pool in turn, each
+//!                                   woken from its wait by the one before (a lock convoy:
+//!                                   each unlock hands the lock to the next waiter)
 //! signal                            SIGUSR2 to the recorder
 //! history                           a heartbeat's window (`--heartbeat`) had a path whose
 //!                                   share of the idle rose beyond the job's history band
@@ -41,6 +44,17 @@
 //! recorded), never idleflow's own. A thread waits from a switch-out in a
 //! sleeping state (`S`, `D`, or not runnable) until its wake-up.
 //!
+//! A convoy is told from the wake-ups alone, as it happens: a thread's
+//! wait ended by a thread of the same pool (same process, same
+//! [`thread_pattern`]) in its own code (not an interrupt) is one more
+//! hand-off of the waker's chain (the chain that ended the waker's own
+//! latest wait, or the waker alone); a chain keeps the threads in turn,
+//! each at most once (a thread met again starts the chain over after its
+//! earlier place). `convoy>=K` holds at a judgement when a hand-off since
+//! the last one made a chain of K threads of interest. The lock itself is
+//! not known here (a Java monitor's waiters park each on their own futex):
+//! the dump's paths name the code that waited.
+//!
 //! Submodules: [`language`] reads the triggers, [`pressure`] keeps the
 //! kernel's pressure-stall samples.
 //!
@@ -57,7 +71,8 @@ mod tests;
 
 use std::collections::VecDeque;
 
-use idleflow_format::{PrevState, Record};
+use idleflow_format::names::thread_pattern;
+use idleflow_format::{PrevState, Record, WakeContext, Wakeup};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use language::{Condition, Interest, NamePattern, Rate, Trigger, TriggerError};
@@ -116,13 +131,32 @@ pub struct Policy {
     /// The stream's first and latest times.
     first_ns: Option<u64>,
     now_ns: u64,
+    /// The longest convoy a trigger asks for (0: no convoy trigger, no
+    /// chains kept).
+    longest_convoy: usize,
+    /// Per thread: the hand-off chain that ended its latest wait, threads
+    /// in turn, itself last (at most `longest_convoy`).
+    chains: FxHashMap<u32, Vec<u32>>,
+    /// Per trigger: the convoy a hand-off made since the last judgement.
+    convoys: Vec<Option<Vec<u32>>>,
 }
 
 impl Policy {
     /// A policy of `triggers` for a recording of `cpus` CPUs whose target
     /// is `target_pids` (empty: the whole machine).
     pub fn new(triggers: Vec<Trigger>, cpus: usize, target_pids: &[u32]) -> Self {
+        let longest_convoy = triggers
+            .iter()
+            .filter_map(|t| match t.condition {
+                Condition::Convoy { threads, .. } => Some(threads as usize),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
         Policy {
+            longest_convoy,
+            chains: FxHashMap::default(),
+            convoys: vec![None; triggers.len()],
             edges: vec![Edge::default(); triggers.len()],
             runnable: FxHashMap::default(),
             pressure: Samples::default(),
@@ -258,17 +292,69 @@ impl Policy {
                 if waited || w.new_thread {
                     self.runnable.entry(w.wakee_tid).or_insert(w.time);
                 }
+                if waited && self.longest_convoy > 0 {
+                    self.hand_off(w);
+                }
                 w.time
             }
             Record::Exit(e) => {
                 self.waiting.remove(&e.tid);
                 self.runnable.remove(&e.tid);
+                self.chains.remove(&e.tid);
                 e.time
             }
             _ => return,
         };
         self.first_ns.get_or_insert(time);
         self.now_ns = self.now_ns.max(time);
+    }
+
+    /// The pool a thread is of: its process and its name's
+    /// [`thread_pattern`] stem (None: unnamed, or idleflow's own).
+    fn pool(&self, tid: u32) -> Option<(u32, &str)> {
+        let (pid, name) = self.names.get(&tid)?;
+        (*pid != self.own_pid).then(|| {
+            let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+            (*pid, stem)
+        })
+    }
+
+    /// Takes note of the wake-up `w` that ended its wakee's wait: its
+    /// chain, and the convoys it completes.
+    fn hand_off(&mut self, w: &Wakeup) {
+        let handed = matches!(w.context, WakeContext::Task | WakeContext::Unknown)
+            && w.waker_tid != 0
+            && w.waker_tid != w.wakee_tid
+            && self.pool(w.waker_tid).is_some()
+            && self.pool(w.waker_tid) == self.pool(w.wakee_tid);
+        let mut chain = if handed {
+            self.chains
+                .get(&w.waker_tid)
+                .cloned()
+                .unwrap_or_else(|| vec![w.waker_tid])
+        } else {
+            Vec::new()
+        };
+        if let Some(at) = chain.iter().position(|&t| t == w.wakee_tid) {
+            chain.drain(..=at);
+        }
+        chain.push(w.wakee_tid);
+        if chain.len() > self.longest_convoy {
+            chain.remove(0);
+        }
+        for i in 0..self.triggers.len() {
+            if let Condition::Convoy { threads, who } = &self.triggers[i].condition {
+                let k = *threads as usize;
+                if chain.len() >= k
+                    && chain[chain.len() - k..]
+                        .iter()
+                        .all(|&t| self.of_interest(t, who))
+                {
+                    self.convoys[i] = Some(chain[chain.len() - k..].to_vec());
+                }
+            }
+        }
+        self.chains.insert(w.wakee_tid, chain);
     }
 
     fn of_interest(&self, tid: u32, who: &Interest) -> bool {
@@ -330,6 +416,10 @@ impl Policy {
     fn holds(&mut self, i: usize, now: u64) -> Option<String> {
         match &self.triggers[i].condition {
             Condition::Signal | Condition::History => None,
+            Condition::Convoy { .. } => {
+                let chain = self.convoys[i].take()?;
+                Some(self.convoy_state(&chain))
+            }
             Condition::Pressure {
                 resource,
                 at_least_pct,
@@ -500,6 +590,28 @@ impl Policy {
             }
         }
         first
+    }
+
+    /// A convoy in words: its pool, then its threads in turn.
+    fn convoy_state(&self, chain: &[u32]) -> String {
+        let pool = self
+            .names
+            .get(&chain[0])
+            .map_or_else(|| "?".to_string(), |(_, n)| thread_pattern(n));
+        let turn: Vec<String> = chain
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| match (i, self.names.get(&t)) {
+                (0, _) => self.name(t),
+                (_, Some((_, name))) => format!("{name} (tid {t})"),
+                (_, None) => format!("tid {t}"),
+            })
+            .collect();
+        format!(
+            "a convoy of {} threads of {pool} in turn, each woken from its wait by the one before: {}",
+            chain.len(),
+            turn.join(" → ")
+        )
     }
 
     fn waiters_state(&self, tids: &[u32]) -> String {

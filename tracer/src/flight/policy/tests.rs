@@ -62,6 +62,8 @@ fn the_language_reads_and_bad_triggers_say_why() {
         "memory-some>=5%",
         "waiting>=4 for 2s in pool-*",
         "unclaimed>=5ms for 1s",
+        "convoy>=4",
+        "convoy>=3 in http-nio-* every:2",
         "signal",
     ] {
         Trigger::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
@@ -79,6 +81,8 @@ fn the_language_reads_and_bad_triggers_say_why() {
         ("io-full>=20% while waiting>=1", "needs idle>=Q%"),
         ("disk-full>=20%", "unknown condition"),
         ("cpu>=3", "unknown condition"),
+        ("convoy>=1", "at least 2 threads"),
+        ("convoy>=x", "positive number"),
     ] {
         let e = Trigger::parse(bad).unwrap_err().to_string();
         assert!(e.contains(why), "{bad}: {e}");
@@ -300,4 +304,87 @@ fn idle_share_over_a_window_with_waiters() {
     assert_eq!(q.evaluate(1_000 * MS), None, "50 %");
     q.observe(&switch(1_000 * MS, 0, 9, PrevState::Sleeping, 0));
     assert!(q.evaluate(1_500 * MS).is_some(), "75 % of the last second");
+}
+
+fn hand(time: u64, waker: u32, wakee: u32, context: WakeContext) -> Record {
+    Record::Wakeup(Wakeup {
+        time,
+        cpu: 0,
+        waker_tid: waker,
+        wakee_tid: wakee,
+        target_cpu: 0,
+        new_thread: false,
+        context,
+    })
+}
+
+/// Thread `tid` leaves to wait at `time`.
+fn sleeps(time: u64, tid: u32) -> Record {
+    switch(time, 0, tid, PrevState::Sleeping, 0)
+}
+
+#[test]
+fn a_convoy_fires_on_k_threads_of_one_pool_each_woken_by_the_one_before() {
+    let mut p = policy(&["convoy>=3"]);
+    p.observe(&thread(10, "http-nio-3"));
+    p.observe(&thread(11, "other-1"));
+    // 7, 8, 10 wait; 7 is woken by a timer (an interrupt): no hand-off.
+    for (t, tid) in [(1, 7), (2, 8), (3, 10)] {
+        p.observe(&sleeps(t * MS, tid));
+    }
+    p.observe(&hand(4 * MS, 9, 7, WakeContext::SoftIrq));
+    // 7 hands to 8: two threads in turn.
+    p.observe(&hand(5 * MS, 7, 8, WakeContext::Task));
+    assert_eq!(p.evaluate(5 * MS), None);
+    // A thread of another pool wakes 10: the chain starts again at 10.
+    p.observe(&hand(6 * MS, 11, 10, WakeContext::Task));
+    assert_eq!(p.evaluate(6 * MS), None);
+    // 8 (woken by 7) hands to 10 (waiting again): 7 → 8 → 10.
+    p.observe(&sleeps(7 * MS, 10));
+    p.observe(&hand(8 * MS, 8, 10, WakeContext::Task));
+    let f = p.evaluate(9 * MS).expect("a convoy of 3");
+    assert!(
+        f.state
+            .starts_with("a convoy of 3 threads of http-nio-* in turn, each woken"),
+        "{}",
+        f.state
+    );
+    assert!(
+        f.state
+            .ends_with("http-nio-1 (tid 7, pid 100) → http-nio-2 (tid 8) → http-nio-3 (tid 10)"),
+        "{}",
+        f.state
+    );
+    assert_eq!(f.at_ns, 9 * MS);
+    // Nothing new since: it stops holding. The convoy goes round: 10 hands
+    // to 7 (7 met again: the chain goes on after its earlier place), a new
+    // occurrence; 7 hands to 8 at the next judgement, the same occurrence.
+    assert_eq!(p.evaluate(10 * MS), None);
+    p.observe(&sleeps(11 * MS, 7));
+    p.observe(&hand(12 * MS, 10, 7, WakeContext::Task));
+    let f = p.evaluate(12 * MS).expect("8 → 10 → 7");
+    assert!(
+        f.state
+            .ends_with("http-nio-2 (tid 8, pid 100) → http-nio-3 (tid 10) → http-nio-1 (tid 7)"),
+        "{}",
+        f.state
+    );
+    p.observe(&sleeps(13 * MS, 8));
+    p.observe(&hand(14 * MS, 7, 8, WakeContext::Task));
+    assert_eq!(p.evaluate(14 * MS), None, "still the same occurrence");
+    assert_eq!(p.evaluate(15 * MS), None);
+}
+
+#[test]
+fn a_ping_pong_of_two_threads_and_interrupts_make_no_convoy_of_three() {
+    let mut p = policy(&["convoy>=3", "convoy>=2 in gc"]);
+    for i in 0..20u64 {
+        let (a, b) = if i % 2 == 0 { (7, 8) } else { (8, 7) };
+        p.observe(&sleeps(i * 2 * MS, b));
+        p.observe(&hand((i * 2 + 1) * MS, a, b, WakeContext::Task));
+        // An interrupt that hits 8 while it wakes 9 is no hand-off.
+        p.observe(&sleeps((i * 2 + 1) * MS, 9));
+        p.observe(&hand((i * 2 + 1) * MS, 8, 9, WakeContext::HardIrq));
+        assert_eq!(p.evaluate((i * 2 + 1) * MS), None, "round {i}");
+    }
 }
