@@ -46,11 +46,14 @@
 //!
 //! A convoy is told from the wake-ups alone, as it happens: a thread's
 //! wait ended by a thread of the same pool (same process, same
-//! [`thread_pattern`]) in its own code (not an interrupt) is one more
-//! hand-off of the waker's chain (the chain that ended the waker's own
-//! latest wait, or the waker alone); a chain keeps the threads in turn,
-//! each at most once (a thread met again starts the chain over after its
-//! earlier place). `convoy>=K` holds at a judgement when a hand-off since
+//! [`thread_pattern`]) in its own code (not an interrupt) is a hand-off,
+//! one more link of the waker's chain (the chain of the waker's own
+//! latest hand-off, if it came at most 100 ms before; else the waker
+//! alone). Other wake-ups (a timer, another pool's thread) leave a
+//! thread's chain as it was: a holder that sleeps with the lock held is
+//! still handed the lock by the one before. A chain keeps the threads in
+//! turn, each at most once (a thread met again starts the chain over
+//! after its earlier place). `convoy>=K` holds at a judgement when a hand-off since
 //! the last one made a chain of K threads of interest. The lock itself is
 //! not known here (a Java monitor's waiters park each on their own futex):
 //! the dump's paths name the code that waited.
@@ -100,6 +103,10 @@ pub struct Fired {
     pub state: String,
 }
 
+/// A hand-off extends its waker's chain when the waker was handed to at
+/// most this long before, ns (a convoy hands on every few milliseconds).
+const CHAIN_GAP_NS: u64 = 100_000_000;
+
 /// Idle CPU-time is summed in bins this long, ns.
 const BIN_NS: u64 = 10_000_000;
 
@@ -134,9 +141,9 @@ pub struct Policy {
     /// The longest convoy a trigger asks for (0: no convoy trigger, no
     /// chains kept).
     longest_convoy: usize,
-    /// Per thread: the hand-off chain that ended its latest wait, threads
-    /// in turn, itself last (at most `longest_convoy`).
-    chains: FxHashMap<u32, Vec<u32>>,
+    /// Per thread: the chain of its latest hand-off, threads in turn,
+    /// itself last (at most `longest_convoy`), and when it was handed.
+    chains: FxHashMap<u32, (Vec<u32>, u64)>,
     /// Per trigger: the convoy a hand-off made since the last judgement.
     convoys: Vec<Option<Vec<u32>>>,
 }
@@ -327,13 +334,12 @@ impl Policy {
             && w.waker_tid != w.wakee_tid
             && self.pool(w.waker_tid).is_some()
             && self.pool(w.waker_tid) == self.pool(w.wakee_tid);
-        let mut chain = if handed {
-            self.chains
-                .get(&w.waker_tid)
-                .cloned()
-                .unwrap_or_else(|| vec![w.waker_tid])
-        } else {
-            Vec::new()
+        if !handed {
+            return;
+        }
+        let mut chain = match self.chains.get(&w.waker_tid) {
+            Some((chain, at)) if w.time.saturating_sub(*at) <= CHAIN_GAP_NS => chain.clone(),
+            _ => vec![w.waker_tid],
         };
         if let Some(at) = chain.iter().position(|&t| t == w.wakee_tid) {
             chain.drain(..=at);
@@ -354,7 +360,7 @@ impl Policy {
                 }
             }
         }
-        self.chains.insert(w.wakee_tid, chain);
+        self.chains.insert(w.wakee_tid, (chain, w.time));
     }
 
     fn of_interest(&self, tid: u32, who: &Interest) -> bool {

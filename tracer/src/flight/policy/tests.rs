@@ -336,7 +336,7 @@ fn a_convoy_fires_on_k_threads_of_one_pool_each_woken_by_the_one_before() {
     // 7 hands to 8: two threads in turn.
     p.observe(&hand(5 * MS, 7, 8, WakeContext::Task));
     assert_eq!(p.evaluate(5 * MS), None);
-    // A thread of another pool wakes 10: the chain starts again at 10.
+    // A thread of another pool wakes 10: no hand-off.
     p.observe(&hand(6 * MS, 11, 10, WakeContext::Task));
     assert_eq!(p.evaluate(6 * MS), None);
     // 8 (woken by 7) hands to 10 (waiting again): 7 → 8 → 10.
@@ -373,6 +373,26 @@ fn a_convoy_fires_on_k_threads_of_one_pool_each_woken_by_the_one_before() {
     p.observe(&hand(14 * MS, 7, 8, WakeContext::Task));
     assert_eq!(p.evaluate(14 * MS), None, "still the same occurrence");
     assert_eq!(p.evaluate(15 * MS), None);
+}
+
+#[test]
+fn a_holder_woken_by_a_timer_stays_in_its_convoy_and_an_old_chain_is_not_extended() {
+    let mut p = policy(&["convoy>=3"]);
+    p.observe(&thread(10, "http-nio-3"));
+    // 7 hands to 8; 8 sleeps holding the lock (its timer wakes it), then
+    // hands to 10: 7 → 8 → 10.
+    p.observe(&sleeps(MS, 8));
+    p.observe(&hand(2 * MS, 7, 8, WakeContext::Task));
+    p.observe(&sleeps(3 * MS, 8));
+    p.observe(&hand(5 * MS, 0, 8, WakeContext::SoftIrq));
+    p.observe(&sleeps(5 * MS, 10));
+    p.observe(&hand(6 * MS, 8, 10, WakeContext::Task));
+    assert!(p.evaluate(6 * MS).is_some());
+    assert_eq!(p.evaluate(7 * MS), None);
+    // 10 hands to 7 half a second later: the chain of 10 is too old.
+    p.observe(&sleeps(100 * MS, 7));
+    p.observe(&hand(606 * MS, 10, 7, WakeContext::Task));
+    assert_eq!(p.evaluate(606 * MS), None);
 }
 
 #[test]
