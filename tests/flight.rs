@@ -230,6 +230,78 @@ fn a_convoy_trigger_dumps_the_convoys_start_and_its_paths_name_the_lock() {
     assert!(dumps(&none).is_empty());
 }
 
+#[test]
+fn cpu_idle_every_n_fires_at_the_nth_switch_to_idle_the_dump_holds() {
+    let Some(_m) = machine() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let fly = |trigger: &str, out: &Path| {
+        run(idleflow()
+            .args([
+                "record",
+                "--flight",
+                "10s",
+                "--tail",
+                "100ms",
+                "--cooldown",
+                "1m",
+            ])
+            .args(["--trigger", trigger, "-o"])
+            .arg(out)
+            .arg("--")
+            .arg(example("dutycycle"))
+            .args([
+                "--threads",
+                "1",
+                "--busy-ms",
+                "2",
+                "--sleep-ms",
+                "2",
+                "--seconds",
+                "2",
+            ]))
+    };
+    let out = tmp.path().join("dumps");
+    let o = fly("cpu-idle in duty-* every:200", &out);
+    let (r, state) = the_one_dump(&o, &out);
+    assert!(state.contains(" went idle as duty-0 (tid "), "{state}");
+    let so_far: u64 = state
+        .rsplit("; ")
+        .next()
+        .and_then(|s| s.strip_suffix(" switches to idle so far"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{state}"));
+    assert!((200..220).contains(&so_far), "{state}");
+    // The dump holds the run from its start: its switches of duty-0 to
+    // idle up to the judgement are the ones the trigger counted.
+    let (start, fired) = (u(&r, "start_ns"), u(&r["flight"], "fired_ns"));
+    let duty = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["comm"] == "duty-0")
+        .map(|t| u(t, "tid"))
+        .expect("duty-0 in the dump");
+    let script = stdout(&run(idleflow().arg("script").arg(&dumps(&out)[0])));
+    // `SECONDS cpu N dispatch PREV [STATE] -> NEXT`
+    let to_idle = script
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() == 8 && w[3] == "dispatch" && w[4] == duty.to_string() && w[7] == "0")
+        .filter(|w| start + (w[0].parse::<f64>().unwrap() * 1e9) as u64 <= fired)
+        .count() as u64;
+    assert!(
+        to_idle.abs_diff(so_far) <= 1,
+        "the trigger counted {so_far}, the dump has {to_idle} up to its judgement"
+    );
+
+    let none = tmp.path().join("none");
+    let o = fly("cpu-idle in nobody-*", &none);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("0 dumps in"), "{err}");
+    assert!(dumps(&none).is_empty());
+}
+
 /// Waits until the flight recorder `pid` listens, up to 5 s.
 fn wait_for_socket(pid: u32) {
     let sock = format!("/run/idleflow/flight-{pid}.sock");

@@ -7,9 +7,12 @@
 # does at once; the default Java mode (the JVM's flight recorder keeps the
 # window and the dump adds its waits). Prints the recorder's log and the dump's report.
 #
-#   bash benches/flight/h2_burst.sh [CALM] [BURST]
+# TRIGGER='convoy>=4 in H2 TCP*' (for example) replaces the trigger.
+#
+#   [TRIGGER=SPEC] bash benches/flight/h2_burst.sh [CALM] [BURST]
 set -u
 CALM=${1:-8}; BURST=${2:-8}
+TRIGGER=${TRIGGER:-'waiting>=6 in H2 TCP*'}
 J=/usr/lib/jvm/java-17-openjdk-amd64/bin
 IF=${IDLEFLOW:-target/release/idleflow}
 D=${DIR:-/tmp}; C=$D/h2client; OUT=$D/h2-flight; mkdir -p $C; rm -rf "$OUT"
@@ -18,7 +21,7 @@ $J/java -cp /usr/share/java/h2.jar org.h2.tools.Server -tcp -tcpPort 9092 -ifNot
 for i in $(seq 120); do (echo > /dev/tcp/127.0.0.1/9092) 2>/dev/null && break; sleep 0.5; done
 PID=$(pgrep -f org.h2.tools.Server | head -1)
 $J/java -cp $C:/usr/share/java/h2.jar HotRow 4 5 > /dev/null          # warm-up, unrecorded
-$IF record --flight 30s --pid "$PID" --trigger 'waiting>=6 in H2 TCP*' \
+$IF record --flight 30s --pid "$PID" --trigger "$TRIGGER" \
     --tail 2s -o "$OUT" 2> $D/h2-flight.log &
 REC=$!
 sleep 3

@@ -68,8 +68,10 @@ pub struct RecordArgs {
     #[arg(long, default_value = "256M", value_parser = parse_size, requires = "flight")]
     pub flight_bytes: usize,
 
-    /// When the flight recorder dumps (repeatable): `wait>=DUR [in PATTERN]`
-    /// (a thread of interest has waited DUR), `waiting>=N [for DUR] [in
+    /// When the flight recorder dumps (repeatable): `cpu-idle [in PATTERN]`
+    /// (a thread of interest left a CPU idle; with `every:1000`, every
+    /// 1000th time), `wait>=DUR [in PATTERN]` (a thread of interest has
+    /// waited DUR), `waiting>=N [for DUR] [in
     /// PATTERN]` (N wait at once, for DUR on end), `idle>=P% [for DUR]
     /// [while waiting>=N [in PATTERN]]` (the CPUs were idle P % of the last
     /// DUR, default 1s), `unclaimed>=DUR [for DUR] [in PATTERN]` (a CPU idle

@@ -63,6 +63,9 @@ impl NamePattern {
 /// A trigger's condition.
 #[derive(Debug, Clone)]
 pub enum Condition {
+    /// A thread of interest left a CPU idle (each time: the patent's "a
+    /// processor going idle", with `every:N` its "every Nth occurrence").
+    CpuIdle { who: Interest },
     /// A thread of interest has waited this long.
     Wait { at_least_ns: u64, who: Interest },
     /// This many threads of interest wait at once.
@@ -122,7 +125,7 @@ pub struct Trigger {
 
 /// A trigger that cannot be read.
 #[derive(Debug, thiserror::Error)]
-#[error("--trigger '{spec}': {why} (e.g. 'wait>=500ms in http-nio-*', 'waiting>=4 for 2s', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'convoy>=4 in worker-*', 'io-full>=20% while idle>=30%', 'signal', 'history', any of them ending in every:N or once-after:N)")]
+#[error("--trigger '{spec}': {why} (e.g. 'cpu-idle every:1000', 'wait>=500ms in http-nio-*', 'waiting>=4 for 2s', 'idle>=40% for 2s while waiting>=4', 'unclaimed>=5ms', 'convoy>=4 in worker-*', 'io-full>=20% while idle>=30%', 'signal', 'history', any of them ending in every:N or once-after:N)")]
 pub struct TriggerError {
     spec: String,
     why: String,
@@ -210,7 +213,10 @@ impl Trigger {
             sustain_ns = duration_ns(d).map_err(err)?;
             rest = &rest[2..];
         }
-        let (condition, used) = if *first == "signal" {
+        let (condition, used) = if *first == "cpu-idle" {
+            let (who, n) = interest(rest).map_err(err)?;
+            (Condition::CpuIdle { who }, n)
+        } else if *first == "signal" {
             (Condition::Signal, 0)
         } else if *first == "history" {
             (Condition::History, 0)

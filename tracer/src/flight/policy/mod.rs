@@ -4,6 +4,8 @@
 //! The language (`record --trigger SPEC`, repeatable):
 //!
 //! ```text
+//! cpu-idle [in PATTERN]             a thread of interest left a CPU idle (each time; with
+//!                                   every:N, every Nth time)
 //! wait>=DUR [in PATTERN]            a thread of interest has been waiting DUR (once per wait)
 //! waiting>=N [for DUR] [in PATTERN] N threads of interest wait at once (for DUR on end)
 //! idle>=P% [for DUR] [while waiting>=N [in PATTERN]]
@@ -34,7 +36,7 @@
 //! Any of them may end in `every:N` (every Nth occurrence fires) or
 //! `once-after:N` (only the Nth). An occurrence is the condition coming to
 //! hold (it counts again only after it stopped holding); for `wait>=`,
-//! each wait that reaches DUR.
+//! each wait that reaches DUR; for `cpu-idle`, each switch to idle.
 //!
 //! DUR is `500ms`, `2s`, `1m` (humantime); PATTERN a glob on thread names
 //! (`http-nio-*`, `H2 TCP*`: the rest of the trigger), as the kernel keeps
@@ -146,6 +148,11 @@ pub struct Policy {
     chains: FxHashMap<u32, (Vec<u32>, u64)>,
     /// Per trigger: the convoy a hand-off made since the last judgement.
     convoys: Vec<Option<Vec<u32>>>,
+    /// Per trigger (`cpu-idle`): the switches to idle since the last
+    /// judgement, and the latest (CPU, thread).
+    to_idle: Vec<(u64, Option<(u32, u32)>)>,
+    /// Some trigger is a `cpu-idle`.
+    counts_to_idle: bool,
 }
 
 impl Policy {
@@ -164,6 +171,10 @@ impl Policy {
             longest_convoy,
             chains: FxHashMap::default(),
             convoys: vec![None; triggers.len()],
+            to_idle: vec![(0, None); triggers.len()],
+            counts_to_idle: triggers
+                .iter()
+                .any(|t| matches!(t.condition, Condition::CpuIdle { .. })),
             edges: vec![Edge::default(); triggers.len()],
             runnable: FxHashMap::default(),
             pressure: Samples::default(),
@@ -272,6 +283,9 @@ impl Policy {
                 }
                 self.waiting.remove(&d.next_tid);
                 self.runnable.remove(&d.next_tid);
+                if self.counts_to_idle && d.next_tid == 0 && d.prev_tid != 0 {
+                    self.count_to_idle(d.cpu, d.prev_tid);
+                }
                 // idleflow's own threads on an idle CPU leave it idle (they
                 // run when the drain wakes, just before every judgement).
                 let own = |tid: u32| {
@@ -324,6 +338,20 @@ impl Policy {
             let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
             (*pid, stem)
         })
+    }
+
+    /// Counts a switch of `tid` to idle on `cpu` for each `cpu-idle`
+    /// trigger it is of interest to.
+    fn count_to_idle(&mut self, cpu: u32, tid: u32) {
+        for i in 0..self.triggers.len() {
+            if let Condition::CpuIdle { who } = &self.triggers[i].condition {
+                if self.of_interest(tid, who) {
+                    let e = &mut self.to_idle[i];
+                    e.0 += 1;
+                    e.1 = Some((cpu, tid));
+                }
+            }
+        }
     }
 
     /// Takes note of the wake-up `w` that ended its wakee's wait: its
@@ -425,6 +453,10 @@ impl Policy {
             Condition::Convoy { .. } => {
                 let chain = self.convoys[i].take()?;
                 Some(self.convoy_state(&chain))
+            }
+            Condition::CpuIdle { .. } => {
+                let (cpu, tid) = self.to_idle[i].1.filter(|_| self.to_idle[i].0 > 0)?;
+                Some(format!("CPU {cpu} went idle as {} left it", self.name(tid)))
             }
             Condition::Pressure {
                 resource,
@@ -562,7 +594,16 @@ impl Policy {
         let mut first = None;
         for i in 0..self.triggers.len() {
             let state = self.holds(i, now);
-            let per_wait = matches!(self.triggers[i].condition, Condition::Wait { .. });
+            // Occurrences since the last judgement: each switch to idle for
+            // a `cpu-idle`, else one.
+            let n = match self.triggers[i].condition {
+                Condition::CpuIdle { .. } => std::mem::take(&mut self.to_idle[i].0),
+                _ => 1,
+            };
+            let per_event = matches!(
+                self.triggers[i].condition,
+                Condition::Wait { .. } | Condition::CpuIdle { .. }
+            );
             let sustain_ns = self.triggers[i].sustain_ns;
             let edge = &mut self.edges[i];
             let Some(mut state) = state else {
@@ -570,7 +611,7 @@ impl Policy {
                 edge.since = None;
                 continue;
             };
-            if edge.holding && !per_wait {
+            if edge.holding && !per_event {
                 continue;
             }
             let since = *edge.since.get_or_insert(now);
@@ -581,12 +622,16 @@ impl Policy {
                 state.push_str(&format!(", for {:.1} s", (now - since) as f64 / 1e9));
             }
             edge.holding = true;
-            edge.occurrences += 1;
+            let before = edge.occurrences;
+            edge.occurrences += n;
             let fires = match self.triggers[i].rate {
                 Rate::Always => true,
-                Rate::Every(n) => edge.occurrences.is_multiple_of(u64::from(n)),
-                Rate::OnceAfter(n) => edge.occurrences == u64::from(n),
+                Rate::Every(k) => before / u64::from(k) != edge.occurrences / u64::from(k),
+                Rate::OnceAfter(k) => before < u64::from(k) && edge.occurrences >= u64::from(k),
             };
+            if matches!(self.triggers[i].condition, Condition::CpuIdle { .. }) {
+                state.push_str(&format!("; {} switches to idle so far", edge.occurrences));
+            }
             if fires && first.is_none() {
                 first = Some(Fired {
                     trigger: self.triggers[i].spec.clone(),

@@ -62,6 +62,8 @@ fn the_language_reads_and_bad_triggers_say_why() {
         "memory-some>=5%",
         "waiting>=4 for 2s in pool-*",
         "unclaimed>=5ms for 1s",
+        "cpu-idle",
+        "cpu-idle in teller-* every:1000",
         "convoy>=4",
         "convoy>=3 in http-nio-* every:2",
         "signal",
@@ -407,4 +409,37 @@ fn a_ping_pong_of_two_threads_and_interrupts_make_no_convoy_of_three() {
         p.observe(&hand((i * 2 + 1) * MS, 8, 9, WakeContext::HardIrq));
         assert_eq!(p.evaluate((i * 2 + 1) * MS), None, "round {i}");
     }
+}
+
+#[test]
+fn cpu_idle_counts_every_switch_to_idle_of_a_thread_of_interest_and_every_n_fires() {
+    let mut p = policy(&["cpu-idle every:3", "cpu-idle in gc once-after:2"]);
+    // Two switches to idle by 7 in the first batch, one by 8 (and one of
+    // 9 to another thread: no idle) in the second, two by 7 in the third.
+    p.observe(&sleeps(MS, 7));
+    p.observe(&switch(2 * MS, 1, 7, PrevState::Sleeping, 0));
+    assert_eq!(p.evaluate(3 * MS), None);
+    p.observe(&switch(4 * MS, 0, 8, PrevState::Sleeping, 0));
+    p.observe(&switch(4 * MS, 1, 9, PrevState::Sleeping, 7));
+    let f = p.evaluate(5 * MS).expect("the third switch to idle");
+    assert_eq!(f.trigger, "cpu-idle every:3");
+    assert_eq!(
+        f.state,
+        "CPU 0 went idle as http-nio-2 (tid 8, pid 100) left it; 3 switches to idle so far"
+    );
+    p.observe(&sleeps(6 * MS, 7));
+    p.observe(&sleeps(7 * MS, 7));
+    assert_eq!(p.evaluate(8 * MS), None, "5 so far");
+    p.observe(&sleeps(9 * MS, 7));
+    assert!(p.evaluate(10 * MS).is_some(), "the sixth");
+    // gc never left a CPU idle; then twice.
+    let mut p = policy(&["cpu-idle in gc once-after:2"]);
+    p.observe(&sleeps(MS, 7));
+    assert_eq!(p.evaluate(MS), None);
+    p.observe(&sleeps(2 * MS, 9));
+    assert_eq!(p.evaluate(2 * MS), None);
+    p.observe(&sleeps(3 * MS, 9));
+    assert!(p.evaluate(3 * MS).is_some());
+    p.observe(&sleeps(4 * MS, 9));
+    assert_eq!(p.evaluate(4 * MS), None, "once");
 }
