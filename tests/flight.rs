@@ -98,6 +98,14 @@ fn a_wait_trigger_dumps_a_window_with_every_dispatch_and_says_what_fired() {
     let fl = &r["flight"];
     assert_eq!(fl["trigger"], "wait>=400ms in sleep");
     assert_eq!(fl["number"], 1);
+    // The recorder's own memory is in the dump, and its report says it.
+    let (rss, ring) = (u(fl, "recorder_rss_bytes"), u(fl, "ring_bytes"));
+    assert!(rss > 4 << 20 && rss < 2 << 30, "{fl}");
+    assert!(ring > 0 && ring < rss, "{fl}");
+    assert!(
+        text.contains("#   the flight recorder's memory when it took the window: "),
+        "{text}"
+    );
     assert!(
         fl["policy"].as_str().unwrap().contains("tail 0.3 s"),
         "{fl}"

@@ -20,7 +20,7 @@ fn the_two_commands_and_what_a_machine_needs_come_within_the_first_40_lines() {
     let first: Vec<&str> = text.lines().take(40).collect();
     let has = |prefix: &str| first.iter().any(|l| l.starts_with(prefix));
     assert!(has("bash examples/run.sh "), "{first:#?}");
-    assert!(has("cargo test --workspace --release "), "{first:#?}");
+    assert!(has("cargo test --workspace --profile tests "), "{first:#?}");
     assert!(
         first
             .iter()
@@ -43,8 +43,8 @@ fn the_two_commands_and_what_a_machine_needs_come_within_the_first_40_lines() {
     assert!(
         ci.lines().any(|l| l
             .trim_start()
-            .starts_with("cargo test --workspace --release ")
-            || l.trim() == "cargo test --workspace --release"),
+            .starts_with("cargo test --workspace --profile tests ")
+            || l.trim() == "cargo test --workspace --profile tests"),
         ".ci/run does not run the README's test command"
     );
 }

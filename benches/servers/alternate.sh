@@ -20,6 +20,10 @@
 # recorder alone) / --java stacks (the perf-map agent alone); bpftrace: a
 # bpftrace script counting the same three tracepoints per CPU in a map, no
 # record written (what any per-event hook costs, idleflow's floor);
+# flight: the default mode as a flight recorder (--flight 60s, dumps into a
+# directory) with triggers judged on every batch that never fire here
+# (`waiting>=64`, `convoy>=16`, `cpu-idle in nobody-*`): what always-on costs
+# while nothing happens;
 # perf: `perf record -a` of the same
 # kernel records as idleflow's default, to tell the kernel's part of the cost
 # from the recorder's). The recorder starts SETTLE s (default
@@ -112,6 +116,10 @@ for r in $(seq $ROUNDS); do
           perf record -q -a -e sched:sched_switch --filter 'prev_state & 254' \
             -e sched:sched_wakeup,sched:sched_wakeup_new --switch-events \
             -o $D/alt-perf.data -- sleep $((SETTLE + W + 1)) 2>/dev/null &
+        elif [ $m = flight ]; then
+          rm -rf $D/alt-flight
+          $IF record -q --pid $PID --duration $((SETTLE + W + 1)) --flight 60s -o $D/alt-flight \
+            --trigger 'waiting>=64' --trigger 'convoy>=16' --trigger 'cpu-idle in nobody-*' &
         else
           $IF record -q $A --pid $PID --duration $((SETTLE + W + 1)) -o $D/alt-$m.idleflow &
         fi

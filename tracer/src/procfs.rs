@@ -197,6 +197,19 @@ pub fn voluntary_switches(pid: u32) -> u64 {
         .sum()
 }
 
+/// This process's resident memory, bytes (`VmRSS` of `/proc/self/status`;
+/// 0 where it cannot be read).
+pub fn own_rss() -> u64 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// The parent of process `pid`, from `/proc/PID/stat`.
 pub fn parent(pid: u32) -> Option<u32> {
     let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

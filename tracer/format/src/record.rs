@@ -481,6 +481,13 @@ pub struct FlightDump {
     pub keep_ns: u64,
     /// This dump's number in the recorder's life (from 1).
     pub number: u32,
+    /// The recorder's resident memory when the window was taken, bytes
+    /// (0: not known, a dump of format 1.17 or older).
+    #[serde(default)]
+    pub recorder_rss_bytes: u64,
+    /// What its ring held then, bytes (compressed segments).
+    #[serde(default)]
+    pub ring_bytes: u64,
 }
 
 /// The eBPF programs' run time as the kernel timed it

@@ -22,6 +22,14 @@ pub(super) fn render_header(o: &mut String, r: &Report, source: &str) -> fmt::Re
     if !r.tool.tids.is_empty() {
         render_tool(o, &r.tool)?;
     }
+    if let Some(f) = r.flight.as_ref().filter(|f| f.recorder_rss_bytes > 0) {
+        writeln!(
+            o,
+            "#   the flight recorder's memory when it took the window: {:.1} MiB resident, its ring {:.1} MiB",
+            f.recorder_rss_bytes as f64 / (1u64 << 20) as f64,
+            f.ring_bytes as f64 / (1u64 << 20) as f64
+        )?;
+    }
     render_gaps_warning(o, r)
 }
 

@@ -699,6 +699,8 @@ impl State {
             policy: recorder.flight_policy().unwrap_or_default(),
             keep_ns: flight.limits.keep_ns,
             number: 0,
+            recorder_rss_bytes: idleflow_tracer::procfs::own_rss(),
+            ring_bytes: recorder.flight_ring().map_or(0, |(bytes, _)| bytes),
         };
         let job = self.job(window, path, info, dump, opts, jvms);
         match hb.start(job, number, history.clone(), said.clone()) {
@@ -772,6 +774,8 @@ impl State {
                 ),
                 keep_ns: flight.limits.keep_ns,
                 number: p.number,
+                recorder_rss_bytes: idleflow_tracer::procfs::own_rss(),
+                ring_bytes,
             };
             let job = self.job(window, path, info, dump, opts, jvms);
             let history = flight.dumps_history();
