@@ -49,6 +49,15 @@ fn read_dump(dump: &Path) -> (Value, String) {
     (report_json(dump), stdout(&text))
 }
 
+/// The recorder's run `o` succeeded, said it made no dump, and left none
+/// in `dir`.
+fn no_dump(o: &std::process::Output, dir: &Path) {
+    let err = stderr(o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("0 dumps in"), "{err}");
+    assert!(dumps(dir).is_empty());
+}
+
 /// The recorder's run `o` succeeded and left exactly one dump in `dir`:
 /// its JSON report and the state that fired it.
 fn the_one_dump(o: &std::process::Output, dir: &Path) -> (Value, String) {
@@ -157,10 +166,7 @@ fn a_wait_trigger_dumps_a_window_with_every_dispatch_and_says_what_fired() {
         ])
         .arg(&none)
         .args(["--", "bash", "-c", "sleep 0.2; sleep 1"]));
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
-    assert!(err.contains("0 dumps in"), "{err}");
-    assert!(dumps(&none).is_empty());
+    no_dump(&o, &none);
 }
 
 #[test]
@@ -232,10 +238,7 @@ fn a_convoy_trigger_dumps_the_convoys_start_and_its_paths_name_the_lock() {
     // timers. No dump.
     let none = tmp.path().join("none");
     let o = fly("1.2", &none);
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
-    assert!(err.contains("0 dumps in"), "{err}");
-    assert!(dumps(&none).is_empty());
+    no_dump(&o, &none);
 }
 
 #[test]
@@ -304,10 +307,7 @@ fn cpu_idle_every_n_fires_at_the_nth_switch_to_idle_the_dump_holds() {
 
     let none = tmp.path().join("none");
     let o = fly("cpu-idle in nobody-*", &none);
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
-    assert!(err.contains("0 dumps in"), "{err}");
-    assert!(dumps(&none).is_empty());
+    no_dump(&o, &none);
 }
 
 /// Waits until the flight recorder `pid` listens, up to 5 s.
