@@ -404,6 +404,20 @@ pub fn set_fifo_priority(priority: i32) -> Result<(), SysError> {
     Ok(())
 }
 
+/// Puts the calling thread back in the ordinary class (`SCHED_OTHER`).
+pub fn set_normal_priority() -> Result<(), SysError> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+    if rc != 0 {
+        return Err(SysError {
+            call: "sched_setscheduler(SCHED_OTHER, 0)".into(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
 /// Blocks every signal in the calling thread, so that signals meant for the
 /// process (Ctrl-C, SIGTERM) reach its main thread.
 pub fn block_signals() {
