@@ -360,8 +360,9 @@ impl Policy {
         let handed = matches!(w.context, WakeContext::Task | WakeContext::Unknown)
             && w.waker_tid != 0
             && w.waker_tid != w.wakee_tid
-            && self.pool(w.waker_tid).is_some()
-            && self.pool(w.waker_tid) == self.pool(w.wakee_tid);
+            && self
+                .pool(w.waker_tid)
+                .is_some_and(|p| Some(p) == self.pool(w.wakee_tid));
         if !handed {
             return;
         }
