@@ -111,7 +111,8 @@ pub struct RecordArgs {
 
     /// Keep this recorder's dumps under this many bytes together (K, M, G
     /// suffixes): the oldest are removed once a newer one is written, the
-    /// newest always stays [default: no cap].
+    /// newest always stays [default: no cap]. One hidden spare file the
+    /// ring's size comes on top (a dump is written over it: faster).
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "flight")]
     pub keep_bytes: Option<usize>,
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub mod flight;
 pub mod perf_switches;
 
 /// Recording tests watch every CPU: run them one at a time.

@@ -29,7 +29,7 @@ pub mod directory;
 pub mod policy;
 
 use std::collections::VecDeque;
-use std::io::BufWriter;
+use std::io::{BufWriter, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -344,6 +344,21 @@ impl Window {
         flight: FlightDump,
         namer: &KernelNamer,
     ) -> Result<Dumped, DumpError> {
+        self.write_reusing(path, info, flight, namer, |_| None)
+    }
+
+    /// [`Window::write`], into the file `reuse(partial)` returns when it
+    /// returns one: a private file its caller has just renamed to
+    /// `partial` (a spare whose pages are already in memory: it is written
+    /// over from its start and cut to the dump's length).
+    pub fn write_reusing(
+        &self,
+        path: &Path,
+        info: &RunInfo,
+        flight: FlightDump,
+        namer: &KernelNamer,
+        reuse: impl FnOnce(&Path) -> Option<std::fs::File>,
+    ) -> Result<Dumped, DumpError> {
         let started = std::time::Instant::now();
         let mut partial = path.as_os_str().to_owned();
         partial.push(".partial");
@@ -356,8 +371,16 @@ impl Window {
                 source,
             }
         };
-        let file =
-            idleflow_format::create_private(&partial).map_err(io("cannot create", &partial))?;
+        let file = match reuse(&partial) {
+            Some(mut f) => {
+                f.seek(SeekFrom::Start(0))
+                    .map_err(io("cannot write", &partial))?;
+                f
+            }
+            None => {
+                idleflow_format::create_private(&partial).map_err(io("cannot create", &partial))?
+            }
+        };
         // A dump that cannot be completed (a full disk) leaves nothing: its
         // partial file would hold the space and read as a broken recording.
         let written = self.write_into(file, &partial, info, flight, namer);
@@ -450,7 +473,18 @@ impl Window {
                 path: partial.to_path_buf(),
                 source: e.into_error(),
             })?;
-        let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        // A reused file was longer: what follows the end record goes.
+        let mut file = file;
+        let bytes = file.stream_position().map_err(|source| DumpError::Io {
+            what: "cannot write",
+            path: partial.to_path_buf(),
+            source,
+        })?;
+        file.set_len(bytes).map_err(|source| DumpError::Io {
+            what: "cannot write",
+            path: partial.to_path_buf(),
+            source,
+        })?;
         Ok((file, bytes, summary))
     }
 }
@@ -641,5 +675,33 @@ mod tests {
             r.summary().unwrap().flight.as_ref().unwrap().trigger,
             "signal"
         );
+
+        // Written over a longer spare file: the same bytes, nothing after.
+        let spare = dir.path().join("spare");
+        std::fs::write(&spare, vec![0xaa_u8; file.len() * 2 + 4096]).unwrap();
+        let again = dir.path().join("again.idleflow");
+        let d2 = w
+            .write_reusing(
+                &again,
+                &info(0),
+                FlightDump {
+                    trigger: "signal".into(),
+                    ..Default::default()
+                },
+                &KernelNamer::start().unwrap(),
+                |partial| {
+                    std::fs::rename(&spare, partial).unwrap();
+                    Some(
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(partial)
+                            .unwrap(),
+                    )
+                },
+            )
+            .unwrap();
+        assert_eq!(d2.bytes, file.len() as u64);
+        assert_eq!(std::fs::read(&again).unwrap(), file);
+        assert!(!spare.exists());
     }
 }

@@ -5,8 +5,9 @@
 //! (`idleflow trigger`).
 //!
 //! A dump is written by a thread of its own from a snapshot of the ring
-//! (the segments are shared, never copied), then its user stacks are
-//! resolved in place: the recorder goes on while a dump is written, and
+//! (the segments are shared, never copied), over the recorder's spare file
+//! when there is one ([`spare`]: pages already in memory), then its user
+//! stacks are resolved in place: the recorder goes on while a dump is written, and
 //! dumps may overlap. The JVMs of the tree run idleflow's recording in
 //! their own flight recorders, kept for the window ([`crate::jfr`]); a
 //! dump asks them for its span once written and adds their waits. Each
@@ -41,6 +42,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 mod heartbeat;
+mod spare;
 
 use idleflow_format::{FlightDump, RunInfo};
 use idleflow_tracer::flight::policy::{Fired, Policy, Trigger};
@@ -208,6 +210,8 @@ struct Job {
     /// The JVMs whose perf maps name JIT frames.
     perf_maps_of: Option<u32>,
     resolve_stacks: bool,
+    /// The file to write over, when there is one ([`spare`]).
+    spare: Option<Arc<spare::Spare>>,
 }
 
 /// A window written and completed.
@@ -230,9 +234,12 @@ impl Job {
         // its threads. What follows (Java waits, stacks) runs as usual.
         // Without CAP_SYS_NICE it runs as usual throughout.
         let raised = sys::set_fifo_priority(DUMP_FIFO_PRIORITY).is_ok();
-        let written = self
-            .window
-            .write(&self.path, &self.info, self.dump, &self.namer);
+        let spare = self.spare.as_deref();
+        let written =
+            self.window
+                .write_reusing(&self.path, &self.info, self.dump, &self.namer, |partial| {
+                    spare.and_then(|s| s.take(partial))
+                });
         if raised {
             let _ = sys::set_normal_priority();
         }
@@ -376,6 +383,7 @@ pub fn fly(
             }),
     };
     let mut last_rate = Instant::now();
+    let mut last_tended = Instant::now();
     let listener = Listener::open(flight.trigger_group);
     let listener = match listener {
         Ok(l) => Some(l),
@@ -426,6 +434,9 @@ pub fn fly(
         decided: 0,
         writers: Vec::new(),
         said_capped: false,
+        spare: Arc::new(spare::Spare::new(&flight.dir)),
+        growing: None,
+        spare_failed: None,
         namer: KernelNamer::start().map_err(|e| SessionError::Io {
             what: "cannot start the kernel-symbol thread".into(),
             source: e,
@@ -470,6 +481,10 @@ pub fn fly(
         if let Err(e) = state.write_due(&mut recorder, opts, flight, &jvms, &done_tx, false) {
             break End::Failed(e);
         }
+        if last_tended.elapsed() >= Duration::from_secs(1) {
+            last_tended = Instant::now();
+            state.tend_spare(&recorder, progress);
+        }
         if let (Some(hb), Some(history)) = (&mut heartbeat, &flight.history) {
             if let Err(e) = state.beat(hb, &mut recorder, opts, flight, &jvms, history, &beat_tx) {
                 break End::Failed(e);
@@ -508,6 +523,9 @@ pub fn fly(
     for w in std::mem::take(&mut state.writers) {
         let _ = w.join();
     }
+    if let Some(g) = state.growing.take() {
+        let _ = g.join();
+    }
     while let Ok(b) = beat_rx.try_recv() {
         progress.info(&format!("flight: {}", b.line));
     }
@@ -529,6 +547,7 @@ pub fn fly(
     while let Ok(r) = done_rx.try_recv() {
         state.said(r, flight, progress);
     }
+    state.spare.remove();
     let _ = recorder.stop();
     drop(recorder);
     match end {
@@ -556,6 +575,12 @@ struct State {
     decided: u32,
     writers: Vec<JoinHandle<()>>,
     said_capped: bool,
+    /// The file the next dump writes over.
+    spare: Arc<spare::Spare>,
+    /// The thread growing the spare to the ring's length, if one runs.
+    growing: Option<JoinHandle<std::io::Result<()>>>,
+    /// When the spare last failed to grow.
+    spare_failed: Option<Instant>,
     /// Names the dumps' kernel stacks, `/proc/kallsyms` read once.
     namer: KernelNamer,
 }
@@ -658,7 +683,13 @@ impl State {
         let sizes: Vec<u64> = on_disk.iter().map(|&(_, b)| b).collect();
         for k in beyond_caps(&sizes, flight.keep_files, flight.keep_bytes) {
             let path = &self.flown.dumps[on_disk[k].0];
-            match std::fs::remove_file(path) {
+            // Its pages are in memory: the next dump may write over them.
+            let gone = if self.spare.recycle(path) {
+                Ok(())
+            } else {
+                std::fs::remove_file(path)
+            };
+            match gone {
                 Ok(()) => {
                     self.flown.removed += 1;
                     progress.info(&format!(
@@ -677,6 +708,38 @@ impl State {
                 )),
             }
         }
+    }
+
+    /// Starts growing the spare when it is shorter than the ring (with an
+    /// eighth and 4 MiB more for what a dump adds), unless it grows already.
+    fn tend_spare(&mut self, recorder: &Recorder, progress: &mut dyn Progress) {
+        if self.growing.as_ref().is_some_and(|g| !g.is_finished()) {
+            return;
+        }
+        if let Some(Ok(Err(e))) = self.growing.take().map(JoinHandle::join) {
+            // Tried again a minute later. A full disk is not said here: the
+            // spare as grown is still written over first, and a dump that
+            // finds the disk full says so.
+            if self.spare_failed.is_none() && e.raw_os_error() != Some(libc::ENOSPC) {
+                progress.note(&format!(
+                    "flight: the spare file cannot grow ({e}): dumps are written into new files"
+                ));
+            }
+            self.spare_failed = Some(Instant::now());
+        }
+        if self
+            .spare_failed
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(60))
+        {
+            return;
+        }
+        let ring = recorder.flight_ring().map_or(0, |(bytes, _)| bytes);
+        let target = ring + ring / 8 + (4 << 20);
+        if self.spare.len() >= target {
+            return;
+        }
+        let spare = self.spare.clone();
+        self.growing = Some(std::thread::spawn(move || spare.grow(target)));
     }
 
     /// Starts a heartbeat when one is due: the ring's last period (at most
@@ -744,6 +807,7 @@ impl State {
             info,
             dump,
             namer: self.namer.clone(),
+            spare: None,
             jvms: jvms.waits.clone(),
             perf_maps_of: jvms.perf_maps_of,
             resolve_stacks: opts.recorder.user_stack_bytes > 0 && opts.resolve,
@@ -790,7 +854,8 @@ impl State {
                 recorder_rss_bytes: idleflow_tracer::procfs::own_rss(),
                 ring_bytes,
             };
-            let job = self.job(window, path, info, dump, opts, jvms);
+            let mut job = self.job(window, path, info, dump, opts, jvms);
+            job.spare = Some(self.spare.clone());
             let history = flight.dumps_history();
             let done = done.clone();
             self.writers.push(std::thread::spawn(move || {
