@@ -44,6 +44,12 @@ fn a_wait_trigger_dumps_a_window_with_every_dispatch_and_says_what_fired() {
     let d = dumps(&out);
     assert_eq!(d.len(), 1, "{err}");
     let (r, text) = read_dump(&d[0]);
+    // Its user stacks resolved in place, the dump is still compressed.
+    let file = std::io::BufReader::new(std::fs::File::open(&d[0]).unwrap());
+    let mut rd = idleflow_format::Reader::new(file).unwrap();
+    while rd.next_record().unwrap().is_some() {}
+    assert!(rd.blocks_opened() > 0, "{err}");
+    assert!(err.contains("stacks resolved in"), "{err}");
     let svg = tmp.path().join("dump.svg");
     let fg = run(idleflow().arg("flamegraph").arg(&d[0]).arg("-o").arg(&svg));
     assert!(fg.status.success(), "flamegraph: {}", stderr(&fg));

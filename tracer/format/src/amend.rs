@@ -2,8 +2,9 @@
 //! dump gets the JVMs' waits of its window once it is complete (asking the
 //! JVMs for them takes longer than writing the dump). The recording is
 //! copied record by record ([`Reader::next_raw`], [`Writer::write_raw`])
-//! into `PATH.amending`, the new records are written after its stream and
-//! before its end record, and the copy replaces it.
+//! into `PATH.amending` (from its first compressed block on, compressed
+//! again), the new records are written after its stream and before its end
+//! record, and the copy replaces it.
 //!
 //! Invariant: the recording at `path` is complete before and after: a
 //! failure leaves it as it was and removes the copy.
@@ -46,7 +47,15 @@ fn copy_adding(
     ))?;
     let out = create_private(tmp)?;
     let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, out), reader.info())?;
-    while let Some(raw) = reader.next_raw()? {
+    loop {
+        // A dump's compressed segments stay compressed (from the record
+        // after the first block's first).
+        if reader.blocks_opened() > 0 && !writer.compressing() {
+            writer.compress_blocks()?;
+        }
+        let Some(raw) = reader.next_raw()? else {
+            break;
+        };
         writer.write_raw(&raw)?;
     }
     let mut summary = reader.summary().cloned().ok_or(FormatError::Truncated {

@@ -27,10 +27,25 @@ pub struct Writer<W: Write> {
     refs: crate::ustacks::CopyReferences,
     /// The offset of the first Java wait record and the time then.
     waits_from: Option<(u64, u64)>,
+    /// Records gathered into compressed blocks ([`Writer::compress_blocks`]).
+    blocks: Option<Blocks>,
+}
+
+/// Records not yet written, to be one compressed block.
+#[derive(Debug)]
+struct Blocks {
+    /// Whole records, encoded.
+    pending: Vec<u8>,
+    /// The delta chain's time before them.
+    from_time: u64,
 }
 
 /// Bytes of records the writer gathers before handing them to its output.
 const BLOCK: usize = 64 << 10;
+
+/// Bytes of records a compressed block holds (before compression), when
+/// the writer makes them ([`Writer::compress_blocks`]).
+pub const COMPRESSED_BLOCK: usize = 4 << 20;
 
 impl<W: Write> Writer<W> {
     /// Starts a recording: writes the header and the [`RunInfo`] record.
@@ -45,6 +60,7 @@ impl<W: Write> Writer<W> {
             bytes: 12,
             refs: Default::default(),
             waits_from: None,
+            blocks: None,
         };
         w.write_json(kind::META, info)?;
         Ok(w)
@@ -297,6 +313,7 @@ impl<W: Write> Writer<W> {
     /// they are (a flight recorder's segments, into a dump).
     pub fn append_encoded(&mut self, records: &[u8], last_time: u64) -> Result<(), FormatError> {
         self.hand_over()?;
+        self.emit_block()?;
         self.out.write_all(records)?;
         self.bytes += records.len() as u64;
         self.last_time = last_time;
@@ -311,12 +328,8 @@ impl<W: Write> Writer<W> {
     /// writer are whole or deltas against its own earlier copies only.
     pub fn append_compressed(&mut self, block: &[u8], last_time: u64) -> Result<(), FormatError> {
         self.hand_over()?;
-        let mut head = [0u8; 11];
-        head[0] = kind::BLOCK;
-        let n = leb128_into(&mut head[1..], block.len() as u64);
-        self.out.write_all(&head[..1 + n])?;
-        self.out.write_all(block)?;
-        self.bytes += (1 + n + block.len()) as u64;
+        self.emit_block()?;
+        self.put_block(block)?;
         self.last_time = last_time;
         Ok(())
     }
@@ -332,6 +345,7 @@ impl<W: Write> Writer<W> {
             bytes: 0,
             refs: Default::default(),
             waits_from: None,
+            blocks: None,
         };
         for r in records {
             inner.write(r)?;
@@ -345,10 +359,30 @@ impl<W: Write> Writer<W> {
         self.append_compressed(&block, inner.last_time)
     }
 
+    /// From here on, gathers the records into compressed blocks
+    /// ([`kind::BLOCK`]) of about [`COMPRESSED_BLOCK`] bytes each, as a
+    /// flight recorder's dump holds its segments: what a copy of a dump
+    /// (its stacks resolved, its Java waits added) writes, so that it stays
+    /// as small as the dump. The end record is written as it is.
+    pub fn compress_blocks(&mut self) -> Result<(), FormatError> {
+        self.hand_over()?;
+        self.blocks = Some(Blocks {
+            pending: Vec::with_capacity(COMPRESSED_BLOCK + BLOCK),
+            from_time: self.last_time,
+        });
+        Ok(())
+    }
+
+    /// Whether the records go into compressed blocks.
+    pub fn compressing(&self) -> bool {
+        self.blocks.is_some()
+    }
+
     /// Hands everything written so far to the output's own writer (for a
     /// file: to the kernel, so that it survives the writer being killed).
     pub fn flush(&mut self) -> Result<(), FormatError> {
         self.hand_over()?;
+        self.emit_block()?;
         self.out.flush()?;
         Ok(())
     }
@@ -356,6 +390,9 @@ impl<W: Write> Writer<W> {
     /// Writes the end record and the trailer ([`crate::WAITS_TRAILER`]),
     /// flushes, and returns the output.
     pub fn finish(mut self, summary: &RunSummary) -> Result<W, FormatError> {
+        self.hand_over()?;
+        self.emit_block()?;
+        self.blocks = None;
         self.write_json(kind::END, summary)?;
         let (offset, time) = self.waits_from.unwrap_or((u64::MAX, 0));
         self.buf.extend_from_slice(crate::WAITS_TRAILER);
@@ -387,7 +424,12 @@ impl<W: Write> Writer<W> {
     fn end(&mut self, start: usize, k: u8) -> Result<(), FormatError> {
         if self.waits_from.is_none() && kind::is_java_wait(k) {
             // Untimed: the chain's time is the same before and after it.
-            self.waits_from = Some((self.bytes, self.last_time));
+            // In a compressed block: the block's offset and time before it
+            // (a reader opens the block there).
+            self.waits_from = Some(match &self.blocks {
+                Some(b) => (self.bytes, b.from_time),
+                None => (self.bytes, self.last_time),
+            });
         }
         let len = self.buf.len() - start - 2;
         self.buf[start] = k;
@@ -400,7 +442,9 @@ impl<W: Write> Writer<W> {
             self.buf
                 .splice(start + 1..start + 2, head[..n].iter().copied());
         }
-        self.bytes += (self.buf.len() - start) as u64;
+        if self.blocks.is_none() {
+            self.bytes += (self.buf.len() - start) as u64;
+        }
         if self.buf.len() >= BLOCK {
             self.hand_over()?;
         }
@@ -422,12 +466,48 @@ impl<W: Write> Writer<W> {
     /// Hands the gathered records to the output; a buffer grown by a big
     /// record shrinks back.
     fn hand_over(&mut self) -> Result<(), FormatError> {
+        if let Some(b) = &mut self.blocks {
+            b.pending.extend_from_slice(&self.buf);
+            self.buf.clear();
+            if b.pending.len() >= COMPRESSED_BLOCK {
+                self.emit_block()?;
+            }
+            return Ok(());
+        }
         let result = self.out.write_all(&self.buf);
         self.buf.clear();
         if self.buf.capacity() > 4 * BLOCK {
             self.buf.shrink_to(BLOCK + 4096);
         }
         result.map_err(FormatError::from)
+    }
+}
+
+impl<W: Write> Writer<W> {
+    /// Writes the records gathered for a compressed block as one
+    /// [`kind::BLOCK`] record (nothing when none are).
+    fn emit_block(&mut self) -> Result<(), FormatError> {
+        let Some(b) = &mut self.blocks else {
+            return Ok(());
+        };
+        if b.pending.is_empty() {
+            return Ok(());
+        }
+        let block = lz4_flex::compress_prepend_size(&b.pending);
+        b.pending.clear();
+        b.from_time = self.last_time;
+        self.put_block(&block)
+    }
+
+    /// Writes `block` (compressed records) as a [`kind::BLOCK`] record.
+    fn put_block(&mut self, block: &[u8]) -> Result<(), FormatError> {
+        let mut head = [0u8; 11];
+        head[0] = kind::BLOCK;
+        let n = leb128_into(&mut head[1..], block.len() as u64);
+        self.out.write_all(&head[..1 + n])?;
+        self.out.write_all(block)?;
+        self.bytes += (1 + n + block.len()) as u64;
+        Ok(())
     }
 }
 

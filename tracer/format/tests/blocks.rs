@@ -277,3 +277,68 @@ fn waits_in_a_block_are_where_the_trailer_says() {
     assert_eq!(r.next_record().unwrap(), Some(sleeping(2_000_000_000)));
     assert_eq!(r.next_record().unwrap(), Some(wait));
 }
+
+/// A dump copied to add records after its stream (its Java waits; the
+/// resolver copies the same way) stays compressed from its first block on:
+/// the same records read back, the copy about as small as the dump, and
+/// the trailer finds the waits added, inside a block.
+#[test]
+fn a_dump_copied_with_records_added_stays_compressed() {
+    let wait = Record::JavaWait(JavaWait {
+        pid: 7,
+        tid: 7,
+        start: 1_000,
+        duration: 500,
+        reason: WaitReason::MonitorEnter,
+        stack: 0,
+        object: 0,
+        other_tid: 0,
+        other: 0,
+    });
+    // A dump: a few plain records, then 1-s segments as blocks (about
+    // 1.2 compressed blocks' worth of records in all).
+    let recs: Vec<Record> = (0..600_000u64).map(|i| sleeping(1_000 + i * 50)).collect();
+    let mut w = Writer::new(Vec::new(), &info()).unwrap();
+    for r in &recs[..3] {
+        w.write(r).unwrap();
+    }
+    for chunk in recs[3..].chunks(100_000) {
+        let (block, last) = block_of(chunk, w.last_time());
+        w.append_compressed(&block, last).unwrap();
+    }
+    let dump = w.finish(&summary()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dump.idleflow");
+    std::fs::write(&path, &dump).unwrap();
+
+    add_after_stream(&path, std::slice::from_ref(&wait), |_| {}).unwrap();
+    let copy = std::fs::read(&path).unwrap();
+    let mut want = recs.clone();
+    want.push(wait.clone());
+    assert_eq!(read_all(&copy), want);
+    // Plain, the records take ≈ 4.8 MB; the dump's blocks ≈ a tenth.
+    assert!(
+        copy.len() < dump.len() + dump.len() / 4,
+        "copy {} bytes, dump {}",
+        copy.len(),
+        dump.len()
+    );
+    let mut r = Reader::new(std::io::Cursor::new(&copy[..])).unwrap();
+    let mut n = 0;
+    while r.next_record().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, want.len());
+    assert!(r.blocks_opened() >= 2, "{}", r.blocks_opened());
+    let mut r = Reader::new(std::io::Cursor::new(&copy[..])).unwrap();
+    r.only_java_waits(true);
+    match r.waits_at().unwrap() {
+        WaitsAt::From(p) => r.seek(p).unwrap(),
+        other => panic!("{other:?}"),
+    }
+    let mut found = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        found.push(rec);
+    }
+    assert_eq!(found, vec![wait]);
+}

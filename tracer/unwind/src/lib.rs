@@ -111,6 +111,11 @@ pub fn resolve_with(
             if n.is_multiple_of(1 << 14) {
                 progress(reader.offset(), total);
             }
+            // A flight recorder's dump stays compressed (from the record
+            // after its first block's first).
+            if reader.blocks_opened() > 0 && !writer.compressing() {
+                writer.compress_blocks()?;
+            }
             let Some(raw) = reader.next_raw()? else {
                 break;
             };

@@ -210,6 +210,7 @@ impl<R: Read> Reader<R> {
         self.buf = fresh;
         self.pos = 0;
         self.end = len + rest;
+        self.blocks_opened += 1;
         Ok(())
     }
 

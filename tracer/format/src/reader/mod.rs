@@ -74,6 +74,8 @@ pub struct Reader<R: Read> {
     only_waits: bool,
     /// The stack copies deltas are read against.
     copies: Copies,
+    /// Compressed blocks opened so far.
+    blocks_opened: u64,
 }
 
 impl<R: Read> Reader<R> {
@@ -118,6 +120,7 @@ impl<R: Read> Reader<R> {
             trees_encoded: false,
             only_waits: false,
             copies: Copies::default(),
+            blocks_opened: 0,
         };
         if !r.fill(12)? || r.buf[..8] != MAGIC[..] {
             return Err(FormatError::NotARecording);
@@ -176,6 +179,13 @@ impl<R: Read> Reader<R> {
     /// How the recording ended; known once [`Reader::next_record`] returned `None`.
     pub fn summary(&self) -> Option<&RunSummary> {
         self.summary.as_ref()
+    }
+
+    /// How many compressed blocks ([`crate::kind::BLOCK`]) were opened so
+    /// far: a copy of the recording ([`crate::Writer::compress_blocks`])
+    /// compresses its records from the first one on.
+    pub fn blocks_opened(&self) -> u64 {
+        self.blocks_opened
     }
 
     /// Records of kinds this version does not know, skipped so far.

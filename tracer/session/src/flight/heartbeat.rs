@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{HeartbeatOptions, Job};
+use super::job::Job;
+use super::HeartbeatOptions;
 
 /// What a heartbeat found, for the recorder's loop.
 pub(super) struct Beat {

@@ -2,38 +2,32 @@
 //! recorder's ring ([`idleflow_tracer::flight`]) and dumps its window when
 //! a trigger fires: one of the policy's (judged by the recorder after each
 //! drain batch), SIGUSR2 (`signal`), or a request on the recorder's socket
-//! (`idleflow trigger`).
+//! (`idleflow trigger`, [`socket`]).
 //!
-//! A dump is written by a thread of its own from a snapshot of the ring
-//! (the segments are shared, never copied), over the recorder's spare file
-//! when there is one ([`spare`]: pages already in memory), then its user
-//! stacks are resolved in place: the recorder goes on while a dump is written, and
-//! dumps may overlap. The JVMs of the tree run idleflow's recording in
-//! their own flight recorders, kept for the window ([`crate::jfr`]); a
-//! dump asks them for its span once written and adds their waits. Each
-//! trigger is held to the cooldown and the caps
+//! A dump is written by a thread of its own ([`job`]) from a snapshot of
+//! the ring (the segments are shared, never copied), over the recorder's
+//! spare file when there is one ([`spare`]: pages already in memory), then
+//! its user stacks are resolved in place: the recorder goes on while a
+//! dump is written, and dumps may overlap. The JVMs of the tree run
+//! idleflow's recording in their own flight recorders, kept for the window
+//! ([`crate::jfr`]); a dump asks them for its span once written and adds
+//! their waits. Each trigger is held to the cooldown and the caps
 //! (`--cooldown`, `--max-dumps`, `--max-per-hour`) and, when it fires,
 //! waits the tail (`--tail`) so that the dump also holds what followed.
-//! Once a dump is written, this recorder's oldest dumps are removed while
-//! more than `--keep-files` of them, or more than `--keep-bytes` together,
-//! are in the directory (the newest always stays); nothing else there is
-//! touched.
-//!
-//! The socket (`/run/idleflow/flight-PID.sock`) accepts a connection from
-//! anyone and then checks who asks (`SO_PEERCRED`): root, the recorder's
-//! own user, or a member of `--trigger-group`; anyone else is told "not
-//! allowed" and nothing happens. A request runs nothing but a dump, at
-//! most one a second.
+//! Once a dump is written, this recorder's oldest dumps are removed (one
+//! longer than the spare becomes it) while more than `--keep-files`
+//! of them, or more than `--keep-bytes` together, are in the directory
+//! (the newest always stays); nothing else there is touched. Heartbeats
+//! ([`heartbeat`]) write the ring's last period the same way and keep it in
+//! the history when it is normal.
 //!
 //! Invariant: every dump is created private (0600) as `NAME.partial` and
 //! renamed only when complete; a dump that failed is said and counted, and
 //! the recording goes on.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -42,17 +36,23 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 mod heartbeat;
+mod job;
+mod socket;
 mod spare;
+
+use job::{DumpJvms, Job, JvmWaitsOf};
+pub use socket::ask;
+use socket::Listener;
 
 use idleflow_format::{FlightDump, RunInfo};
 use idleflow_tracer::flight::policy::{Fired, Policy, Trigger};
-use idleflow_tracer::flight::{Dumped, FlightLimits, Window};
+use idleflow_tracer::flight::{FlightLimits, Window};
 use idleflow_tracer::ksyms::KernelNamer;
-use idleflow_tracer::{procfs, sys, Recorder};
+use idleflow_tracer::{sys, Recorder};
 
-use crate::jfr::{Waits, Watch, WatchAsker};
+use crate::jfr::Watch;
 use crate::record::{self, End};
-use crate::{resolve, Options, Progress, SessionError};
+use crate::{Options, Progress, SessionError};
 
 /// Where recorders listen for `idleflow trigger`.
 pub const SOCKET_DIR: &str = "/run/idleflow";
@@ -136,177 +136,11 @@ pub struct Flown {
 /// recorders keep: the time a dump takes to ask them.
 const JVM_KEEP_MARGIN: Duration = Duration::from_secs(30);
 
-/// How long a dump waits for the JVM watcher's answer.
-const WATCH_ANSWERS_WITHIN: Duration = Duration::from_secs(10);
-
-/// What a dump's thread asks of the JVMs.
-struct DumpJvms {
-    /// The perf maps of this process tree's JVMs (`--java stacks`).
-    perf_maps_of: Option<u32>,
-    /// Their waits (`--java waits`).
-    waits: Option<JvmWaitsOf>,
-}
-
-/// What a dump's thread needs to add the JVMs' waits of its window.
-#[derive(Clone)]
-struct JvmWaitsOf {
-    waits: Arc<Waits>,
-    asker: WatchAsker,
-    /// The recording's clock minus the wall clock.
-    offset_ns: i64,
-}
-
-impl JvmWaitsOf {
-    /// Adds the waits of the JVMs' last `last` to the dump at `path`; what
-    /// to say of it.
-    fn add_to(&self, path: &Path, last: Duration) -> Result<String, String> {
-        let started = Instant::now();
-        let Some(watched) = self.asker.snapshot(WATCH_ANSWERS_WITHIN) else {
-            return Ok("; no JVM waits (the JVM watcher did not answer)".into());
-        };
-        if watched.started.is_empty() && watched.notes.is_empty() {
-            return Ok(String::new());
-        }
-        let (records, notes) = self.waits.window_waits(&watched, last, self.offset_ns);
-        let jvms = records
-            .iter()
-            .filter(|r| matches!(r, idleflow_format::Record::JvmWaits(_)))
-            .count();
-        let waits = records.len() - jvms;
-        idleflow_format::add_after_stream(path, &records, |s| s.java_notes.extend(notes)).map_err(
-            |e| {
-                format!(
-                    "dump {}: adding the JVMs' waits: {}",
-                    path.display(),
-                    crate::one_line(&e)
-                )
-            },
-        )?;
-        Ok(format!(
-            "; {waits} Java waits of {jvms} JVM{} added in {} ms",
-            if jvms == 1 { "" } else { "s" },
-            started.elapsed().as_millis()
-        ))
-    }
-}
-
 /// A dump decided on, waiting for its tail.
 struct Pending {
     fired: Fired,
     due: Instant,
     number: u32,
-}
-
-/// A window to write and complete, on a thread of its own: a dump, or a
-/// heartbeat ([`heartbeat`]).
-struct Job {
-    window: Window,
-    path: PathBuf,
-    info: RunInfo,
-    dump: FlightDump,
-    namer: KernelNamer,
-    /// The JVMs' waits to add.
-    jvms: Option<JvmWaitsOf>,
-    /// The JVMs whose perf maps name JIT frames.
-    perf_maps_of: Option<u32>,
-    resolve_stacks: bool,
-    /// The file to write over, when there is one ([`spare`]).
-    spare: Option<Arc<spare::Spare>>,
-}
-
-/// A window written and completed.
-struct Written {
-    dumped: Dumped,
-    base_ns: u64,
-    /// What the JVMs' waits added (a clause of the log line).
-    java: String,
-    /// How long resolving the user stacks took, or why it failed.
-    resolved: Option<Result<Duration, String>>,
-}
-
-impl Job {
-    /// Writes the window, adds the JVMs' waits and resolves the user
-    /// stacks; `Err` (a line to say) when the file could not be written.
-    fn complete(self) -> Result<Written, String> {
-        // From the trigger to a complete file the dump's thread runs before
-        // the program's (SCHED_FIFO 1, below the drain's): on CPUs the
-        // program saturates it would otherwise wait its turn among all of
-        // its threads. What follows (Java waits, stacks) runs as usual.
-        // Without CAP_SYS_NICE it runs as usual throughout.
-        let raised = sys::set_fifo_priority(DUMP_FIFO_PRIORITY).is_ok();
-        let spare = self.spare.as_deref();
-        let written =
-            self.window
-                .write_reusing(&self.path, &self.info, self.dump, &self.namer, |partial| {
-                    spare.and_then(|s| s.take(partial))
-                });
-        if raised {
-            let _ = sys::set_normal_priority();
-        }
-        let d = written.map_err(|e| {
-            format!(
-                "dump {} failed: {}",
-                self.path.display(),
-                crate::one_line(&e)
-            )
-        })?;
-        let java = match &self.jvms {
-            Some(j) => j.add_to(
-                &d.path,
-                Duration::from_nanos(sys::monotonic_ns().saturating_sub(self.window.base_ns)),
-            )?,
-            None => String::new(),
-        };
-        // A dump whose stacks cannot be resolved (a full disk: the
-        // resolver writes a copy) stays complete, without the user stacks'
-        // names.
-        let resolved = self.resolve_stacks.then(|| {
-            let resolving = Instant::now();
-            // The JVMs' JIT code of now names the window's frames (`--java
-            // stacks`, attached JVMs).
-            resolve::write_perf_maps(self.perf_maps_of, true, &mut ());
-            resolve::resolve_stacks(&d.path, true, &mut ())
-                .map(|()| resolving.elapsed())
-                .map_err(|e| crate::one_line(&e))
-        });
-        Ok(Written {
-            dumped: d,
-            base_ns: self.window.base_ns,
-            java,
-            resolved,
-        })
-    }
-}
-
-impl Written {
-    /// The log line of a dump (`ring_bytes`: what the ring held).
-    fn line(&self, ring_bytes: u64) -> String {
-        let d = &self.dumped;
-        let (resolved, unresolved) = match &self.resolved {
-            Some(Ok(took)) => (
-                format!(" (stacks resolved in {} ms more)", took.as_millis()),
-                String::new(),
-            ),
-            Some(Err(why)) => (
-                String::new(),
-                format!(
-                    "; its user stacks were not resolved ({why}): the dump reads without their names"
-                ),
-            ),
-            None => (String::new(), String::new()),
-        };
-        format!(
-            "flight: dump {} written: {:.1} s, {} dispatches, {:.1} MiB in {} ms{resolved}{}; \
-             the ring held {:.1} MiB{unresolved}",
-            d.path.display(),
-            (d.summary.stop_ns.saturating_sub(self.base_ns)) as f64 / 1e9,
-            d.summary.dispatches,
-            d.bytes as f64 / (1 << 20) as f64,
-            d.latency.as_millis(),
-            self.java,
-            ring_bytes as f64 / (1 << 20) as f64
-        )
-    }
 }
 
 /// Runs a flight recorder as `opts` and `flight` say until the target
@@ -587,10 +421,6 @@ struct State {
 
 /// An hour, for `--max-per-hour`.
 const HOUR: Duration = Duration::from_secs(3600);
-
-/// The real-time priority a dump is written at (the drain's is 10 by
-/// default: the drain still comes first).
-const DUMP_FIFO_PRIORITY: i32 = 1;
 
 impl State {
     /// A trigger fired: a dump is decided on unless the cooldown or the cap
@@ -950,161 +780,6 @@ fn make_private_dir(dir: &Path) -> Result<(), SessionError> {
             "cannot create the dump directory {}",
             dir.display()
         )))
-}
-
-/// The recorder's trigger socket.
-struct Listener {
-    listener: UnixListener,
-    path: PathBuf,
-    group: Option<u32>,
-    last_request: std::cell::Cell<Option<Instant>>,
-}
-
-impl Listener {
-    fn open(group: Option<u32>) -> Result<Listener, SessionError> {
-        let dir = Path::new(SOCKET_DIR);
-        let err = |what: String| SessionError::io(what);
-        std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)))
-            .map_err(err(format!("cannot create {SOCKET_DIR}")))?;
-        let path = dir.join(format!("flight-{}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)
-            .map_err(err(format!("cannot listen on {}", path.display())))?;
-        // Anyone may connect; who asks is checked on each connection.
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).map_err(err(
-            format!("cannot open {} to other users", path.display()),
-        ))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(err(format!("cannot listen on {}", path.display())))?;
-        Ok(Listener {
-            listener,
-            path,
-            group,
-            last_request: Default::default(),
-        })
-    }
-
-    /// Answers the connections waiting; the first allowed request, as who
-    /// asked, if one came.
-    fn serve(&self, state: &State, flight: &FlightOptions) -> Option<String> {
-        let mut asked = None;
-        while let Ok((stream, _)) = self.listener.accept() {
-            if let Some(who) = self.answer(stream, state, flight) {
-                asked.get_or_insert(who);
-            }
-        }
-        asked
-    }
-
-    fn answer(&self, stream: UnixStream, state: &State, flight: &FlightOptions) -> Option<String> {
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
-        let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
-        let mut out = &stream;
-        let Ok((pid, uid, gid)) = sys::peer_credentials(stream.as_fd()) else {
-            let _ = writeln!(out, "error: cannot tell who asks");
-            return None;
-        };
-        let me = procfs::euid();
-        let allowed = uid == 0
-            || uid == me
-            || self
-                .group
-                .is_some_and(|g| gid == g || procfs::process_groups(pid).contains(&g));
-        if !allowed {
-            let _ = writeln!(
-                out,
-                "not allowed: uid {uid} is not root, the recorder's user or in its --trigger-group"
-            );
-            return None;
-        }
-        let mut line = String::new();
-        let _ = BufReader::new(&stream).read_line(&mut line);
-        if line.trim() != "dump" {
-            let _ = writeln!(
-                out,
-                "error: unknown request '{}' (only 'dump')",
-                line.trim()
-            );
-            return None;
-        }
-        if self
-            .last_request
-            .get()
-            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
-        {
-            let _ = writeln!(out, "busy: one request a second");
-            return None;
-        }
-        self.last_request.set(Some(Instant::now()));
-        if let Some((why, _)) = state.held_back(flight) {
-            let _ = writeln!(out, "held back: {why}");
-            return None;
-        }
-        let _ = writeln!(
-            out,
-            "dumping: recorder {} writes dump {} into {} after a {:.1} s tail",
-            std::process::id(),
-            state.decided + 1,
-            flight.dir.display(),
-            flight.tail.as_secs_f64()
-        );
-        Some(format!("asked by uid {uid} (pid {pid})"))
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// `idleflow trigger`: asks the flight recorders on this machine (or the
-/// one of `pid`) for a dump; their answers, by recorder pid.
-pub fn ask(pid: Option<u32>) -> Result<Vec<(u32, String)>, SessionError> {
-    let dir = Path::new(SOCKET_DIR);
-    let mut socks: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().into_string().ok()?;
-                    let p: u32 = name
-                        .strip_prefix("flight-")?
-                        .strip_suffix(".sock")?
-                        .parse()
-                        .ok()?;
-                    Some((p, e.path()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    socks.sort();
-    if let Some(want) = pid {
-        socks.retain(|(p, _)| *p == want);
-    }
-    let mut answers = Vec::new();
-    for (p, path) in socks {
-        let answer = match UnixStream::connect(&path) {
-            Ok(mut s) => {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                let _ = s.write_all(b"dump\n");
-                let mut line = String::new();
-                let _ = BufReader::new(&s).read_line(&mut line);
-                if line.trim().is_empty() {
-                    "no answer".to_string()
-                } else {
-                    line.trim().to_string()
-                }
-            }
-            // A recorder that ended without removing its socket.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
-            Err(e) => format!("cannot connect to {}: {e}", path.display()),
-        };
-        answers.push((p, answer));
-    }
-    Ok(answers)
 }
 
 #[cfg(test)]
