@@ -242,11 +242,9 @@ fn a_block_in_a_block_and_an_implausible_length_are_corrupt() {
     assert!(cut.reason.contains("compressed block"), "{}", cut.reason);
 }
 
-/// Java waits in a block: the trailer points at the block, and a reader
-/// that seeks there finds them.
-#[test]
-fn waits_in_a_block_are_where_the_trailer_says() {
-    let wait = Record::JavaWait(JavaWait {
+/// A Java thread's wait to enter a monitor.
+fn monitor_enter() -> Record {
+    Record::JavaWait(JavaWait {
         pid: 7,
         tid: 7,
         start: 1_000,
@@ -256,7 +254,14 @@ fn waits_in_a_block_are_where_the_trailer_says() {
         object: 0,
         other_tid: 0,
         other: 0,
-    });
+    })
+}
+
+/// Java waits in a block: the trailer points at the block, and a reader
+/// that seeks there finds them.
+#[test]
+fn waits_in_a_block_are_where_the_trailer_says() {
+    let wait = monitor_enter();
     let recs = records();
     let mut w = Writer::new(Vec::new(), &info()).unwrap();
     for r in &recs {
@@ -284,17 +289,7 @@ fn waits_in_a_block_are_where_the_trailer_says() {
 /// the trailer finds the waits added, inside a block.
 #[test]
 fn a_dump_copied_with_records_added_stays_compressed() {
-    let wait = Record::JavaWait(JavaWait {
-        pid: 7,
-        tid: 7,
-        start: 1_000,
-        duration: 500,
-        reason: WaitReason::MonitorEnter,
-        stack: 0,
-        object: 0,
-        other_tid: 0,
-        other: 0,
-    });
+    let wait = monitor_enter();
     // A dump: a few plain records, then 1-s segments as blocks (about
     // 1.2 compressed blocks' worth of records in all).
     let recs: Vec<Record> = (0..600_000u64).map(|i| sleeping(1_000 + i * 50)).collect();
