@@ -129,10 +129,11 @@ fn idleflow_trigger_dumps_for_the_allowed_and_not_for_others_and_sigusr2_dumps()
     let Some(_m) = machine() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("dumps");
+    // An hour's cooldown: explicit requests are held back by the caps only.
     let rec = fly_sleep(
         &[
             "--cooldown",
-            "100ms",
+            "1h",
             "--tail",
             "200ms",
             "--trigger-group",

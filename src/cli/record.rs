@@ -87,12 +87,15 @@ pub struct RecordArgs {
     /// every Nth occurrence, or the Nth. PATTERN is a glob on thread names
     /// as the kernel keeps them (15 bytes: `http-nio-8080-exec-*` also takes
     /// `http-nio-8080-e`); without one the threads of interest are the command's or --pid's
-    /// (every thread system-wide). Judged on the recorded stream after every
+    /// (system-wide, every process's threads: the kernel's own only when a
+    /// PATTERN names them). Judged on the recorded stream after every
     /// drain batch.
     #[arg(long = "trigger", value_name = "SPEC", requires = "flight")]
     pub triggers: Vec<String>,
 
-    /// No dump sooner than this after the last one.
+    /// No dump sooner than this after the last one, for the triggers' own
+    /// conditions; an explicit request (SIGUSR2, `idleflow trigger`) is
+    /// held back only by the caps.
     #[arg(long, default_value = "1m", value_parser = parse_duration, requires = "flight")]
     pub cooldown: std::time::Duration,
 

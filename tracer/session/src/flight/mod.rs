@@ -424,9 +424,11 @@ const HOUR: Duration = Duration::from_secs(3600);
 
 impl State {
     /// A trigger fired: a dump is decided on unless the cooldown or the cap
-    /// holds it back.
+    /// holds it back (an explicit request, SIGUSR2 or `idleflow trigger`,
+    /// only the caps: someone asked for this moment).
     fn consider(&mut self, fired: Fired, flight: &FlightOptions, progress: &mut dyn Progress) {
-        if let Some((why, cap)) = self.held_back(flight) {
+        let asked = fired.trigger == "signal" || fired.trigger == "request";
+        if let Some((why, cap)) = self.held_back(flight, asked) {
             self.flown.held_back += 1;
             if cap && !self.said_capped {
                 self.said_capped = true;
@@ -457,7 +459,7 @@ impl State {
 
     /// Why a dump decided on now would be held back, and whether that is a
     /// cap (said once) rather than the cooldown; None: it would not.
-    fn held_back(&self, flight: &FlightOptions) -> Option<(String, bool)> {
+    fn held_back(&self, flight: &FlightOptions, asked: bool) -> Option<(String, bool)> {
         let last_hour: Vec<&Instant> = self
             .decided_at
             .iter()
@@ -482,9 +484,10 @@ impl State {
                 true,
             ));
         }
-        if self
-            .last_decided
-            .is_some_and(|t| t.elapsed() < flight.cooldown)
+        if !asked
+            && self
+                .last_decided
+                .is_some_and(|t| t.elapsed() < flight.cooldown)
         {
             return Some((
                 format!(

@@ -103,7 +103,7 @@ impl Listener {
             return None;
         }
         self.last_request.set(Some(Instant::now()));
-        if let Some((why, _)) = state.held_back(flight) {
+        if let Some((why, _)) = state.held_back(flight, true) {
             let _ = writeln!(out, "held back: {why}");
             return None;
         }

@@ -42,8 +42,9 @@
 //! (`http-nio-*`, `H2 TCP*`: the rest of the trigger), as the kernel keeps
 //! them: 15 bytes, so a longer pattern also takes the names of 15 bytes its
 //! first 15 bytes match ([`NamePattern`]). Without a PATTERN, the threads of interest are the
-//! recorded command's or process's (all threads, when the whole machine is
-//! recorded), never idleflow's own. A thread waits from a switch-out in a
+//! recorded command's or process's (all the processes' threads, when the
+//! whole machine is recorded: the kernel's own only when a PATTERN names
+//! them), never idleflow's own. A thread waits from a switch-out in a
 //! sleeping state (`S`, `D`, or not runnable) until its wake-up.
 //!
 //! A convoy is told from the wake-ups alone, as it happens: a thread's
@@ -109,6 +110,10 @@ pub struct Fired {
 /// most this long before, ns (a convoy hands on every few milliseconds).
 const CHAIN_GAP_NS: u64 = 100_000_000;
 
+/// The kernel's thread-creating thread: its children are the kernel's own
+/// threads (kworkers, ksoftirqd, rcu_preempt, …).
+const KTHREADD: u32 = 2;
+
 /// Idle CPU-time is summed in bins this long, ns.
 const BIN_NS: u64 = 10_000_000;
 
@@ -122,6 +127,9 @@ pub struct Policy {
     own_pid: u32,
     /// tid → (pid, name).
     names: FxHashMap<u32, (u32, String)>,
+    /// The kernel's own threads (kthreadd and its children): of interest
+    /// only when a PATTERN names them.
+    kernel_pids: FxHashSet<u32>,
     /// Threads waiting now: tid → since when, and whether a `wait>=`
     /// trigger already fired on this wait.
     waiting: FxHashMap<u32, (u64, bool)>,
@@ -182,6 +190,7 @@ impl Policy {
             target_pids: target_pids.iter().copied().collect(),
             own_pid: std::process::id(),
             names: FxHashMap::default(),
+            kernel_pids: FxHashSet::default(),
             waiting: FxHashMap::default(),
             idle_since: FxHashMap::default(),
             bins: VecDeque::new(),
@@ -267,6 +276,9 @@ impl Policy {
         let time = match r {
             Record::Thread(t) => {
                 self.names.insert(t.tid, (t.pid, t.comm.clone()));
+                if t.tid == t.pid && (t.pid == KTHREADD || t.ppid == KTHREADD) {
+                    self.kernel_pids.insert(t.pid);
+                }
                 t.time
             }
             Record::Dispatch(d) => {
@@ -401,7 +413,8 @@ impl Policy {
         }
         match who {
             Interest::Named(g) => g.is_match(name),
-            Interest::Target => self.target_pids.is_empty() || self.target_pids.contains(pid),
+            Interest::Target if self.target_pids.is_empty() => !self.kernel_pids.contains(pid),
+            Interest::Target => self.target_pids.contains(pid),
         }
     }
 

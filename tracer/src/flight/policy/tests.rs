@@ -181,6 +181,34 @@ fn a_wait_fires_once_when_it_reaches_its_length_and_only_for_threads_of_interest
     assert_eq!(p.evaluate(2_000 * MS), None);
 }
 
+/// Recording the whole machine, the kernel's own threads (children of
+/// kthreadd) are not threads of interest unless a pattern names them.
+#[test]
+fn the_kernels_threads_wait_unseen_unless_a_pattern_names_them() {
+    let kthread = |tid: u32, ppid: u32, comm: &str| {
+        Record::Thread(ThreadInfo {
+            time: 0,
+            tid,
+            pid: tid,
+            ppid,
+            comm: comm.into(),
+        })
+    };
+    for (spec, fires) in [("wait>=500ms", false), ("wait>=500ms in ksoftirqd*", true)] {
+        let mut p = policy(&[spec]);
+        p.observe(&kthread(2, 0, "kthreadd"));
+        p.observe(&kthread(22, 2, "ksoftirqd/1"));
+        p.observe(&switch(10 * MS, 0, 22, PrevState::Sleeping, 0));
+        assert_eq!(p.evaluate(600 * MS).is_some(), fires, "{spec}");
+    }
+    // A process's thread still is (pid 100, ppid 1).
+    let mut p = policy(&["wait>=500ms"]);
+    p.observe(&kthread(2, 0, "kthreadd"));
+    p.observe(&switch(10 * MS, 0, 9, PrevState::Sleeping, 0));
+    let f = p.evaluate(600 * MS).expect("fired");
+    assert!(f.state.starts_with("gc (tid 9, pid 100)"), "{}", f.state);
+}
+
 #[test]
 fn a_condition_counts_once_while_it_holds_and_its_rate_picks_what_fires() {
     // Holding for several batches is one occurrence.
