@@ -182,9 +182,14 @@ fn a_cpu_running_one_thread_gets_its_batch_flushed_by_the_reader() {
             continue;
         }
         assert_eq!(held, u64::MAX, "every batch flushed");
-        assert_eq!(
-            switches_into(&after, tid),
-            1,
+        // The held switch into the spinner reached the ring. Not "exactly
+        // once": a thread that preempted the spinner on its CPU (a kworker,
+        // a timer's wakee) before the flush brings a second switch into it
+        // (seen in CI), and one that preempts it across the flush leaves its
+        // switch back in for the next batch: a count of the spinner's
+        // switches depends on that CPU's other work, its first one does not.
+        assert!(
+            switches_into(&after, tid) >= 1,
             "the held switch reached the ring"
         );
         return;
