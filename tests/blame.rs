@@ -363,10 +363,27 @@ fn consumers_idle_for_a_producer_reading_a_loopback_socket_are_rooted_in_the_net
         vec![("consumer-*".to_string(), "consumer".to_string())],
         "{top}"
     );
+    // Nearly all the idle the program's waits explain is the producer's
+    // (its network wait, and its own CPU time and wake-up latency while the
+    // consumers wait for it) or the client's sleep. The idle after other
+    // processes and idleflow's own threads is not followed (the machine's,
+    // 1-7 % on a fresh CI machine creating kernel workers), so the shares
+    // are of the followed idle.
+    let followed = u(&r["root_causes"], "followed_ns") as f64;
+    let of = |name: &str, device: Option<&str>| -> f64 {
+        roots(&r)
+            .iter()
+            .filter(|x| x["threads"]["name"] == name)
+            .filter(|x| device.is_none_or(|d| x["device"] == d))
+            .map(|x| u(x, "idle_ns") as f64)
+            .sum::<f64>()
+            * 100.0
+            / followed
+    };
+    let (producer, sleep) = (of("producer", None), of("client", Some("timer")));
     assert!(
-        f(top, "share_pct") + client >= 95.0,
-        "the producer's root and the client's sleep: {} % + {client} %",
-        f(top, "share_pct")
+        producer + sleep >= 95.0,
+        "the producer's roots and the client's sleep: {producer:.2} % + {sleep:.2} % of the followed idle"
     );
     // The interrupt's own stack at the producer's wake-ups (the network's
     // receive path) named the device for its wait, so for nearly all the idle.
@@ -398,14 +415,19 @@ fn a_pool_waiting_for_a_writer_that_fsyncs_is_rooted_in_the_disk() {
     let journal = Path::new(env!("CARGO_TARGET_TMPDIR")).join("holders.journal");
     let (r, text) = record_holders(dir.path(), "fsync", &[journal.to_str().unwrap()]);
     let roots = roots(&r);
-    let disk: f64 = roots
+    // Of the idle the program's waits explain: the idle after other
+    // processes (kworkers, and kthreadd creating them on a fresh machine:
+    // 6-32 % of the paths) is not followed, and is the machine's.
+    let followed = u(&r["root_causes"], "followed_ns");
+    let disk: u64 = roots
         .iter()
         .filter(|x| x["device"] == "disk")
-        .map(|x| f(x, "share_pct"))
+        .map(|x| u(x, "idle_ns"))
         .sum();
     assert!(
-        disk >= 80.0,
-        "{disk} % of the idle rooted in the disk:\n{text}"
+        disk * 100 >= followed * 80,
+        "{:.2} % of the followed idle rooted in the disk:\n{text}",
+        disk as f64 * 100.0 / followed as f64
     );
     assert_eq!(roots[0]["device"], "disk", "{}", roots[0]);
 }
