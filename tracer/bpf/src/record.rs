@@ -74,7 +74,9 @@ impl SchedEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Switch {
     /// When the scheduler switched (in `prev`'s context, just before the
-    /// switch), ns on `CLOCK_MONOTONIC`.
+    /// switch), ns on `CLOCK_MONOTONIC`; a switch with stacks once they
+    /// were taken (their time is `prev`'s on the CPU, not idle), so it may
+    /// be newer than a waking of the same CPU behind it in the ring.
     pub time: u64,
     /// The thread that left ([`IDLE_TID`]: the CPU's idle task).
     pub prev_tid: u32,
