@@ -191,16 +191,7 @@ fn a_switch_to_idle_with_stacks_is_stamped_after_them() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until idleflow runs its command (its programs are attached).
-    let children = format!("/proc/{0}/task/{0}/children", recorder.id());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::fs::read_to_string(&children).map_or(true, |c| c.trim().is_empty()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "idleflow never started its command"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_until_command_runs(recorder.id());
     // (args read once: bpftrace 0.17 reads them again through a moved
     // context pointer, which the verifier refuses.)
     let mut bt = Command::new("bpftrace")

@@ -268,15 +268,7 @@ fn perf_idle_ns(switches: &[PerfSwitch], start_ns: u64, stop_ns: u64) -> Vec<(u3
 /// opened its events before it starts the command), then starts perf, and
 /// returns it with the time its events were surely open (on our clock).
 fn second_perf_after(recorder: u32, pdata: &Path) -> (std::process::Child, u64) {
-    let children = format!("/proc/{recorder}/task/{recorder}/children");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::fs::read_to_string(&children).map_or(true, |c| c.trim().is_empty()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "idleflow never started its command"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until_command_runs(recorder);
     let perf = Command::new("perf")
         .args([
             "record",

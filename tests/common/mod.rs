@@ -33,6 +33,20 @@ pub fn machine() -> Option<MutexGuard<'static, ()>> {
     Some(MACHINE.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
+/// Waits until `idleflow record` (pid `recorder`) started its command: it
+/// opened its events and attached its programs before.
+pub fn wait_until_command_runs(recorder: u32) {
+    let children = format!("/proc/{recorder}/task/{recorder}/children");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&children).map_or(true, |c| c.trim().is_empty()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "idleflow never started its command"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 pub fn idleflow() -> Command {
     Command::new(env!("CARGO_BIN_EXE_idleflow"))
 }
