@@ -224,6 +224,23 @@ pub fn f(v: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("field {key} missing or not a number in {v}"))
 }
 
+/// `dutycycle ARGS…` recorded into `dir/run.idleflow`: its report, and the
+/// cycles it printed per CPU ([`cycles_by_cpu`]).
+pub fn record_dutycycle(dir: &tempfile::TempDir, args: &[&str]) -> (Value, Vec<(i64, u64)>) {
+    let rec = dir.path().join("run.idleflow");
+    let out = run(idleflow()
+        .arg("record")
+        .arg("-o")
+        .arg(&rec)
+        .arg("--")
+        .arg(example("dutycycle"))
+        .args(args));
+    assert!(out.status.success(), "record failed: {}", stderr(&out));
+    let summary = stderr(&out);
+    assert!(summary.contains("dispatches"), "no summary line: {summary}");
+    (report_json(&rec), cycles_by_cpu(&stdout(&out)))
+}
+
 /// The `cycles` each dutycycle thread printed, by CPU.
 pub fn cycles_by_cpu(stdout: &str) -> Vec<(i64, u64)> {
     stdout
