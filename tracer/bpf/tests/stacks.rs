@@ -187,6 +187,7 @@ fn every_switch_to_idle_carries_the_stacks_perf_would_take() {
     );
     let ksyms = Kallsyms::load();
     let glue = KernelGlue::load();
+    let mut sleeps = 0;
     for s in &mine {
         let chain = glue.strip(&s.kernel);
         assert!(chain.len() >= 4, "a kernel chain: {:x?}", s.kernel);
@@ -196,6 +197,14 @@ fn every_switch_to_idle_carries_the_stacks_perf_would_take() {
             // The thread's exit, its last switch.
             continue;
         }
+        if names.iter().any(|n| n.ends_with("_fault")) {
+            // A page fault that waited for the disk (a fresh machine reads
+            // the test's pages in as they are first touched: CI saw
+            // `io_schedule ← folio_wait_bit_common ← filemap_fault`); its
+            // user registers are at the faulting instruction, anywhere.
+            continue;
+        }
+        sleeps += 1;
         assert!(
             names.iter().any(|n| n.contains("nanosleep")),
             "a sleep's chain: {names:?}"
@@ -208,6 +217,10 @@ fn every_switch_to_idle_carries_the_stacks_perf_would_take() {
         let stack = mapping_of(sp).unwrap_or_default();
         assert!(stack.starts_with("rw"), "sp {sp:#x} in {stack}");
     }
+    assert!(
+        sleeps >= 100,
+        "{sleeps} of the switches to idle were sleeps"
+    );
 }
 
 #[test]
