@@ -241,6 +241,9 @@ enum Merged {
     StackCopy(Box<StackCopy>),
     Module(Box<ModuleMap>),
     Wakeup(Wakeup),
+    /// A waking and the next dispatch of its CPU (`recorder/round.rs`'s
+    /// fold), at the waking's time: one record of the recording.
+    WokenDispatch(Wakeup, Dispatch),
     Exit(ThreadExit),
     Lost(Lost),
     Task(Box<TaskEvent>),
@@ -280,6 +283,10 @@ pub struct Recorder {
     /// Processes whose blocking switch-outs are counted
     /// ([`Recorder::count_blocking_switch_outs`]), with their counts.
     blocking: Vec<(u32, u64)>,
+    /// Fold wakings into the next switch of their CPU where the output
+    /// allows (`recorder/round.rs`); `IDLEFLOW_NO_FOLD=1` turns it off, for
+    /// the benchmarks' comparison with the records apart.
+    fold: bool,
     /// User stacks are copied (and executable mappings recorded).
     user_stacks: bool,
     /// `RunInfo::stacks`.
@@ -432,6 +439,17 @@ impl Recorder {
                 summary.stop_ns = summary.stop_ns.max(t);
             }
             let r = match m {
+                Merged::WokenDispatch(w, d) => {
+                    if stopped {
+                        summary.stop_ns = summary.stop_ns.max(d.time);
+                    }
+                    summary.dispatches += 1;
+                    summary.wakeups += 1;
+                    if let Err(e) = out.write_woken_dispatch(&w, &d) {
+                        result = Err(e);
+                    }
+                    return;
+                }
                 Merged::Dispatch(d) => Record::Dispatch(d),
                 Merged::KernelStack(k) => Record::KernelStack(k),
                 Merged::SwitchStack(st) => Record::SwitchStack(st),

@@ -89,10 +89,10 @@ pub mod kind {
     /// [`crate::TreeDump`], JSON payload: one JVM's call trees, whole (the
     /// first form of the trees; still read, no longer written).
     pub const TREE: u8 = 9;
-    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (20–127) are reserved for
+    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (21–127) are reserved for
     /// timed records of later versions: their payload starts with the time
     /// delta, which a reader that does not know the kind still applies.
-    pub const FIRST_FUTURE_TIMED: u8 = 20;
+    pub const FIRST_FUTURE_TIMED: u8 = 21;
     /// [`crate::SwitchStack`]: the kernel stack of the thread that left at
     /// the dispatch just before (timed: delta, cpu, tid, stack id).
     pub const SWITCH_STACK: u8 = 10;
@@ -122,6 +122,13 @@ pub mod kind {
     /// [`crate::SwitchArg`]: the first system-call argument of the thread
     /// that left at the dispatch just before (timed: delta, cpu, tid, arg).
     pub const SWITCH_ARG: u8 = 19;
+    /// A wake-up and the dispatch that came next on the CPU that raised
+    /// it, nothing of that CPU between, whose leaving thread is the one
+    /// that ran when the wake-up was raised (its waker, or the thread an
+    /// interrupt hit): one record for the two (the recorder's fold). Timed
+    /// by the wake-up; read as the [`crate::Wakeup`] and, at its own time,
+    /// the [`crate::Dispatch`] (format 1.18).
+    pub const WOKEN_DISPATCH: u8 = 20;
     /// Kinds 128–255 are reserved for untimed records of later versions: a
     /// reader that does not know them skips them whole.
     pub const FIRST_UNTIMED: u8 = 128;

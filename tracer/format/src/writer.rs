@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::codec::{leb128_into, put, zigzag};
-use crate::record::{NodeTag, Record, RunInfo, RunSummary};
+use crate::record::{Dispatch, NodeTag, Record, RunInfo, RunSummary, Wakeup};
 use crate::{kind, FormatError, MAGIC, VERSION};
 
 /// Writes a recording record by record; memory use does not grow with the
@@ -207,6 +207,37 @@ impl<W: Write> Writer<W> {
             }
         };
         self.end(start, k)
+    }
+
+    /// Writes wake-up `w` and dispatch `d` as one record
+    /// ([`kind::WOKEN_DISPATCH`]) when they make one — the same CPU, `d`
+    /// no older than `w` (at most `u32::MAX` ns after), `d`'s leaving
+    /// thread the one that ran when `w` was raised, `d` untagged, `w` not
+    /// a new thread's — and as the two records otherwise. The caller
+    /// vouches that nothing of that CPU happened between them; a reader
+    /// hands out `d` at its own time ([`crate::Reader::next_record`]).
+    pub fn write_woken_dispatch(&mut self, w: &Wakeup, d: &Dispatch) -> Result<(), FormatError> {
+        let folds = w.cpu == d.cpu
+            && w.waker_tid == d.prev_tid
+            && d.time >= w.time
+            && d.time - w.time <= u64::from(u32::MAX)
+            && d.prev_node == NodeTag::Untraced
+            && !w.new_thread;
+        if !folds {
+            self.write(&Record::Wakeup(*w))?;
+            return self.write(&Record::Dispatch(*d));
+        }
+        let start = self.begin();
+        self.put_time(w.time);
+        put(&mut self.buf, w.cpu.into());
+        put(&mut self.buf, w.waker_tid.into());
+        put(&mut self.buf, w.wakee_tid.into());
+        put(&mut self.buf, w.target_cpu.into());
+        self.buf.push(w.context.code());
+        put(&mut self.buf, d.time - w.time);
+        self.buf.push(d.prev_state.code());
+        put(&mut self.buf, d.next_tid.into());
+        self.end(start, kind::WOKEN_DISPATCH)
     }
 
     /// Writes a record read by [`crate::Reader::next_raw`] as it was: a

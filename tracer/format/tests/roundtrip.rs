@@ -421,3 +421,135 @@ fn the_trailer_points_at_the_first_wait_record() {
     }
     assert_eq!(n, recs.len());
 }
+
+/// Two CPUs' wake-ups and dispatches, each CPU's wake-up followed by its
+/// next dispatch (the waker leaving), the other CPU's records between them
+/// in time: written with the wake-ups and dispatches folded where they can
+/// be, they read back as the records in time order, the file smaller.
+#[test]
+fn a_woken_dispatch_reads_back_as_its_two_records_in_time_order() {
+    let wake = |time, cpu, waker, wakee| Wakeup {
+        time,
+        cpu,
+        waker_tid: waker,
+        wakee_tid: wakee,
+        target_cpu: 1 - cpu,
+        new_thread: false,
+        context: if waker == 0 {
+            WakeContext::HardIrq
+        } else {
+            WakeContext::Task
+        },
+    };
+    let disp = |time, cpu, prev, next| Dispatch {
+        time,
+        cpu,
+        prev_tid: prev,
+        prev_state: PrevState::Sleeping,
+        next_tid: next,
+        prev_node: NodeTag::Untraced,
+    };
+    let t0 = info().start_ns;
+    // (wake-up, the dispatch after it on its CPU) pairs; the writer is
+    // given them in wake-up order (the recorder's merge key).
+    let pairs = [
+        (wake(t0 + 100, 0, 11, 21), disp(t0 + 900, 0, 11, 0)),
+        (wake(t0 + 300, 1, 12, 22), disp(t0 + 350, 1, 12, 22)),
+        (wake(t0 + 400, 1, 22, 12), disp(t0 + 900, 1, 22, 0)),
+        // An interrupt's wake-up on an idle CPU, the idle task leaving.
+        (wake(t0 + 1_000, 0, 0, 21), disp(t0 + 1_200, 0, 0, 21)),
+    ];
+    let thread = Record::Thread(ThreadInfo {
+        time: t0 + 500,
+        tid: 30,
+        pid: 30,
+        ppid: 1,
+        comm: "between".into(),
+    });
+    let mut w = Writer::new(Vec::new(), &info()).unwrap();
+    let mut plain = Writer::new(Vec::new(), &info()).unwrap();
+    let mut expected = Vec::new();
+    for (i, (wk, d)) in pairs.iter().enumerate() {
+        w.write_woken_dispatch(wk, d).unwrap();
+        expected.push((wk.time, Record::Wakeup(*wk)));
+        expected.push((d.time, Record::Dispatch(*d)));
+        if i == 2 {
+            w.write(&thread).unwrap();
+            expected.push((thread.time(), thread.clone()));
+        }
+    }
+    // Stable: at equal times the order written.
+    expected.sort_by_key(|(t, _)| *t);
+    let expected: Vec<Record> = expected.into_iter().map(|(_, r)| r).collect();
+    for r in &expected {
+        plain.write(r).unwrap();
+    }
+    let bytes = w.finish(&RunSummary::default()).unwrap();
+    let plain = plain.finish(&RunSummary::default()).unwrap();
+    assert!(
+        bytes.len() < plain.len(),
+        "folded {} bytes, plain {}",
+        bytes.len(),
+        plain.len()
+    );
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    let mut back = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        back.push(rec);
+    }
+    assert_eq!(back, expected);
+    // Cut anywhere, the dispatches read whole before the cut still come out.
+    for cut in 12..bytes.len() {
+        // (Cut inside the run information: no reader, nothing to read.)
+        let Ok(mut r) = Reader::new(&bytes[..cut]) else {
+            continue;
+        };
+        let mut back = Vec::new();
+        while let Ok(Some(rec)) = r.next_complete_record() {
+            back.push(rec);
+        }
+        assert!(
+            back.windows(2).all(|p| p[0].time() <= p[1].time()),
+            "cut at {cut}: {back:?}"
+        );
+        assert!(back.iter().all(|b| expected.contains(b)), "cut at {cut}");
+        for (wk, d) in &pairs {
+            if back.contains(&Record::Wakeup(*wk)) {
+                assert!(back.contains(&Record::Dispatch(*d)), "cut at {cut}");
+            }
+        }
+    }
+}
+
+/// What does not make one record is written as the two.
+#[test]
+fn a_wake_up_and_a_dispatch_that_do_not_fold_are_written_apart() {
+    let t0 = info().start_ns;
+    let w = Wakeup {
+        time: t0 + 10,
+        cpu: 0,
+        waker_tid: 5,
+        wakee_tid: 6,
+        target_cpu: 0,
+        new_thread: false,
+        context: WakeContext::Task,
+    };
+    let d = Dispatch {
+        time: t0 + 20,
+        cpu: 0,
+        prev_tid: 7, // not the waker
+        prev_state: PrevState::Preempted,
+        next_tid: 6,
+        prev_node: NodeTag::Untraced,
+    };
+    let mut a = Writer::new(Vec::new(), &info()).unwrap();
+    a.write_woken_dispatch(&w, &d).unwrap();
+    let a = a.finish(&RunSummary::default()).unwrap();
+    let b = write_all(&[Record::Wakeup(w), Record::Dispatch(d)]);
+    let back = |bytes: &[u8]| {
+        let mut r = Reader::new(bytes).unwrap();
+        std::iter::from_fn(|| r.next_record().unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(back(&a), vec![Record::Wakeup(w), Record::Dispatch(d)]);
+    assert_eq!(back(&a), back(&b));
+}

@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use idleflow_format::{ModuleMap, Record, RunInfo, ThreadInfo, Writer};
+use idleflow_format::{Dispatch, ModuleMap, Record, RunInfo, ThreadInfo, Wakeup, Writer};
 
 use super::{Recorder, RecorderError};
 use crate::flight::policy::{Fired, Policy, Trigger};
@@ -37,6 +37,21 @@ impl Output {
             f.policy.observe(r);
         }
         Ok(())
+    }
+
+    /// Writes wake-up `w` and the dispatch `d` after it on its CPU, as one
+    /// record where they make one (never with a flight recorder: its
+    /// policies look at each record in time order).
+    pub(super) fn write_woken_dispatch(
+        &mut self,
+        w: &Wakeup,
+        d: &Dispatch,
+    ) -> Result<(), RecorderError> {
+        if self.flight.is_some() {
+            self.write(&Record::Wakeup(*w))?;
+            return self.write(&Record::Dispatch(*d));
+        }
+        Ok(self.writer.write_woken_dispatch(w, d)?)
     }
 
     /// Cuts the flight recorder's open segment at `now` (monotonic ns).

@@ -13,7 +13,11 @@
 //! With the eBPF source (`recorder/bpf.rs`) the round's perf records bring
 //! no dispatch or wake-up: the joiner is not fed, stack samples wait for
 //! their eBPF event, and after the perf chunks every eBPF event recorded so
-//! far is read, each CPU's into its own merge source.
+//! far is read, each CPU's into its own merge source. A waking without
+//! stacks whose CPU's next event is a switch of the thread that ran when it
+//! was raised goes into the merge with that switch as one record, at the
+//! waking's time (`Merged::WokenDispatch`, the format's `WOKEN_DISPATCH`):
+//! one record fewer to merge and write (docs/PERFORMANCE.md 5k).
 
 use idleflow_format::{
     Dispatch, KernelStack, Lost, RunSummary, StackCopy, SwitchArg, SwitchStack, ThreadExit, Wakeup,
@@ -48,7 +52,16 @@ pub(super) struct RoundSink<'a> {
     /// With the eBPF source: the perf rings carry only stacks, task and
     /// mapping records, paired here with the eBPF events.
     pub(super) bpf: Option<&'a mut BpfSide>,
+    /// Fold a waking and the next switch of its CPU into one merge record
+    /// where they make one ([`Merged::WokenDispatch`]): a recording to a
+    /// file, no flight recorder, no work area (those look at each record
+    /// as it is released, in time order).
+    pub(super) fold: bool,
 }
+
+/// The longest a waking waits for its CPU's next switch to be folded into
+/// it: the reader holds the dispatch back that long at most.
+const FOLD_NS: u64 = 1_000_000;
 
 impl Recorder {
     /// Reads the records of one drained round, then (with the eBPF
@@ -72,6 +85,9 @@ impl Recorder {
             kernel_stacks: &mut self.kernel_stacks,
             own_pid: std::process::id(),
             bpf: self.bpf.as_mut().map(|b| &mut b.side),
+            fold: self.fold
+                && self.work_area.is_none()
+                && self.output.as_ref().is_some_and(|o| o.flight.is_none()),
         };
         let mut scratch = Vec::new();
         let perf_rings = self.rings.len();
@@ -362,13 +378,72 @@ impl RoundSink<'_> {
         let Some(side) = self.bpf.take() else {
             return;
         };
+        // A waking without stacks, held until the CPU's next record says
+        // whether it folds into the switch after it.
+        let mut waking: Option<SchedEvent> = None;
         for record in idleflow_bpf::records(bytes) {
             match (idleflow_bpf::decode(record), idleflow_bpf::stacks(record)) {
-                (Ok(ev), Ok(st)) => self.bpf_event(side, cpu, ev, st),
+                (Ok(ev @ SchedEvent::Waking(_)), Ok(None)) if self.fold => {
+                    if let Some(w) = waking.replace(ev) {
+                        self.bpf_event(side, cpu, w, None);
+                    }
+                }
+                (Ok(SchedEvent::Switch(sw)), Ok(None)) if waking.is_some() => {
+                    if let Some(SchedEvent::Waking(wk)) = waking.take() {
+                        self.woken_switch(side, cpu, wk, sw);
+                    }
+                }
+                (Ok(ev), Ok(st)) => {
+                    if let Some(w) = waking.take() {
+                        self.bpf_event(side, cpu, w, None);
+                    }
+                    self.bpf_event(side, cpu, ev, st);
+                }
                 _ => self.summary.undecodable += 1,
             }
         }
+        if let Some(w) = waking {
+            self.bpf_event(side, cpu, w, None);
+        }
         self.bpf = Some(side);
+    }
+
+    /// Waking `wk` and switch `sw`, the next event of CPU `cpu`: one merge
+    /// record at the waking's time when they fold (the switch's leaving
+    /// thread ran when the waking was raised, within [`FOLD_NS`], both in
+    /// the window, no stacks sampled by perf for the switch), else the two.
+    fn woken_switch(
+        &mut self,
+        side: &mut BpfSide,
+        cpu: u32,
+        wk: idleflow_bpf::Wake,
+        sw: idleflow_bpf::Switch,
+    ) {
+        let folds = wk.waker_tid == sw.prev_tid
+            && wk.time >= side.start_ns
+            && sw.time >= wk.time
+            && sw.time - wk.time <= FOLD_NS;
+        let Some(ring) = side.ring(cpu).filter(|_| folds) else {
+            self.bpf_event(side, cpu, SchedEvent::Waking(wk), None);
+            self.bpf_event(side, cpu, SchedEvent::Switch(sw), None);
+            return;
+        };
+        let slot = side.source(ring);
+        let w = wk.to_wakeup(cpu, false);
+        let d = sw.to_dispatch(cpu);
+        if !sw.preempt && sw.prev_tid != 0 {
+            if let Some(c) = self.blocking.iter_mut().find(|c| c.0 == sw.prev_tgid) {
+                c.1 += 1;
+            }
+        }
+        if let Some(st) = side.switch_event(ring, d.time, (d.prev_tid, d.next_tid)) {
+            // Its stacks follow the dispatch: the two go apart.
+            self.merge.push(slot, w.time, Merged::Wakeup(w));
+            self.merge.push(slot, d.time, Merged::Dispatch(d));
+            self.switch_stacks(slot, d.time, cpu, st);
+        } else {
+            self.merge.push(slot, w.time, Merged::WokenDispatch(w, d));
+        }
     }
 
     /// One eBPF event of CPU `cpu`, into the merge with its stacks: those

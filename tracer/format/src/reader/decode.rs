@@ -78,6 +78,50 @@ pub(super) fn wakeup(p: &mut Payload<'_>, last_time: &mut u64) -> Result<Wakeup,
     })
 }
 
+/// Decodes a `WOKEN_DISPATCH` payload: the wake-up and the dispatch that
+/// came next on its CPU (its leaving thread the wake-up's `waker_tid`).
+#[inline(always)]
+pub(super) fn woken_dispatch(
+    p: &mut Payload<'_>,
+    last_time: &mut u64,
+) -> Result<(Wakeup, Dispatch), FormatError> {
+    let time = p.time(last_time)?;
+    let cpu = p.cpu()?;
+    let waker_tid = p.u32()?;
+    let wakee_tid = p.u32()?;
+    let target_cpu = p.u32()?;
+    let code = p.byte()?;
+    let context = WakeContext::from_code(code)
+        .ok_or_else(|| p.corrupt(format!("unknown wake-up context code {code}")))?;
+    let delay = p.uint()?;
+    let code = p.byte()?;
+    let prev_state = PrevState::from_code(code)
+        .ok_or_else(|| p.corrupt(format!("unknown thread state code {code}")))?;
+    let next_tid = p.u32()?;
+    let dispatch_time = time
+        .checked_add(delay)
+        .ok_or_else(|| p.corrupt(format!("a dispatch {delay} ns after its wake-up")))?;
+    Ok((
+        Wakeup {
+            time,
+            cpu,
+            waker_tid,
+            wakee_tid,
+            target_cpu,
+            new_thread: false,
+            context,
+        },
+        Dispatch {
+            time: dispatch_time,
+            cpu,
+            prev_tid: waker_tid,
+            prev_state,
+            next_tid,
+            prev_node: NodeTag::Untraced,
+        },
+    ))
+}
+
 /// Decodes a `THREAD` payload after its time.
 pub(super) fn thread(time: u64, p: &mut Payload<'_>) -> Result<ThreadInfo, FormatError> {
     let tid = p.u32()?;

@@ -21,7 +21,9 @@ mod seek;
 use std::io::Read;
 
 use crate::codec::{Payload, MAX_CPU};
-use crate::record::{Record, RunInfo, RunSummary};
+use std::collections::VecDeque;
+
+use crate::record::{Dispatch, Record, RunInfo, RunSummary};
 use crate::{kind, FormatError, MAGIC, VERSION};
 
 use copies::Copies;
@@ -76,6 +78,13 @@ pub struct Reader<R: Read> {
     copies: Copies,
     /// Compressed blocks opened so far.
     blocks_opened: u64,
+    /// Dispatches read with their wake-ups ([`kind::WOKEN_DISPATCH`]) and
+    /// not yet handed out, oldest first: each goes out before the first
+    /// timed record newer than it, so records come out in time order.
+    held: VecDeque<Dispatch>,
+    /// The record read after a held dispatch was due, and where it
+    /// starts: the next one out.
+    stashed: Option<(Record, Position)>,
 }
 
 impl<R: Read> Reader<R> {
@@ -120,6 +129,8 @@ impl<R: Read> Reader<R> {
             trees_encoded: false,
             only_waits: false,
             copies: Copies::default(),
+            held: VecDeque::new(),
+            stashed: None,
             blocks_opened: 0,
         };
         if !r.fill(12)? || r.buf[..8] != MAGIC[..] {
@@ -200,7 +211,8 @@ impl<R: Read> Reader<R> {
     /// of the input itself (a failing read) are still errors.
     pub fn next_complete_record(&mut self) -> Result<Option<Record>, FormatError> {
         if self.cut_short.is_some() {
-            return Ok(None);
+            // The dispatches read whole before the cut still go out.
+            return Ok(self.held.pop_front().map(Record::Dispatch));
         }
         let last_time = self.last_time;
         match self.next_record() {
@@ -224,7 +236,7 @@ impl<R: Read> Reader<R> {
             last_time,
             reason,
         });
-        Ok(None)
+        Ok(self.held.pop_front().map(Record::Dispatch))
     }
 
     /// Set once [`Reader::next_complete_record`] met the end of a recording
@@ -234,9 +246,44 @@ impl<R: Read> Reader<R> {
     }
 
     /// The next record, or `None` after the end record. A file that ends
-    /// before the end record is [`FormatError::Truncated`].
+    /// before the end record is [`FormatError::Truncated`]. Timed records
+    /// come out in time order: a dispatch read with its wake-up
+    /// ([`kind::WOKEN_DISPATCH`]) is held until the records before it went
+    /// out.
     #[inline]
     pub fn next_record(&mut self) -> Result<Option<Record>, FormatError> {
+        if self.held.is_empty() {
+            return match self.stashed.take() {
+                Some((r, _)) => Ok(Some(r)),
+                None => self.read_record(),
+            };
+        }
+        let (next, at) = match self.stashed.take() {
+            Some((r, at)) => (Some(r), at),
+            None => {
+                let at = self.here();
+                (self.read_record()?, at)
+            }
+        };
+        match next {
+            Some(r) if !held_back_by(&r, self.held[0].time) => Ok(Some(r)),
+            next => {
+                self.stashed = next.map(|r| (r, at));
+                Ok(self.held.pop_front().map(Record::Dispatch))
+            }
+        }
+    }
+
+    /// Holds dispatch `d` until the records before it went out.
+    fn hold(&mut self, d: Dispatch) {
+        let at = self.held.partition_point(|h| h.time <= d.time);
+        self.held.insert(at, d);
+    }
+
+    /// The next record of the file (a wake-up read with its dispatch
+    /// first, the dispatch held).
+    #[inline]
+    fn read_record(&mut self) -> Result<Option<Record>, FormatError> {
         if let Some(t) = self.pending.pop() {
             return Ok(Some(self.tree_thread(t)));
         }
@@ -258,6 +305,11 @@ impl<R: Read> Reader<R> {
                     Record::Dispatch(decode::dispatch(k, &mut p, last_time)?)
                 }
                 kind::WAKEUP => Record::Wakeup(decode::wakeup(&mut p, last_time)?),
+                kind::WOKEN_DISPATCH => {
+                    let (w, d) = decode::woken_dispatch(&mut p, last_time)?;
+                    self.hold(d);
+                    Record::Wakeup(w)
+                }
                 kind::THREAD => {
                     let time = p.time(last_time)?;
                     Record::Thread(decode::thread(time, &mut p)?)
@@ -345,7 +397,7 @@ impl<R: Read> Reader<R> {
                 }
                 0 => return Err(decode::zero_bytes(offset)),
                 _ => {
-                    // A timed kind of a later version (15–127): keep the
+                    // A timed kind of a later version (21–127): keep the
                     // time delta chain whole, skip the rest.
                     if (kind::FIRST_FUTURE_TIMED..kind::FIRST_UNTIMED).contains(&k) {
                         p.time(last_time)?;
@@ -390,5 +442,28 @@ impl<R: Read> Reader<R> {
             self.copies.lose();
         }
         true
+    }
+}
+
+/// Whether record `r` goes out after a dispatch held at `time`: a timed
+/// record not older than it, or a record of the end of the recording (call
+/// trees, Java waits, symbols) — not the stacks interned before their first
+/// use, which may come while it is held.
+fn held_back_by(r: &Record, time: u64) -> bool {
+    match r {
+        Record::KernelStack(_) | Record::UserStack(_) => false,
+        Record::Dispatch(_)
+        | Record::Wakeup(_)
+        | Record::Thread(_)
+        | Record::Exit(_)
+        | Record::Lost(_)
+        | Record::SwitchStack(_)
+        | Record::SwitchUserStack(_)
+        | Record::WakeStack(_)
+        | Record::WakeUserStack(_)
+        | Record::SwitchArg(_)
+        | Record::StackCopy(_)
+        | Record::ModuleMap(_) => r.time() >= time,
+        _ => true,
     }
 }

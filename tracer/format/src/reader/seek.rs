@@ -68,17 +68,13 @@ impl<R: Read + Seek> Reader<R> {
     /// Where the next record starts (between records only: call it before
     /// or after a whole record, never with a version-1 dump half handed out).
     /// Inside a compressed block it is the block's start: reading from there
-    /// reads the block's records again from its first.
+    /// reads the block's records again from its first. (A record read
+    /// ahead while a dispatch was held is not read yet: the position is
+    /// before it.)
     pub fn position(&self) -> Position {
-        match self.splice {
-            Some(s) if self.pos < s.end => Position {
-                offset: s.file_start,
-                last_time: s.time_before,
-            },
-            _ => Position {
-                offset: self.offset(),
-                last_time: self.last_time,
-            },
+        match &self.stashed {
+            Some((_, at)) => *at,
+            None => self.here(),
         }
     }
 
@@ -95,7 +91,25 @@ impl<R: Read + Seek> Reader<R> {
         self.summary = None;
         self.cut_short = None;
         self.pending.clear();
+        self.held.clear();
+        self.stashed = None;
         self.copies.lose();
         Ok(())
+    }
+}
+
+impl<R: Read> Reader<R> {
+    /// Where the next record of the file starts (see [`Reader::position`]).
+    pub(super) fn here(&self) -> Position {
+        match self.splice {
+            Some(s) if self.pos < s.end => Position {
+                offset: s.file_start,
+                last_time: s.time_before,
+            },
+            _ => Position {
+                offset: self.offset(),
+                last_time: self.last_time,
+            },
+        }
     }
 }
