@@ -243,14 +243,23 @@ fn truncated_foreign_and_missing_recordings_are_clear_errors() {
     );
     // Cut anywhere later (a killed recorder, a full disk): read up to its
     // last complete record, with a warning that says so. Here: in the
-    // middle of the last dispatch.
+    // middle of the last record that holds a dispatch (on its own, or
+    // with the wake-up before it: format 1.18).
     let last_dispatch = {
+        use idleflow_format::{kind, RawRecord};
         let mut r = idleflow_format::Reader::new(&bytes[..]).unwrap();
         let mut last = 0;
         loop {
             let at = r.offset();
-            match r.next_record().unwrap() {
-                Some(idleflow_format::Record::Dispatch(_)) => last = at,
+            match r.next_raw().unwrap() {
+                Some(RawRecord::Other(o))
+                    if matches!(
+                        o.kind,
+                        kind::DISPATCH | kind::DISPATCH_TAGGED | kind::WOKEN_DISPATCH
+                    ) =>
+                {
+                    last = at
+                }
                 Some(_) => {}
                 None => break last,
             }

@@ -243,10 +243,34 @@ enum Merged {
     Wakeup(Wakeup),
     /// A waking and the next dispatch of its CPU (`recorder/round.rs`'s
     /// fold), at the waking's time: one record of the recording.
-    WokenDispatch(Wakeup, Dispatch),
+    WokenDispatch(Woken),
     Exit(ThreadExit),
     Lost(Lost),
     Task(Box<TaskEvent>),
+}
+
+/// A waking and the dispatch after it on its CPU, kept as small as the
+/// merge's other records: the dispatch's CPU and leaving thread are the
+/// waking's (`cpu`, `waker_tid`), its node untagged.
+#[derive(Debug, Clone, Copy)]
+struct Woken {
+    wake: Wakeup,
+    time: u64,
+    next_tid: u32,
+    prev_state: idleflow_format::PrevState,
+}
+
+impl Woken {
+    fn dispatch(&self) -> Dispatch {
+        Dispatch {
+            time: self.time,
+            cpu: self.wake.cpu,
+            prev_tid: self.wake.waker_tid,
+            prev_state: self.prev_state,
+            next_tid: self.next_tid,
+            prev_node: Default::default(),
+        }
+    }
 }
 
 /// A recording in progress. See the module documentation.
@@ -439,7 +463,8 @@ impl Recorder {
                 summary.stop_ns = summary.stop_ns.max(t);
             }
             let r = match m {
-                Merged::WokenDispatch(w, d) => {
+                Merged::WokenDispatch(wd) => {
+                    let (w, d) = (wd.wake, wd.dispatch());
                     if stopped {
                         summary.stop_ns = summary.stop_ns.max(d.time);
                     }

@@ -27,7 +27,7 @@ use rustc_hash::FxHashMap;
 use idleflow_bpf::SchedEvent;
 
 use super::bpf::BpfSide;
-use super::{CpuRing, Merged, Recorder, RecorderError, SampledStacks};
+use super::{CpuRing, Merged, Recorder, RecorderError, SampledStacks, Woken};
 use crate::drain::Round;
 use crate::merge::Merge;
 use crate::names::TaskEvent;
@@ -442,7 +442,13 @@ impl RoundSink<'_> {
             self.merge.push(slot, d.time, Merged::Dispatch(d));
             self.switch_stacks(slot, d.time, cpu, st);
         } else {
-            self.merge.push(slot, w.time, Merged::WokenDispatch(w, d));
+            let woken = Woken {
+                wake: w,
+                time: d.time,
+                next_tid: d.next_tid,
+                prev_state: d.prev_state,
+            };
+            self.merge.push(slot, w.time, Merged::WokenDispatch(woken));
         }
     }
 
