@@ -553,3 +553,50 @@ fn a_wake_up_and_a_dispatch_that_do_not_fold_are_written_apart() {
     assert_eq!(back(&a), vec![Record::Wakeup(w), Record::Dispatch(d)]);
     assert_eq!(back(&a), back(&b));
 }
+
+/// A held dispatch goes out after the records of its own time: another
+/// CPU's dispatch of that time keeps its stack record right after it.
+#[test]
+fn a_held_dispatch_comes_after_the_records_of_its_own_time() {
+    let t0 = info().start_ns;
+    let w = Wakeup {
+        time: t0 + 100,
+        cpu: 0,
+        waker_tid: 5,
+        wakee_tid: 6,
+        target_cpu: 1,
+        new_thread: false,
+        context: WakeContext::Task,
+    };
+    let held = Dispatch {
+        time: t0 + 500,
+        cpu: 0,
+        prev_tid: 5,
+        prev_state: PrevState::Sleeping,
+        next_tid: 0,
+        prev_node: NodeTag::Untraced,
+    };
+    let other = Record::Dispatch(Dispatch {
+        cpu: 1,
+        prev_tid: 7,
+        next_tid: 0,
+        ..held
+    });
+    let stack = Record::SwitchStack(SwitchStack {
+        time: t0 + 500,
+        cpu: 1,
+        tid: 7,
+        stack: 1,
+    });
+    let mut wr = Writer::new(Vec::new(), &info()).unwrap();
+    wr.write_woken_dispatch(&w, &held).unwrap();
+    wr.write(&other).unwrap();
+    wr.write(&stack).unwrap();
+    let bytes = wr.finish(&RunSummary::default()).unwrap();
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    let back: Vec<Record> = std::iter::from_fn(|| r.next_record().unwrap()).collect();
+    assert_eq!(
+        back,
+        vec![Record::Wakeup(w), other, stack, Record::Dispatch(held)]
+    );
+}

@@ -446,9 +446,11 @@ impl<R: Read> Reader<R> {
 }
 
 /// Whether record `r` goes out after a dispatch held at `time`: a timed
-/// record not older than it, or a record of the end of the recording (call
+/// record newer than it, or a record of the end of the recording (call
 /// trees, Java waits, symbols) — not the stacks interned before their first
-/// use, which may come while it is held.
+/// use, which may come while it is held. A record of the same time goes
+/// first: another CPU's dispatch of that time keeps its stack records
+/// right after it.
 fn held_back_by(r: &Record, time: u64) -> bool {
     match r {
         Record::KernelStack(_) | Record::UserStack(_) => false,
@@ -463,7 +465,7 @@ fn held_back_by(r: &Record, time: u64) -> bool {
         | Record::WakeUserStack(_)
         | Record::SwitchArg(_)
         | Record::StackCopy(_)
-        | Record::ModuleMap(_) => r.time() >= time,
+        | Record::ModuleMap(_) => r.time() > time,
         _ => true,
     }
 }
