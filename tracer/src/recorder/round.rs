@@ -380,22 +380,22 @@ impl RoundSink<'_> {
         };
         // A waking without stacks, held until the CPU's next record says
         // whether it folds into the switch after it.
-        let mut waking: Option<SchedEvent> = None;
+        let mut waking: Option<idleflow_bpf::Wake> = None;
         for record in idleflow_bpf::records(bytes) {
             match (idleflow_bpf::decode(record), idleflow_bpf::stacks(record)) {
-                (Ok(ev @ SchedEvent::Waking(_)), Ok(None)) if self.fold => {
-                    if let Some(w) = waking.replace(ev) {
-                        self.bpf_event(side, cpu, w, None);
+                (Ok(SchedEvent::Waking(wk)), Ok(None)) if self.fold => {
+                    if let Some(w) = waking.replace(wk) {
+                        self.bpf_event(side, cpu, SchedEvent::Waking(w), None);
                     }
                 }
                 (Ok(SchedEvent::Switch(sw)), Ok(None)) if waking.is_some() => {
-                    if let Some(SchedEvent::Waking(wk)) = waking.take() {
+                    if let Some(wk) = waking.take() {
                         self.woken_switch(side, cpu, wk, sw);
                     }
                 }
                 (Ok(ev), Ok(st)) => {
                     if let Some(w) = waking.take() {
-                        self.bpf_event(side, cpu, w, None);
+                        self.bpf_event(side, cpu, SchedEvent::Waking(w), None);
                     }
                     self.bpf_event(side, cpu, ev, st);
                 }
@@ -403,9 +403,19 @@ impl RoundSink<'_> {
             }
         }
         if let Some(w) = waking {
-            self.bpf_event(side, cpu, w, None);
+            self.bpf_event(side, cpu, SchedEvent::Waking(w), None);
         }
         self.bpf = Some(side);
+    }
+
+    /// Counts switch `sw` if it is a blocking switch-out of a watched
+    /// process ([`Recorder::count_blocking_switch_outs`]).
+    fn count_blocking(&mut self, sw: &idleflow_bpf::Switch) {
+        if !sw.preempt && sw.prev_tid != 0 {
+            if let Some(c) = self.blocking.iter_mut().find(|c| c.0 == sw.prev_tgid) {
+                c.1 += 1;
+            }
+        }
     }
 
     /// Waking `wk` and switch `sw`, the next event of CPU `cpu`: one merge
@@ -431,11 +441,7 @@ impl RoundSink<'_> {
         let slot = side.source(ring);
         let w = wk.to_wakeup(cpu, false);
         let d = sw.to_dispatch(cpu);
-        if !sw.preempt && sw.prev_tid != 0 {
-            if let Some(c) = self.blocking.iter_mut().find(|c| c.0 == sw.prev_tgid) {
-                c.1 += 1;
-            }
-        }
+        self.count_blocking(&sw);
         if let Some(st) = side.switch_event(ring, d.time, (d.prev_tid, d.next_tid)) {
             // Its stacks follow the dispatch: the two go apart.
             self.merge.push(slot, w.time, Merged::Wakeup(w));
@@ -471,11 +477,7 @@ impl RoundSink<'_> {
         let slot = side.source(ring);
         match ev {
             SchedEvent::Switch(sw) => {
-                if !sw.preempt && sw.prev_tid != 0 {
-                    if let Some(c) = self.blocking.iter_mut().find(|c| c.0 == sw.prev_tgid) {
-                        c.1 += 1;
-                    }
-                }
+                self.count_blocking(&sw);
                 let mut d = sw.to_dispatch(cpu);
                 if let Some(wa) = self.work_area {
                     wa.tag(&mut d, self.summary);
