@@ -193,17 +193,30 @@ fn a_pool_waiting_on_a_lock_held_by_a_sleeper_is_rooted_in_the_sleep() {
     let lines = std::fs::read_to_string(&folded).unwrap();
     let weigh = |l: &str| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap();
     let total: u64 = lines.lines().map(weigh).sum();
+    // The handlers' wait names its lock: the mutex's futex.
+    let handlers = |l: &&str| l.starts_with("holders;handler-*;[futex wait] futex 0x");
+    let in_sleep = |l: &&str| l.contains("[root: timer] writer;") && l.contains(";commit_batch;");
+    let handlers_idle: u64 = lines.lines().filter(handlers).map(weigh).sum();
     let rooted: u64 = lines
         .lines()
-        .filter(|l| {
-            // The handlers' wait names its lock: the mutex's futex.
-            l.starts_with("holders;handler-*;[futex wait] futex 0x")
-                && l.contains(" in serve;[root: timer] writer;")
-                && l.contains(";commit_batch;")
-        })
+        .filter(handlers)
+        .filter(|l| l.contains(" in serve;[root: timer] writer;"))
+        .filter(in_sleep)
         .map(weigh)
         .sum();
-    assert!(rooted * 10 >= total * 7, "{rooted} of {total} ns:\n{lines}");
+    assert!(
+        rooted * 10 >= handlers_idle * 9,
+        "{rooted} of the handlers' {handlers_idle} ns:\n{lines}"
+    );
+    // With the writer's own sleeps (the CPU it leaves idle while it holds
+    // the lock: how often depends on where the kernel puts the woken
+    // handlers, 5-30 % of the idle on this machine's kernels), the writer's
+    // sleep is the root of most of the graph.
+    let all_rooted: u64 = lines.lines().filter(in_sleep).map(weigh).sum();
+    assert!(
+        all_rooted * 10 >= total * 8,
+        "{all_rooted} of {total} ns:\n{lines}"
+    );
     let svg = dir.path().join("blame.svg");
     let out = run(idleflow()
         .args(["flamegraph", "--blame", "-o"])

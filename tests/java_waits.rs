@@ -65,6 +65,40 @@ fn heaviest(r: &Value) -> &Value {
     &jw["paths"][0]
 }
 
+/// The section's heaviest path of `reason`, after checking the section as
+/// a whole.
+fn heaviest_of<'a>(r: &'a Value, reason: &str) -> &'a Value {
+    heaviest(r);
+    let jw = &r["java_waits"];
+    jw["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["reason"] == reason)
+        .unwrap_or_else(|| panic!("no {reason} path: {jw}"))
+}
+
+/// A lock held across a sleep (the convoy modes): the threads' idle is the
+/// waits for the lock and the holder's sleeps inside `holder` (its CPU
+/// goes idle unless the kernel put a woken waiter there: that share is
+/// 5-20 % on one kernel build of these machines and about half on
+/// another). Path `p`'s share of the rest, %.
+fn share_besides_the_holders_sleep(r: &Value, p: &Value, holder: &str) -> f64 {
+    let sleep: f64 = r["java_waits"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["reason"] == "sleep" && frames(s).contains(&holder))
+        .map(|s| f(s, "share_pct"))
+        .sum();
+    assert!(
+        sleep < 70.0,
+        "the holder's sleep {sleep} %: {}",
+        r["java_waits"]
+    );
+    100.0 * f(p, "share_pct") / (100.0 - sleep)
+}
+
 fn frames(p: &Value) -> Vec<&str> {
     p["frames"]
         .as_array()
@@ -114,8 +148,7 @@ fn a_synchronized_convoy_is_a_monitor_enter_at_the_synchronized_method() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("c.idleflow");
     let (r, _) = record_waits_into(&rec, classes.path(), "convoy");
-    let p = heaviest(&r);
-    assert_eq!(p["reason"], "monitor enter", "{p}");
+    let p = heaviest_of(&r, "monitor enter");
     assert_eq!(p["object"], "Waits$Ledger", "{p}");
     assert_eq!(
         frames(p)[0],
@@ -127,7 +160,8 @@ fn a_synchronized_convoy_is_a_monitor_enter_at_the_synchronized_method() {
         !owners.is_empty() && owners.iter().all(|o| o.starts_with("clerk-")),
         "previous owners named: {p}"
     );
-    assert!(f(p, "share_pct") > 80.0, "{p}");
+    let share = share_besides_the_holders_sleep(&r, p, "Waits$Ledger.post");
+    assert!(share > 80.0, "{share} %: {p}");
     // The flame graph draws the same path: the synchronized method under
     // the reason, with its frame kind; --by-reason puts the reason first.
     let java = ["--view", "java"];
@@ -135,14 +169,24 @@ fn a_synchronized_convoy_is_a_monitor_enter_at_the_synchronized_method() {
         .iter()
         .map(|(_, w)| w)
         .sum();
-    let (top, w) = folded_with(&rec, "idle-ns", &java)
+    let stacks = folded_with(&rec, "idle-ns", &java);
+    let holders_sleep: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.ends_with(";[sleep]") && s.contains(";Waits$Ledger.post_["))
+        .map(|(_, w)| w)
+        .sum();
+    let (top, w) = stacks
         .into_iter()
+        .filter(|(s, _)| !s.ends_with(";[sleep]"))
         .max_by_key(|(_, w)| *w)
         .unwrap();
     assert!(top.starts_with("java "), "{top}");
     assert!(top.ends_with(";[monitor enter] Waits$Ledger"), "{top}");
     assert!(top.contains(";Waits$Ledger.post_["), "{top}");
-    assert!(w * 10 > total * 8, "{w} of {total}");
+    assert!(
+        w * 10 > (total - holders_sleep) * 8,
+        "{w} of {total} - {holders_sleep}"
+    );
     let (top, _) = folded_with(&rec, "dispatches", &["--by-reason", "--view", "java"])
         .into_iter()
         .max_by_key(|(_, w)| *w)
@@ -166,8 +210,7 @@ fn a_reentrant_lock_convoy_is_a_park_on_the_locks_class() {
     let Some(_m) = machine() else { return };
     let classes = java_examples();
     let (r, _) = record_waits(classes.path(), "lock");
-    let p = heaviest(&r);
-    assert_eq!(p["reason"], "park", "{p}");
+    let p = heaviest_of(&r, "park");
     assert_eq!(
         p["object"], "java.util.concurrent.locks.ReentrantLock$NonfairSync",
         "{p}"
@@ -178,7 +221,8 @@ fn a_reentrant_lock_convoy_is_a_park_on_the_locks_class() {
         "{p}"
     );
     assert!(fr.contains(&"Waits.lockedPost"), "{p}");
-    assert!(f(p, "share_pct") > 80.0, "{p}");
+    let share = share_besides_the_holders_sleep(&r, p, "Waits.lockedPost");
+    assert!(share > 80.0, "{share} %: {p}");
 }
 
 #[test]
@@ -257,11 +301,11 @@ fn a_running_jvm_recorded_with_pid_gives_the_same_path_through_the_attach_mechan
             .arg(&rec));
         assert!(out.status.success(), "record --pid ({i}): {}", stderr(&out));
         let r = report_json(&rec);
-        let p = heaviest(&r);
-        assert_eq!(p["reason"], "monitor enter", "{i}: {p}");
+        let p = heaviest_of(&r, "monitor enter");
         assert_eq!(p["object"], "Waits$Ledger", "{i}: {p}");
         assert_eq!(frames(p)[0], "Waits$Ledger.post", "{i}: {p}");
-        assert!(f(p, "share_pct") > 80.0, "{i}: {p}");
+        let share = share_besides_the_holders_sleep(&r, p, "Waits$Ledger.post");
+        assert!(share > 80.0, "{i}: {share} %: {p}");
         // The flight recorder's threads and the attach listener are idleflow's.
         let rows = named_rows(&r);
         assert!(
@@ -323,11 +367,11 @@ fn a_jvm_killed_with_sigkill_gives_the_waits_its_repository_holds() {
         classes.path().display()
     );
     let r = record_script(&rec, &script);
-    let p = heaviest(&r);
-    assert_eq!(p["reason"], "monitor enter", "{p}");
+    let p = heaviest_of(&r, "monitor enter");
     assert_eq!(p["object"], "Waits$Ledger", "{p}");
     assert_eq!(frames(p)[0], "Waits$Ledger.post", "{p}");
-    assert!(f(p, "share_pct") > 80.0, "{p}");
+    let share = share_besides_the_holders_sleep(&r, p, "Waits$Ledger.post");
+    assert!(share > 80.0, "{share} %: {p}");
     let notes: Vec<&str> = r["java_waits"]["notes"]
         .as_array()
         .unwrap()
@@ -607,8 +651,16 @@ fn with_the_tree_agent_the_node_gets_the_jvm_reason() {
         u(top, "idle_ns") - with_reason <= u(jw, "unrecorded_idle_ns") + u(jw, "unjoined_idle_ns"),
         "idle without a JVM reason inside the recorder's window: {top} {jw}"
     );
+    // The holder's sleeps inside Ledger.post are its node's, not this one's.
+    let holders_sleep: u64 = jw["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["reason"] == "sleep" && frames(s).contains(&"Waits$Ledger.post"))
+        .map(|s| u(s, "idle_ns"))
+        .sum();
     assert!(
-        u(w, "idle_ns") as f64 > 0.8 * u(jw, "java_idle_ns") as f64,
+        u(w, "idle_ns") as f64 > 0.8 * (u(jw, "java_idle_ns") - holders_sleep) as f64,
         "{top} {jw}"
     );
     assert!(f(w, "share_pct") > 5.0, "{top}");

@@ -92,10 +92,25 @@ fn the_lock_held_across_a_blocking_call_is_the_heaviest_stack() {
     let rec = dir.path().join("r.idleflow");
     record_java(&rec, classes.path(), &["LockedIo", "4", "2"]);
     let stacks = folded_with(&rec, "idle-ns", &["--view", "tree"]);
-    let (heaviest, w) = stacks.iter().max_by_key(|(_, w)| *w).unwrap();
+    // The holder's own blocking call (its CPU goes idle unless the kernel
+    // put a woken waiter there: 5-20 % of the idle on one kernel build of
+    // these machines, about half on another) is under the lock's method
+    // too; besides it, the waits for the lock weigh most.
+    let (under, total) = stacks.iter().fold((0, 0), |(u, t), (s, w)| {
+        (u + w * u64::from(s.contains(";LockedIo.process")), t + w)
+    });
+    assert!(
+        under * 10 > total * 8,
+        "{under} of {total} ns under LockedIo.process"
+    );
+    let (heaviest, w) = stacks
+        .iter()
+        .filter(|(s, _)| !s.contains(";LockedIo.fetch"))
+        .max_by_key(|(_, w)| *w)
+        .unwrap();
     assert!(
         heaviest.ends_with(";LockedIo.process"),
-        "heaviest idle-causing stack {heaviest} ({w} ns)"
+        "heaviest idle-causing stack besides the holder's blocking call {heaviest} ({w} ns)"
     );
     assert_tags_exact(&report_json(&rec), "LockedIo");
     // The SVG is drawn and says what is weighted.
