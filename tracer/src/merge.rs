@@ -60,13 +60,13 @@ struct Released {
 impl Released {
     /// Hands one record out, counting it late if it is older than one
     /// released before.
-    fn emit<T>(&mut self, t: u64, r: T, out: &mut impl FnMut(u64, T)) {
+    fn emit<T>(&mut self, t: u64, source: usize, r: T, out: &mut impl FnMut(u64, usize, T)) {
         if t < self.until {
             self.late += 1;
         } else {
             self.until = t;
         }
-        out(t, r);
+        out(t, source, r);
     }
 }
 
@@ -111,6 +111,11 @@ impl<T> Merge<T> {
     /// (pass `u64::MAX` to release everything). Equal times: the lower
     /// source first, and a source's records in the order they came.
     pub fn release(&mut self, watermark: u64, mut out: impl FnMut(u64, T)) {
+        self.release_sourced(watermark, |t, _, r| out(t, r));
+    }
+
+    /// [`Merge::release`], handing out each record's source too.
+    pub fn release_sourced(&mut self, watermark: u64, mut out: impl FnMut(u64, usize, T)) {
         let mut oldest = u64::MAX;
         let mut newest = 0;
         let mut sources = 0;
@@ -130,13 +135,14 @@ impl<T> Merge<T> {
         self.held -= total;
         if sources == 1 {
             // One source is already in order.
-            let q = self
+            let (i, q) = self
                 .queues
                 .iter_mut()
-                .find(|q| q.front().is_some_and(|(t, _)| *t < watermark))
+                .enumerate()
+                .find(|(_, q)| q.front().is_some_and(|(t, _)| *t < watermark))
                 .expect("a source was counted");
             for (t, r) in q.drain(..total) {
-                self.released.emit(t, r, &mut out);
+                self.released.emit(t, i, r, &mut out);
             }
             return;
         }
@@ -183,9 +189,9 @@ impl<T> Merge<T> {
     }
 
     /// Hands out the front record of queue `i`.
-    fn pop(&mut self, i: usize, out: &mut impl FnMut(u64, T)) {
+    fn pop(&mut self, i: usize, out: &mut impl FnMut(u64, usize, T)) {
         let (t, r) = self.queues[i].pop_front().expect("a key per record");
-        self.released.emit(t, r, out);
+        self.released.emit(t, i, r, out);
     }
 
     /// LSD radix sort of `keys` on their `bits` relative-time bits (stable:

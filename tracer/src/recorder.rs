@@ -27,9 +27,31 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
+/// A `round::RoundSink` over recorder `$rec`'s fields (borrowed one by
+/// one, so that the output can be borrowed beside it), sending what it
+/// reads to `$put`.
+macro_rules! round_sink {
+    ($rec:expr, $put:expr, $work_area:expr, $fold:expr) => {
+        $crate::recorder::round::RoundSink {
+            layout: &$rec.layout,
+            work_area: $work_area,
+            put: $put,
+            summary: &mut $rec.summary,
+            renamed: &mut $rec.renamed,
+            blocking: &mut $rec.blocking,
+            kernel_stacks: &mut $rec.kernel_stacks,
+            own_pid: std::process::id(),
+            bpf: $rec.bpf.as_mut().map(|b| &mut b.side),
+            pending: &mut $rec.pending,
+            fold: $fold,
+        }
+    };
+}
+
 mod bpf;
 mod open;
 mod output;
+mod pending;
 mod round;
 mod source;
 mod trees;
@@ -273,6 +295,111 @@ impl Woken {
     }
 }
 
+/// Where records go as they are read: the merge (released in time order
+/// later), or the output at once (the eBPF records, read in time order at
+/// release: `recorder/pending.rs`).
+trait Put {
+    /// Hands over record `m` of merge source `source`, stamped `time`.
+    fn put(&mut self, summary: &mut RunSummary, source: usize, time: u64, m: Merged);
+}
+
+impl Put for Merge<Merged> {
+    fn put(&mut self, _: &mut RunSummary, source: usize, time: u64, m: Merged) {
+        self.push(source, time, m);
+    }
+}
+
+/// Drops what it is given: records released before the output exists.
+struct Discard;
+
+impl Put for Discard {
+    fn put(&mut self, _: &mut RunSummary, _: usize, _: u64, _: Merged) {}
+}
+
+/// Writes released records, in time order, to the output, counting them
+/// in the summary.
+struct Emit<'a> {
+    out: &'a mut Output,
+    names: &'a mut ThreadNames,
+    work_area: Option<&'a mut LiveWorkArea>,
+    /// The window was closed: it ends at the newest record written.
+    stopped: bool,
+    /// The newest time written, and how many records were older than the
+    /// newest before them (late: written at once, never dropped).
+    written: &'a mut (u64, u64),
+    result: Result<(), RecorderError>,
+}
+
+impl Emit<'_> {
+    fn emit(&mut self, summary: &mut RunSummary, t: u64, m: Merged) {
+        if self.result.is_err() {
+            return;
+        }
+        if t < self.written.0 {
+            self.written.1 += 1;
+        } else {
+            self.written.0 = t;
+        }
+        if self.stopped {
+            // A program that ran while the events were being detached
+            // wrote records after the stop was read: the window ends
+            // at the last of them, so that no interval crosses its end.
+            summary.stop_ns = summary.stop_ns.max(t);
+        }
+        let out = &mut *self.out;
+        let r = match m {
+            Merged::WokenDispatch(wd) => {
+                let (w, d) = (wd.wake, wd.dispatch());
+                if self.stopped {
+                    summary.stop_ns = summary.stop_ns.max(d.time);
+                }
+                summary.dispatches += 1;
+                summary.wakeups += 1;
+                if let Err(e) = out.write_woken_dispatch(&w, &d) {
+                    self.result = Err(e);
+                }
+                return;
+            }
+            Merged::Dispatch(d) => Record::Dispatch(d),
+            Merged::KernelStack(k) => Record::KernelStack(k),
+            Merged::SwitchStack(st) => Record::SwitchStack(st),
+            Merged::WakeStack(st) => Record::WakeStack(st),
+            Merged::SwitchArg(a) => Record::SwitchArg(a),
+            Merged::StackCopy(c) => {
+                // Its bytes become the thread's reference for the
+                // next copy's delta, without being copied again.
+                if let Err(e) = out.writer.write_stack_copy(c) {
+                    self.result = Err(e.into());
+                }
+                return;
+            }
+            Merged::Module(m) => Record::ModuleMap(m),
+            Merged::Wakeup(w) => Record::Wakeup(w),
+            Merged::Exit(e) => Record::Exit(e),
+            Merged::Lost(l) => Record::Lost(l),
+            Merged::Task(e) => Record::Thread(self.names.apply(*e)),
+        };
+        match &r {
+            Record::Dispatch(_) => summary.dispatches += 1,
+            Record::Wakeup(_) => summary.wakeups += 1,
+            Record::Exit(e) => self.names.exited(e.tid),
+            _ => {}
+        }
+        if let Some(wa) = self.work_area.as_mut() {
+            wa.account(&r);
+        }
+        if let Err(e) = out.write(&r) {
+            self.result = Err(e);
+        }
+    }
+}
+
+impl Put for Emit<'_> {
+    fn put(&mut self, summary: &mut RunSummary, _: usize, time: u64, m: Merged) {
+        self.emit(summary, time, m);
+    }
+}
+
 /// A recording in progress. See the module documentation.
 pub struct Recorder {
     cpus: Vec<u32>,
@@ -327,6 +454,10 @@ pub struct Recorder {
     event_source: Chosen,
     /// With the eBPF source: its recorder and pairers.
     bpf: Option<bpf::BpfSource>,
+    /// With the eBPF source: each ring's records not yet written.
+    pending: Vec<pending::Pending>,
+    /// The newest time written, and the records written late.
+    written: (u64, u64),
 }
 
 impl std::fmt::Debug for Recorder {
@@ -422,9 +553,10 @@ impl Recorder {
         // Records the eBPF programs still batched may be older than the
         // round before: nothing past the oldest of them is released.
         let watermark = self.last_round_start.min(round.held_from());
-        self.read_round(round, watermark)?;
+        self.read_round(round)?;
         self.last_round_start = round.start_ns();
-        self.release(watermark)
+        self.release(watermark)?;
+        self.read_bpf(watermark)
     }
 
     /// Tags dispatches from the thread work area at `area` from now on, and
@@ -437,6 +569,14 @@ impl Recorder {
     }
 
     fn release(&mut self, watermark: u64) -> Result<(), RecorderError> {
+        if self.bpf.is_some() && self.work_area.is_none() {
+            // The eBPF records wait undecoded: they and the merge's
+            // records leave in one time order.
+            let mut held = Vec::new();
+            self.merge
+                .release_sourced(watermark, |t, source, m| held.push((t, source, m)));
+            return self.release_streamed(watermark, held);
+        }
         let Recorder {
             merge,
             output,
@@ -444,69 +584,64 @@ impl Recorder {
             work_area,
             summary,
             stop_ns,
+            written,
             ..
         } = self;
-        let mut result = Ok(());
         let Some(out) = output.as_mut() else {
             merge.release(watermark, |_, _| {});
             return Ok(());
         };
-        let stopped = stop_ns.is_some();
-        merge.release(watermark, |t, m| {
-            if result.is_err() {
-                return;
-            }
-            if stopped {
-                // A program that ran while the events were being detached
-                // wrote records after the stop was read: the window ends
-                // at the last of them, so that no interval crosses its end.
-                summary.stop_ns = summary.stop_ns.max(t);
-            }
-            let r = match m {
-                Merged::WokenDispatch(wd) => {
-                    let (w, d) = (wd.wake, wd.dispatch());
-                    if stopped {
-                        summary.stop_ns = summary.stop_ns.max(d.time);
-                    }
-                    summary.dispatches += 1;
-                    summary.wakeups += 1;
-                    if let Err(e) = out.write_woken_dispatch(&w, &d) {
-                        result = Err(e);
-                    }
-                    return;
-                }
-                Merged::Dispatch(d) => Record::Dispatch(d),
-                Merged::KernelStack(k) => Record::KernelStack(k),
-                Merged::SwitchStack(st) => Record::SwitchStack(st),
-                Merged::WakeStack(st) => Record::WakeStack(st),
-                Merged::SwitchArg(a) => Record::SwitchArg(a),
-                Merged::StackCopy(c) => {
-                    // Its bytes become the thread's reference for the
-                    // next copy's delta, without being copied again.
-                    if let Err(e) = out.writer.write_stack_copy(c) {
-                        result = Err(e.into());
-                    }
-                    return;
-                }
-                Merged::Module(m) => Record::ModuleMap(m),
-                Merged::Wakeup(w) => Record::Wakeup(w),
-                Merged::Exit(e) => Record::Exit(e),
-                Merged::Lost(l) => Record::Lost(l),
-                Merged::Task(e) => Record::Thread(names.apply(*e)),
-            };
-            match &r {
-                Record::Dispatch(_) => summary.dispatches += 1,
-                Record::Wakeup(_) => summary.wakeups += 1,
-                Record::Exit(e) => names.exited(e.tid),
-                _ => {}
-            }
-            if let Some(wa) = work_area.as_mut() {
-                wa.account(&r);
-            }
-            if let Err(e) = out.write(&r) {
-                result = Err(e);
-            }
+        let mut emit = Emit {
+            out,
+            names,
+            work_area: work_area.as_mut(),
+            stopped: stop_ns.is_some(),
+            written,
+            result: Ok(()),
+        };
+        merge.release(watermark, |t, m| emit.emit(summary, t, m));
+        let result = emit.result;
+        self.after_release(watermark, result)
+    }
+
+    /// Releases the eBPF records pending and the merge's records `held`
+    /// (in time order) up to `watermark`, in one time order, to the output
+    /// (dropped while there is none).
+    fn release_streamed(
+        &mut self,
+        watermark: u64,
+        held: Vec<(u64, usize, Merged)>,
+    ) -> Result<(), RecorderError> {
+        let fold = self.fold && self.output.as_ref().is_some_and(|o| o.flight.is_none());
+        let mut emit = self.output.as_mut().map(|out| Emit {
+            out,
+            names: &mut self.names,
+            work_area: None,
+            stopped: self.stop_ns.is_some(),
+            written: &mut self.written,
+            result: Ok(()),
         });
+        let mut discard = Discard;
+        let put: &mut dyn Put = match emit.as_mut() {
+            Some(e) => e,
+            None => &mut discard,
+        };
+        let mut sink = round_sink!(self, put, None, fold);
+        sink.release_pending(watermark, held);
+        let result = emit.map_or(Ok(()), |e| e.result);
+        self.after_release(watermark, result)
+    }
+
+    /// The flight recorder's policy and ring, or the file's flush, after
+    /// a release to `watermark` that ended with `result`.
+    fn after_release(
+        &mut self,
+        watermark: u64,
+        mut result: Result<(), RecorderError>,
+    ) -> Result<(), RecorderError> {
+        let Some(out) = self.output.as_mut() else {
+            return result;
+        };
         if result.is_ok() {
             let now = sys::monotonic_ns();
             if let Some(f) = out.flight.as_mut() {
@@ -653,14 +788,14 @@ impl Recorder {
         }
         self.count_unreported_losses(stop_ns);
         // The drain's last pass emptied the eBPF rings (the programs were
-        // detached before it): the pairs still waiting will find no other
-        // half. Then every loss.
-        self.read_bpf(u64::MAX)?;
+        // detached before it): every loss, then everything left; the pairs
+        // still waiting will find no other half.
         if let Some(b) = self.bpf.as_mut() {
             bpf::write_losses(b, &mut self.rings, &mut self.merge, stop_ns)
                 .map_err(RecorderError::Bpf)?;
         }
         self.release(u64::MAX)?;
+        self.read_bpf(u64::MAX)?;
         self.embed_trees()
     }
 
@@ -701,7 +836,7 @@ impl Recorder {
         self.summary.stop_reason = stop_reason.to_string();
         self.summary.exit_code = exit_code;
         self.summary.lost_per_cpu = self.lost_per_cpu();
-        self.summary.late_events = self.merge.late();
+        self.summary.late_events = self.written.1;
         let out = self.output.take().ok_or_else(|| RecorderError::Io {
             what: "no output was begun for",
             path: PathBuf::from("the recording"),

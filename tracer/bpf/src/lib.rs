@@ -66,11 +66,11 @@ pub use idleflow_format::{PrevState, WakeContext};
 pub use percpu::WakeContextSource;
 pub use probe::{probe, Probe};
 pub use record::{
-    decode, stacks, DecodeError, RecordStacks, SchedEvent, Switch, UserCopy, Wake, FLAG_STACKS,
-    RECORD_BYTES, STACK_HEAD_BYTES,
+    decode, split_size, stacks, DecodeError, RecordStacks, SchedEvent, Switch, UserCopy, Wake,
+    FLAG_STACKS, RECORD_BYTES, STACK_HEAD_BYTES,
 };
 pub use recorder::{CpuLost, Lost, SchedRecorder, RING_BYTES_PER_RECORD, WAKEUP_BYTES};
-pub use ringmap::{framed_len, records, ring_records};
+pub use ringmap::{framed_len, records, ring_record_at, ring_records};
 pub use rings::RingDrain;
 pub use stack_config::StackConfig;
 pub use stats::{ProgramStats, RunTimeStats};

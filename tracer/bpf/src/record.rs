@@ -255,17 +255,22 @@ pub fn stacks(bytes: &[u8]) -> Result<Option<RecordStacks<'_>>, DecodeError> {
 /// (a multiple of [`RECORD_BYTES`], its first without [`FLAG_STACKS`]) cut
 /// into them, anything else whole (for [`decode`] to judge).
 pub fn split(ring_record: &[u8]) -> impl Iterator<Item = &[u8]> {
+    // An empty record stays one (undecodable, so counted).
+    let empty = ring_record.is_empty().then_some(ring_record);
+    ring_record.chunks(split_size(ring_record)).chain(empty)
+}
+
+/// The size of each record [`split`] cuts `ring_record` into (the last
+/// may be shorter; an empty ring record is one empty record).
+pub fn split_size(ring_record: &[u8]) -> usize {
     let batch = ring_record.len() > RECORD_BYTES
         && ring_record.len().is_multiple_of(RECORD_BYTES)
         && ring_record[9] & FLAG_STACKS == 0;
-    let size = if batch {
+    if batch {
         RECORD_BYTES
     } else {
         ring_record.len().max(1)
-    };
-    // An empty record stays one (undecodable, so counted).
-    let empty = ring_record.is_empty().then_some(ring_record);
-    ring_record.chunks(size).chain(empty)
+    }
 }
 
 /// Decodes one record (of a record with stacks, the event: [`stacks`]

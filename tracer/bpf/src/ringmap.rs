@@ -50,14 +50,23 @@ pub fn records(run: &[u8]) -> impl Iterator<Item = &[u8]> {
 pub fn ring_records(run: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut at = 0;
     std::iter::from_fn(move || loop {
-        let header = u32::from_ne_bytes(run.get(at..at + 4)?.try_into().ok()?);
-        let len = (header & !(BUSY | DISCARD)) as usize;
-        let record = run.get(at + HEADER_BYTES..at + HEADER_BYTES + len)?;
-        at += framed_len(len);
-        if header & (BUSY | DISCARD) == 0 {
-            return Some(record);
+        let (next, record) = ring_record_at(run, at)?;
+        at = next;
+        if record.is_some() {
+            return record;
         }
     })
+}
+
+/// The ring record framed at offset `at` of a run of ring bytes (`None`
+/// for a discarded one) and the offset of the next, for a reader that
+/// walks a run in steps; `None` when no whole record starts at `at`.
+pub fn ring_record_at(run: &[u8], at: usize) -> Option<(usize, Option<&[u8]>)> {
+    let header = u32::from_ne_bytes(run.get(at..at + 4)?.try_into().ok()?);
+    let len = (header & !(BUSY | DISCARD)) as usize;
+    let record = run.get(at + HEADER_BYTES..at + HEADER_BYTES + len)?;
+    let kept = header & (BUSY | DISCARD) == 0;
+    Some((at + framed_len(len), kept.then_some(record)))
 }
 
 /// One mapped ring.

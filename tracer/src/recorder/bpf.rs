@@ -103,6 +103,9 @@ pub(super) struct BpfSide {
     base: usize,
     /// `--stacks waits`: perf's samples, paired with their switches.
     switches: Vec<Pairer<(u32, u32), SampledStacks>>,
+    /// perf samples the switches' stacks (`--stacks waits`): each switch
+    /// looks for its sample.
+    pub(super) paired: bool,
     /// Strips the tracing glue off the programs' kernel call chains.
     glue: idleflow_bpf::KernelGlue,
     /// eBPF records lost per ring, as written so far.
@@ -118,6 +121,7 @@ impl BpfSource {
         cpus: &[u32],
         ring_bytes: usize,
         stacks: idleflow_bpf::StackConfig,
+        paired: bool,
     ) -> Result<Self, BpfError> {
         let mut rec = SchedRecorder::open(cpus, ring_bytes, stacks)?;
         rec.detach();
@@ -136,6 +140,7 @@ impl BpfSource {
                 cpu_of_ring,
                 base: n,
                 switches: (0..n).map(|_| Pairer::default()).collect(),
+                paired,
                 glue: idleflow_bpf::KernelGlue::load(),
                 lost_written: vec![0; n],
                 start_ns: 0,
@@ -159,6 +164,11 @@ impl BpfSide {
         self.base + ring
     }
 
+    /// How many rings (recorded CPUs).
+    pub(super) fn rings(&self) -> usize {
+        self.switches.len()
+    }
+
     /// The CPU of the eBPF recorder's ring `ring` (a drained chunk's).
     pub(super) fn cpu(&self, ring: usize) -> Option<u32> {
         self.cpu_of_ring.get(ring).copied()
@@ -180,6 +190,9 @@ impl BpfSide {
         time: u64,
         key: (u32, u32),
     ) -> Option<SampledStacks> {
+        if !self.paired {
+            return None;
+        }
         self.switches.get_mut(ring)?.event(time, key)
     }
 

@@ -247,11 +247,18 @@ impl Recorder {
         }
         let stacks = bpf_stacks(options);
         let bpf = if with_bpf {
-            Some(BpfSource::open(&cpus, rb, stacks).map_err(RecorderError::Bpf)?)
+            // perf samples the switches' stacks only for `--stacks waits`.
+            let paired =
+                options.stacks_at_waits && (options.kernel_stacks || options.user_stack_bytes > 0);
+            Some(BpfSource::open(&cpus, rb, stacks, paired).map_err(RecorderError::Bpf)?)
         } else {
             None
         };
         Ok(Recorder {
+            pending: (0..bpf.as_ref().map_or(0, |b| b.side.rings()))
+                .map(|_| Default::default())
+                .collect(),
+            written: (0, 0),
             bpf,
             cpus,
             layout,

@@ -27,9 +27,9 @@ use rustc_hash::FxHashMap;
 use idleflow_bpf::SchedEvent;
 
 use super::bpf::BpfSide;
-use super::{CpuRing, Merged, Recorder, RecorderError, SampledStacks, Woken};
+use super::pending::{Fronts, Pending};
+use super::{CpuRing, Merged, Put, Recorder, RecorderError, SampledStacks, Woken};
 use crate::drain::Round;
-use crate::merge::Merge;
 use crate::names::TaskEvent;
 use crate::parse::{parse, Layout, PerfRecord, UserStackCopy};
 use crate::ring::read_records;
@@ -41,7 +41,9 @@ use crate::workarea::LiveWorkArea;
 pub(super) struct RoundSink<'a> {
     pub(super) layout: &'a Layout,
     pub(super) work_area: Option<&'a LiveWorkArea>,
-    pub(super) merge: &'a mut Merge<Merged>,
+    /// Where the records go: the merge when read, the output when the
+    /// eBPF records are released.
+    pub(super) put: &'a mut dyn Put,
     pub(super) summary: &'a mut RunSummary,
     pub(super) renamed: &'a mut Vec<u32>,
     pub(super) blocking: &'a mut Vec<(u32, u64)>,
@@ -52,6 +54,8 @@ pub(super) struct RoundSink<'a> {
     /// With the eBPF source: the perf rings carry only stacks, task and
     /// mapping records, paired here with the eBPF events.
     pub(super) bpf: Option<&'a mut BpfSide>,
+    /// With the eBPF source: each ring's records not yet taken.
+    pub(super) pending: &'a mut Vec<Pending>,
     /// Fold a waking and the next switch of its CPU into one merge record
     /// where they make one ([`Merged::WokenDispatch`]): a recording to a
     /// file, no flight recorder, no work area (those look at each record
@@ -64,31 +68,16 @@ pub(super) struct RoundSink<'a> {
 const FOLD_NS: u64 = 1_000_000;
 
 impl Recorder {
-    /// Reads the records of one drained round, then (with the eBPF
-    /// source) every eBPF event recorded so far. `watermark`: both sources
-    /// have been read past it (the start of the round before).
-    pub(super) fn read_round(
-        &mut self,
-        round: &Round,
-        watermark: u64,
-    ) -> Result<(), RecorderError> {
+    /// Reads the records of one drained round: perf's into the merge, the
+    /// eBPF source's into their rings' pending records (read into the
+    /// merge at once while a work area tags the dispatches as they are
+    /// read).
+    pub(super) fn read_round(&mut self, round: &Round) -> Result<(), RecorderError> {
         if let Some(wa) = self.work_area.as_mut() {
             wa.refresh(sys::monotonic_ns());
         }
-        let mut sink = RoundSink {
-            layout: &self.layout,
-            work_area: self.work_area.as_ref(),
-            merge: &mut self.merge,
-            summary: &mut self.summary,
-            renamed: &mut self.renamed,
-            blocking: &mut self.blocking,
-            kernel_stacks: &mut self.kernel_stacks,
-            own_pid: std::process::id(),
-            bpf: self.bpf.as_mut().map(|b| &mut b.side),
-            fold: self.fold
-                && self.work_area.is_none()
-                && self.output.as_ref().is_some_and(|o| o.flight.is_none()),
-        };
+        let tagged = self.work_area.is_some();
+        let mut sink = round_sink!(self, &mut self.merge, self.work_area.as_ref(), false);
         let mut scratch = Vec::new();
         let perf_rings = self.rings.len();
         // The perf rings' chunks come first in a round, the eBPF rings'
@@ -99,14 +88,15 @@ impl Recorder {
                     sink.record(slot, r, bytes)
                 });
             } else {
-                sink.bpf_chunk(slot - perf_rings, bytes);
+                sink.bpf_chunk(slot - perf_rings, bytes, tagged);
             }
         }
-        self.read_bpf(watermark)
+        Ok(())
     }
 
     /// Forgets the samples before `watermark` that found no eBPF event
-    /// (nothing without the eBPF source): both sides were read past it.
+    /// (nothing without the eBPF source): both sides were read and
+    /// released past it.
     pub(super) fn read_bpf(&mut self, watermark: u64) -> Result<(), RecorderError> {
         if let Some(b) = self.bpf.as_mut() {
             self.summary.unpaired_stacks = b.side.expire(watermark);
@@ -171,7 +161,7 @@ impl RoundSink<'_> {
                     c.1 += 1;
                 }
             }
-            PerfRecord::Mmap(m) => self.merge.push(slot, m.time, Merged::Module(m)),
+            PerfRecord::Mmap(m) => self.put.put(self.summary, slot, m.time, Merged::Module(m)),
             PerfRecord::Wakeup {
                 id,
                 wakee_tid,
@@ -201,7 +191,8 @@ impl RoundSink<'_> {
                 if pid == tid && self.renamed.len() < 1 << 16 {
                     self.renamed.push(pid);
                 }
-                self.merge.push(
+                self.put.put(
+                    self.summary,
                     slot,
                     id.time,
                     Merged::Task(Box::new(TaskEvent::Comm {
@@ -218,7 +209,8 @@ impl RoundSink<'_> {
                 ppid,
                 tid,
                 ptid,
-            } => self.merge.push(
+            } => self.put.put(
+                self.summary,
                 slot,
                 id.time,
                 Merged::Task(Box::new(TaskEvent::Fork {
@@ -229,7 +221,8 @@ impl RoundSink<'_> {
                     ptid,
                 })),
             ),
-            PerfRecord::Exit { id, pid, tid } => self.merge.push(
+            PerfRecord::Exit { id, pid, tid } => self.put.put(
+                self.summary,
                 slot,
                 id.time,
                 Merged::Exit(ThreadExit {
@@ -240,7 +233,8 @@ impl RoundSink<'_> {
             ),
             PerfRecord::Lost { id, count } => {
                 *lost += count;
-                self.merge.push(
+                self.put.put(
+                    self.summary,
                     slot,
                     id.time,
                     Merged::Lost(Lost {
@@ -262,7 +256,8 @@ impl RoundSink<'_> {
         if let Some(wa) = self.work_area {
             wa.tag(&mut d, self.summary);
         }
-        self.merge.push(slot, d.time, Merged::Dispatch(d));
+        self.put
+            .put(self.summary, slot, d.time, Merged::Dispatch(d));
         if let Some(st) = stack.take_if(|st| st.prev == d.prev_tid && st.next == d.next_tid) {
             self.switch_stacks(slot, d.time, d.cpu, st);
         }
@@ -273,8 +268,10 @@ impl RoundSink<'_> {
     pub(super) fn switch_stacks(&mut self, slot: usize, time: u64, cpu: u32, st: SampledStacks) {
         let tid = st.prev;
         if let Some(ips) = st.kernel {
-            let id = intern_kernel_stack(self.kernel_stacks, self.merge, slot, time, ips);
-            self.merge.push(
+            let id =
+                intern_kernel_stack(self.kernel_stacks, self.put, self.summary, slot, time, ips);
+            self.put.put(
+                self.summary,
                 slot,
                 time,
                 Merged::SwitchStack(SwitchStack {
@@ -288,7 +285,8 @@ impl RoundSink<'_> {
         // idleflow's own threads are never a cause: their copies are not
         // kept.
         if let Some(u) = st.user.filter(|_| st.pid != self.own_pid) {
-            self.merge.push(
+            self.put.put(
+                self.summary,
                 slot,
                 time,
                 Merged::SwitchArg(SwitchArg {
@@ -298,7 +296,8 @@ impl RoundSink<'_> {
                     arg: u.di,
                 }),
             );
-            self.merge.push(
+            self.put.put(
+                self.summary,
                 slot,
                 time,
                 Merged::StackCopy(Box::new(stack_copy(time, cpu, tid, st.pid, *u, false))),
@@ -323,7 +322,7 @@ impl RoundSink<'_> {
         let key = (w.time, w.waker_tid, w.wakee_tid);
         if *last_wake != Some(key) {
             *last_wake = Some(key);
-            self.merge.push(slot, w.time, Merged::Wakeup(w));
+            self.put.put(self.summary, slot, w.time, Merged::Wakeup(w));
         }
         self.wake_stacks(slot, &w, pid, kernel_stack, user_stack);
     }
@@ -339,8 +338,16 @@ impl RoundSink<'_> {
         user_stack: Option<Box<UserStackCopy>>,
     ) {
         if let Some(ips) = kernel_stack {
-            let stack = intern_kernel_stack(self.kernel_stacks, self.merge, slot, w.time, ips);
-            self.merge.push(
+            let stack = intern_kernel_stack(
+                self.kernel_stacks,
+                self.put,
+                self.summary,
+                slot,
+                w.time,
+                ips,
+            );
+            self.put.put(
+                self.summary,
                 slot,
                 w.time,
                 Merged::WakeStack(SwitchStack {
@@ -353,7 +360,8 @@ impl RoundSink<'_> {
         }
         // idleflow's own threads are never a cause.
         if let Some(u) = user_stack.filter(|_| pid != self.own_pid) {
-            self.merge.push(
+            self.put.put(
+                self.summary,
                 slot,
                 w.time,
                 Merged::StackCopy(Box::new(stack_copy(
@@ -369,43 +377,105 @@ impl RoundSink<'_> {
     }
 
     /// Ring `ring`'s eBPF records of a round (the eBPF recorder's ring
-    /// order), decoded and taken in order, with the stacks some carry.
-    fn bpf_chunk(&mut self, ring: usize, bytes: &[u8]) {
-        let Some(cpu) = self.bpf.as_ref().and_then(|s| s.cpu(ring)) else {
+    /// order): kept undecoded until released, or taken into the merge at
+    /// once when `now` (a work area tags dispatches as they are read).
+    fn bpf_chunk(&mut self, ring: usize, bytes: &[u8], now: bool) {
+        let Some(p) = self.pending.get_mut(ring) else {
             self.summary.undecodable += idleflow_bpf::records(bytes).count() as u64;
             return;
         };
+        p.append(bytes);
+        if now {
+            let Some(side) = self.bpf.take() else {
+                return;
+            };
+            let mut pending = std::mem::take(self.pending);
+            while !pending[ring].is_empty() {
+                self.step(side, &mut pending[ring], ring);
+            }
+            *self.pending = pending;
+            self.bpf = Some(side);
+        }
+    }
+
+    /// Releases every ring's pending records stamped before `watermark`
+    /// and the merge's records `held` (in time order, with their sources)
+    /// in one time order: `recorder/pending.rs`.
+    pub(super) fn release_pending(&mut self, watermark: u64, held: Vec<(u64, usize, Merged)>) {
+        let mut held = held.into_iter().peekable();
         let Some(side) = self.bpf.take() else {
+            for (t, source, m) in held {
+                self.put.put(self.summary, source, t, m);
+            }
             return;
         };
-        // A waking without stacks, held until the CPU's next record says
-        // whether it folds into the switch after it.
-        let mut waking: Option<idleflow_bpf::Wake> = None;
-        for record in idleflow_bpf::records(bytes) {
-            match (idleflow_bpf::decode(record), idleflow_bpf::stacks(record)) {
-                (Ok(SchedEvent::Waking(wk)), Ok(None)) if self.fold => {
-                    if let Some(w) = waking.replace(wk) {
-                        self.bpf_event(side, cpu, SchedEvent::Waking(w), None);
-                    }
+        let mut pending = std::mem::take(self.pending);
+        let source_of = |ring: usize| {
+            side.cpu(ring)
+                .and_then(|c| side.ring(c))
+                .map_or(usize::MAX, |r| side.source(r))
+        };
+        let sources: Vec<usize> = (0..pending.len()).map(source_of).collect();
+        let mut fronts = Fronts::new(pending.len());
+        for (ring, p) in pending.iter().enumerate() {
+            fronts.offer(p, ring, sources[ring], watermark);
+        }
+        loop {
+            let held_first = match (held.peek(), fronts.peek()) {
+                // Equal: a CPU's eBPF records before the merge's of their
+                // source (stacks paired late follow their switch).
+                (Some(&(t, source, _)), Some((rt, rs, _))) => (t, source) < (rt, rs),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            if held_first {
+                if let Some((t, source, m)) = held.next() {
+                    self.put.put(self.summary, source, t, m);
                 }
-                (Ok(SchedEvent::Switch(sw)), Ok(None)) if waking.is_some() => {
-                    if let Some(wk) = waking.take() {
-                        self.woken_switch(side, cpu, wk, sw);
-                    }
-                }
-                (Ok(ev), Ok(st)) => {
-                    if let Some(w) = waking.take() {
-                        self.bpf_event(side, cpu, SchedEvent::Waking(w), None);
-                    }
-                    self.bpf_event(side, cpu, ev, st);
-                }
-                _ => self.summary.undecodable += 1,
+            } else if let Some(ring) = fronts.pop() {
+                self.step(side, &mut pending[ring], ring);
+                fronts.offer(&pending[ring], ring, sources[ring], watermark);
             }
         }
-        if let Some(w) = waking {
-            self.bpf_event(side, cpu, SchedEvent::Waking(w), None);
-        }
+        *self.pending = pending;
         self.bpf = Some(side);
+    }
+
+    /// Takes ring `ring`'s next pending record (CPU order), with the switch
+    /// after it when a waking folds into it.
+    fn step(&mut self, side: &mut BpfSide, pending: &mut Pending, ring: usize) {
+        let Some(record) = pending.front() else {
+            return;
+        };
+        let Some(cpu) = side.cpu(ring) else {
+            self.summary.undecodable += 1;
+            pending.advance();
+            return;
+        };
+        match (idleflow_bpf::decode(record), idleflow_bpf::stacks(record)) {
+            (Ok(SchedEvent::Waking(wk)), Ok(None)) if self.fold && !side.paired => {
+                pending.advance();
+                let next = pending
+                    .front()
+                    .map(|r| (idleflow_bpf::decode(r), idleflow_bpf::stacks(r)));
+                match next {
+                    Some((Ok(SchedEvent::Switch(sw)), Ok(None))) if folds(side, &wk, &sw) => {
+                        self.woken_switch(side, cpu, wk, sw);
+                        pending.advance();
+                    }
+                    _ => self.bpf_event(side, cpu, SchedEvent::Waking(wk), None),
+                }
+            }
+            (Ok(ev), Ok(st)) => {
+                self.bpf_event(side, cpu, ev, st);
+                pending.advance();
+            }
+            _ => {
+                self.summary.undecodable += 1;
+                pending.advance();
+            }
+        }
     }
 
     /// Counts switch `sw` if it is a blocking switch-out of a watched
@@ -418,10 +488,8 @@ impl RoundSink<'_> {
         }
     }
 
-    /// Waking `wk` and switch `sw`, the next event of CPU `cpu`: one merge
-    /// record at the waking's time when they fold (the switch's leaving
-    /// thread ran when the waking was raised, within [`FOLD_NS`], both in
-    /// the window, no stacks sampled by perf for the switch), else the two.
+    /// Waking `wk` and switch `sw`, the next event of CPU `cpu`, which
+    /// [`folds`]: one record at the waking's time.
     fn woken_switch(
         &mut self,
         side: &mut BpfSide,
@@ -429,33 +497,21 @@ impl RoundSink<'_> {
         wk: idleflow_bpf::Wake,
         sw: idleflow_bpf::Switch,
     ) {
-        let folds = wk.waker_tid == sw.prev_tid
-            && wk.time >= side.start_ns
-            && sw.time >= wk.time
-            && sw.time - wk.time <= FOLD_NS;
-        let Some(ring) = side.ring(cpu).filter(|_| folds) else {
-            self.bpf_event(side, cpu, SchedEvent::Waking(wk), None);
-            self.bpf_event(side, cpu, SchedEvent::Switch(sw), None);
+        let Some(ring) = side.ring(cpu) else {
             return;
         };
         let slot = side.source(ring);
         let w = wk.to_wakeup(cpu, false);
         let d = sw.to_dispatch(cpu);
         self.count_blocking(&sw);
-        if let Some(st) = side.switch_event(ring, d.time, (d.prev_tid, d.next_tid)) {
-            // Its stacks follow the dispatch: the two go apart.
-            self.merge.push(slot, w.time, Merged::Wakeup(w));
-            self.merge.push(slot, d.time, Merged::Dispatch(d));
-            self.switch_stacks(slot, d.time, cpu, st);
-        } else {
-            let woken = Woken {
-                wake: w,
-                time: d.time,
-                next_tid: d.next_tid,
-                prev_state: d.prev_state,
-            };
-            self.merge.push(slot, w.time, Merged::WokenDispatch(woken));
-        }
+        let woken = Woken {
+            wake: w,
+            time: d.time,
+            next_tid: d.next_tid,
+            prev_state: d.prev_state,
+        };
+        self.put
+            .put(self.summary, slot, w.time, Merged::WokenDispatch(woken));
     }
 
     /// One eBPF event of CPU `cpu`, into the merge with its stacks: those
@@ -482,7 +538,8 @@ impl RoundSink<'_> {
                 if let Some(wa) = self.work_area {
                     wa.tag(&mut d, self.summary);
                 }
-                self.merge.push(slot, d.time, Merged::Dispatch(d));
+                self.put
+                    .put(self.summary, slot, d.time, Merged::Dispatch(d));
                 if let Some(st) = st {
                     let (kernel, user) = side.stacks(&st);
                     let st = SampledStacks {
@@ -500,7 +557,7 @@ impl RoundSink<'_> {
             SchedEvent::Waking(wk) | SchedEvent::WakeupNew(wk) => {
                 let new = matches!(ev, SchedEvent::WakeupNew(_));
                 let w = wk.to_wakeup(cpu, new);
-                self.merge.push(slot, w.time, Merged::Wakeup(w));
+                self.put.put(self.summary, slot, w.time, Merged::Wakeup(w));
                 if let Some(st) = st.filter(|_| !new) {
                     let (kernel, user) = side.stacks(&st);
                     self.wake_stacks(slot, &w, wk.waker_tgid, kernel, user);
@@ -510,18 +567,31 @@ impl RoundSink<'_> {
     }
 }
 
+/// Whether waking `wk` and switch `sw`, the next event of its CPU, make
+/// one record: the switch's leaving thread ran when the waking was
+/// raised, within [`FOLD_NS`], both in the window (no stacks of their own;
+/// perf samples no switch's stacks: the caller checks).
+fn folds(side: &BpfSide, wk: &idleflow_bpf::Wake, sw: &idleflow_bpf::Switch) -> bool {
+    wk.waker_tid == sw.prev_tid
+        && wk.time >= side.start_ns
+        && sw.time >= wk.time
+        && sw.time - wk.time <= FOLD_NS
+}
+
 /// The id of kernel stack `ips`, interned: a new stack's `KERNEL_STACK`
-/// goes into the merge first, at `time`.
+/// goes out first, at `time`.
 fn intern_kernel_stack(
     stacks: &mut FxHashMap<Box<[u64]>, u64>,
-    merge: &mut Merge<Merged>,
+    put: &mut dyn Put,
+    summary: &mut RunSummary,
     slot: usize,
     time: u64,
     ips: Box<[u64]>,
 ) -> u64 {
     let next_id = stacks.len() as u64 + 1;
     *stacks.entry(ips).or_insert_with_key(|ips| {
-        merge.push(
+        put.put(
+            summary,
             slot,
             time,
             Merged::KernelStack(Box::new(KernelStack {
