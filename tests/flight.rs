@@ -347,10 +347,15 @@ fn a_dump_of_a_running_jvm_has_its_flight_recorders_waits_and_the_jvm_keeps_no_r
     let (r, _) = the_one_dump(&o, &out);
     // The convoy, named by the JVM's flight recorder: its reason, its
     // monitor's class and the method with its line.
-    let top = program_top_path(&r);
-    assert_eq!(top["reason"], "monitor enter", "{top}");
+    let program = program_paths(&r);
+    let top = first_past_the_holders_sleep(
+        &program,
+        "monitor enter",
+        "Waits$Ledger.post",
+        program_frame_name,
+    );
     assert_eq!(top["object"], "Waits$Ledger", "{top}");
-    let pf = &top["frames"][u(&top, "program_frame") as usize];
+    let pf = &top["frames"][u(top, "program_frame") as usize];
     assert_eq!(pf["name"], "Waits$Ledger.post", "{top}");
     assert_eq!(pf["source"], "jfr", "{top}");
     assert!(u(pf, "line") > 0, "{top}");
