@@ -20,35 +20,17 @@
 //! (perf or eBPF) in `recorder/source.rs`, the eBPF source's recorder,
 //! pairing and losses in `recorder/bpf.rs`, where the recording goes (the
 //! file or the flight recorder's ring, and what heads it) in
-//! `recorder/output.rs`; this file keeps the recorder's state and the rest
+//! `recorder/output.rs`, the eBPF records kept undecoded until released in
+//! `recorder/pending.rs`, where released records go (the merge or the
+//! output) in `recorder/emit.rs`; this file keeps the recorder's state and the rest
 //! of its life cycle (writing what the merge releases, stopping,
 //! finishing).
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
-/// A `round::RoundSink` over recorder `$rec`'s fields (borrowed one by
-/// one, so that the output can be borrowed beside it), sending what it
-/// reads to `$put`.
-macro_rules! round_sink {
-    ($rec:expr, $put:expr, $work_area:expr, $fold:expr) => {
-        $crate::recorder::round::RoundSink {
-            layout: &$rec.layout,
-            work_area: $work_area,
-            put: $put,
-            summary: &mut $rec.summary,
-            renamed: &mut $rec.renamed,
-            blocking: &mut $rec.blocking,
-            kernel_stacks: &mut $rec.kernel_stacks,
-            own_pid: std::process::id(),
-            bpf: $rec.bpf.as_mut().map(|b| &mut b.side),
-            pending: &mut $rec.pending,
-            fold: $fold,
-        }
-    };
-}
-
 mod bpf;
+mod emit;
 mod open;
 mod output;
 mod pending;
@@ -56,6 +38,7 @@ mod round;
 mod source;
 mod trees;
 
+use emit::{Discard, Emit, Put};
 pub use open::{IRQ_WAKE_FILTER, TASK_WAKE_FILTER};
 use output::{Output, Sink};
 pub use source::{choose, Chosen, EventSource, Recorded};
@@ -295,111 +278,6 @@ impl Woken {
     }
 }
 
-/// Where records go as they are read: the merge (released in time order
-/// later), or the output at once (the eBPF records, read in time order at
-/// release: `recorder/pending.rs`).
-trait Put {
-    /// Hands over record `m` of merge source `source`, stamped `time`.
-    fn put(&mut self, summary: &mut RunSummary, source: usize, time: u64, m: Merged);
-}
-
-impl Put for Merge<Merged> {
-    fn put(&mut self, _: &mut RunSummary, source: usize, time: u64, m: Merged) {
-        self.push(source, time, m);
-    }
-}
-
-/// Drops what it is given: records released before the output exists.
-struct Discard;
-
-impl Put for Discard {
-    fn put(&mut self, _: &mut RunSummary, _: usize, _: u64, _: Merged) {}
-}
-
-/// Writes released records, in time order, to the output, counting them
-/// in the summary.
-struct Emit<'a> {
-    out: &'a mut Output,
-    names: &'a mut ThreadNames,
-    work_area: Option<&'a mut LiveWorkArea>,
-    /// The window was closed: it ends at the newest record written.
-    stopped: bool,
-    /// The newest time written, and how many records were older than the
-    /// newest before them (late: written at once, never dropped).
-    written: &'a mut (u64, u64),
-    result: Result<(), RecorderError>,
-}
-
-impl Emit<'_> {
-    fn emit(&mut self, summary: &mut RunSummary, t: u64, m: Merged) {
-        if self.result.is_err() {
-            return;
-        }
-        if t < self.written.0 {
-            self.written.1 += 1;
-        } else {
-            self.written.0 = t;
-        }
-        if self.stopped {
-            // A program that ran while the events were being detached
-            // wrote records after the stop was read: the window ends
-            // at the last of them, so that no interval crosses its end.
-            summary.stop_ns = summary.stop_ns.max(t);
-        }
-        let out = &mut *self.out;
-        let r = match m {
-            Merged::WokenDispatch(wd) => {
-                let (w, d) = (wd.wake, wd.dispatch());
-                if self.stopped {
-                    summary.stop_ns = summary.stop_ns.max(d.time);
-                }
-                summary.dispatches += 1;
-                summary.wakeups += 1;
-                if let Err(e) = out.write_woken_dispatch(&w, &d) {
-                    self.result = Err(e);
-                }
-                return;
-            }
-            Merged::Dispatch(d) => Record::Dispatch(d),
-            Merged::KernelStack(k) => Record::KernelStack(k),
-            Merged::SwitchStack(st) => Record::SwitchStack(st),
-            Merged::WakeStack(st) => Record::WakeStack(st),
-            Merged::SwitchArg(a) => Record::SwitchArg(a),
-            Merged::StackCopy(c) => {
-                // Its bytes become the thread's reference for the
-                // next copy's delta, without being copied again.
-                if let Err(e) = out.writer.write_stack_copy(c) {
-                    self.result = Err(e.into());
-                }
-                return;
-            }
-            Merged::Module(m) => Record::ModuleMap(m),
-            Merged::Wakeup(w) => Record::Wakeup(w),
-            Merged::Exit(e) => Record::Exit(e),
-            Merged::Lost(l) => Record::Lost(l),
-            Merged::Task(e) => Record::Thread(self.names.apply(*e)),
-        };
-        match &r {
-            Record::Dispatch(_) => summary.dispatches += 1,
-            Record::Wakeup(_) => summary.wakeups += 1,
-            Record::Exit(e) => self.names.exited(e.tid),
-            _ => {}
-        }
-        if let Some(wa) = self.work_area.as_mut() {
-            wa.account(&r);
-        }
-        if let Err(e) = out.write(&r) {
-            self.result = Err(e);
-        }
-    }
-}
-
-impl Put for Emit<'_> {
-    fn put(&mut self, summary: &mut RunSummary, _: usize, time: u64, m: Merged) {
-        self.emit(summary, time, m);
-    }
-}
-
 /// A recording in progress. See the module documentation.
 pub struct Recorder {
     cpus: Vec<u32>,
@@ -604,37 +482,9 @@ impl Recorder {
         self.after_release(watermark, result)
     }
 
-    /// Releases the eBPF records pending and the merge's records `held`
-    /// (in time order) up to `watermark`, in one time order, to the output
-    /// (dropped while there is none).
-    fn release_streamed(
-        &mut self,
-        watermark: u64,
-        held: Vec<(u64, usize, Merged)>,
-    ) -> Result<(), RecorderError> {
-        let fold = self.fold && self.output.as_ref().is_some_and(|o| o.flight.is_none());
-        let mut emit = self.output.as_mut().map(|out| Emit {
-            out,
-            names: &mut self.names,
-            work_area: None,
-            stopped: self.stop_ns.is_some(),
-            written: &mut self.written,
-            result: Ok(()),
-        });
-        let mut discard = Discard;
-        let put: &mut dyn Put = match emit.as_mut() {
-            Some(e) => e,
-            None => &mut discard,
-        };
-        let mut sink = round_sink!(self, put, None, fold);
-        sink.release_pending(watermark, held);
-        let result = emit.map_or(Ok(()), |e| e.result);
-        self.after_release(watermark, result)
-    }
-
     /// The flight recorder's policy and ring, or the file's flush, after
     /// a release to `watermark` that ended with `result`.
-    fn after_release(
+    pub(super) fn after_release(
         &mut self,
         watermark: u64,
         mut result: Result<(), RecorderError>,

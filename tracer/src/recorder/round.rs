@@ -28,13 +28,34 @@ use idleflow_bpf::SchedEvent;
 
 use super::bpf::BpfSide;
 use super::pending::{Fronts, Pending};
-use super::{CpuRing, Merged, Put, Recorder, RecorderError, SampledStacks, Woken};
+use super::{CpuRing, Discard, Emit, Merged, Put, Recorder, RecorderError, SampledStacks, Woken};
 use crate::drain::Round;
 use crate::names::TaskEvent;
 use crate::parse::{parse, Layout, PerfRecord, UserStackCopy};
 use crate::ring::read_records;
 use crate::sys;
 use crate::workarea::LiveWorkArea;
+
+/// A `round::RoundSink` over recorder `$rec`'s fields (borrowed one by
+/// one, so that the output can be borrowed beside it), sending what it
+/// reads to `$put`.
+macro_rules! round_sink {
+    ($rec:expr, $put:expr, $work_area:expr, $fold:expr) => {
+        RoundSink {
+            layout: &$rec.layout,
+            work_area: $work_area,
+            put: $put,
+            summary: &mut $rec.summary,
+            renamed: &mut $rec.renamed,
+            blocking: &mut $rec.blocking,
+            kernel_stacks: &mut $rec.kernel_stacks,
+            own_pid: std::process::id(),
+            bpf: $rec.bpf.as_mut().map(|b| &mut b.side),
+            pending: &mut $rec.pending,
+            fold: $fold,
+        }
+    };
+}
 
 /// What a round's records are read into: the recorder's state apart from
 /// its rings, borrowed for one round.
@@ -92,6 +113,34 @@ impl Recorder {
             }
         }
         Ok(())
+    }
+
+    /// Releases the eBPF records pending and the merge's records `held`
+    /// (in time order) up to `watermark`, in one time order, to the output
+    /// (dropped while there is none).
+    pub(super) fn release_streamed(
+        &mut self,
+        watermark: u64,
+        held: Vec<(u64, usize, Merged)>,
+    ) -> Result<(), RecorderError> {
+        let fold = self.fold && self.output.as_ref().is_some_and(|o| o.flight.is_none());
+        let mut emit = self.output.as_mut().map(|out| Emit {
+            out,
+            names: &mut self.names,
+            work_area: None,
+            stopped: self.stop_ns.is_some(),
+            written: &mut self.written,
+            result: Ok(()),
+        });
+        let mut discard = Discard;
+        let put: &mut dyn Put = match emit.as_mut() {
+            Some(e) => e,
+            None => &mut discard,
+        };
+        let mut sink = round_sink!(self, put, None, fold);
+        sink.release_pending(watermark, held);
+        let result = emit.map_or(Ok(()), |e| e.result);
+        self.after_release(watermark, result)
     }
 
     /// Forgets the samples before `watermark` that found no eBPF event
