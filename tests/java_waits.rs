@@ -65,6 +65,44 @@ fn heaviest(r: &Value) -> &Value {
     &jw["paths"][0]
 }
 
+/// No path names one JVM wait and shows the native frames of another: a
+/// clerk of the convoy alternates between the monitor enter and its sleep
+/// under the lock, and at the default stacks (sampled under a budget) most
+/// of its dispatches carry its previous stacks, often of the other wait.
+fn assert_native_frames_agree_with_the_waits(r: &Value) {
+    const NATIVE: [(&str, &str); 5] = [
+        ("ObjectMonitor::enter(", "monitor enter"),
+        ("ObjectMonitor::EnterI(", "monitor enter"),
+        ("ObjectMonitor::wait(", "monitor wait"),
+        ("Unsafe_Park", "park"),
+        ("JVM_Sleep", "sleep"),
+    ];
+    let paths = r["idle_paths"]["paths"].as_array().expect("idle paths");
+    let mut judged = 0;
+    for p in paths {
+        let reason = p["reason"].as_str().unwrap();
+        if !NATIVE.iter().any(|(_, r)| *r == reason) {
+            continue;
+        }
+        judged += 1;
+        let says = p["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["kind"] == "native")
+            .find_map(|f| {
+                let name = f["name"].as_str().unwrap();
+                NATIVE.iter().find(|(n, _)| name.starts_with(n))
+            });
+        assert!(
+            says.is_none_or(|(_, r)| *r == reason),
+            "a {reason} path with the native frames of a {}: {p}",
+            says.unwrap().1
+        );
+    }
+    assert!(judged >= 2, "{paths:?}");
+}
+
 /// The section's heaviest path of `reason`, after checking the section as
 /// a whole.
 fn heaviest_of<'a>(r: &'a Value, reason: &str) -> &'a Value {
@@ -148,6 +186,7 @@ fn a_synchronized_convoy_is_a_monitor_enter_at_the_synchronized_method() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("c.idleflow");
     let (r, _) = record_waits_into(&rec, classes.path(), "convoy");
+    assert_native_frames_agree_with_the_waits(&r);
     let p = heaviest_of(&r, "monitor enter");
     assert_eq!(p["object"], "Waits$Ledger", "{p}");
     assert_eq!(

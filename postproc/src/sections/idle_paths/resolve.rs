@@ -199,11 +199,26 @@ pub(crate) fn resolve_key(a: &Analysis, k: &RowKey) -> ResolvedRow {
 pub(crate) fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
     let (pid, _) = a.names.get(&k.tid).cloned().unwrap_or((0, String::new()));
     let process = a.process_name(pid);
-    let kernel: Vec<PathFrame> = if k.kernel == 0 {
+    let user = user_frames(a, k.user);
+    // Stacks that name another JVM wait than the flight recorder's wait
+    // covering the dispatch are not this wait's: its thread's previous
+    // stacks, carried to a dispatch without its own (the stack budget), from
+    // the other wait of a thread that alternates between two (a lock's
+    // holder sleeping, then entering it again). The path keeps the wait's
+    // Java frames alone.
+    let contradicted = k
+        .reason
+        .is_some_and(|r| jvm_reason_of_native_frames(&user).is_some_and(|n| n != r));
+    let (kernel_stack, user) = if contradicted {
+        (0, Vec::new())
+    } else {
+        (k.kernel, user)
+    };
+    let kernel: Vec<PathFrame> = if kernel_stack == 0 {
         Vec::new()
     } else {
         a.kernel
-            .wait_frames(k.kernel)
+            .wait_frames(kernel_stack)
             .into_iter()
             .map(|name| PathFrame {
                 frame: Frame::new(FrameKind::Kernel, name),
@@ -239,7 +254,7 @@ pub(crate) fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
         _ => Vec::new(),
     };
     let mut frames = kernel;
-    frames.extend(splice(user_frames(a, k.user), java));
+    frames.extend(splice(user, java));
     let jvm_reason = k.reason.or_else(|| jvm_reason_of_native_frames(&frames));
     let reason = match jvm_reason {
         Some(reason) => Reason::Jvm(reason),
