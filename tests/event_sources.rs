@@ -353,3 +353,28 @@ fn sampled_stacks_under_a_budget_give_the_answer_of_every_stack() {
         sampled.3
     );
 }
+
+/// Every wake-up of a pipe ping-pong is seen, those too whose waking is
+/// stamped before the wakee's own switch-out (raised on the other CPU
+/// while the wakee was inside `__schedule`: before, 762 of 566,510 wake-ups
+/// of `perf bench sched pipe -l 300000` counted as unseen, 0.13 %).
+#[test]
+fn a_ping_pong_has_no_unseen_wake_ups() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("pipe.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .args(["--", "perf", "bench", "sched", "pipe", "-l", "100000"]));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    let r = report_json(&rec);
+    assert_eq!(r["event_source"], "bpf", "{}", r["event_source_why"]);
+    let wakeups = u(&r, "wakeups");
+    let unseen = u(&r["total"], "unseen_wakeups");
+    assert!(wakeups > 150_000, "{wakeups} wake-ups");
+    assert!(
+        unseen * 10_000 <= wakeups,
+        "{unseen} unseen of {wakeups} wake-ups"
+    );
+}

@@ -149,6 +149,47 @@ fn a_break_is_counted_and_bounded_never_guessed() {
     assert_eq!(a.thread(B).unwrap().runtime_ns, 10);
 }
 
+/// A waking stamped just before the wakee's own switch-out (the kernel
+/// raises `sched_waking` on another CPU while the wakee is inside
+/// `__schedule`) ends that wait: seen, runnable from the switch-out. A
+/// waking too long before, or one followed by a switch-in first, does not.
+#[test]
+fn a_waking_just_before_the_wakees_switch_out_ends_that_wait() {
+    use PrevState::*;
+    let wake = |time| Wakeup {
+        time,
+        cpu: 1,
+        waker_tid: B,
+        wakee_tid: A,
+        target_cpu: 0,
+        new_thread: false,
+        context: idleflow_format::WakeContext::Task,
+    };
+    let mut a = Accounting::new(&[0, 1], 0);
+    a.dispatch(&d(0, 0, IDLE_TID, Unknown, A));
+    a.wakeup(&wake(9));
+    a.dispatch(&d(10, 0, A, Sleeping, IDLE_TID));
+    a.dispatch(&d(13, 0, IDLE_TID, Unknown, A));
+    assert_eq!(a.cpus()[0].unseen_wakeups, 0);
+    let t = a.thread(A).unwrap();
+    assert_eq!((t.blocked_ns, t.runnable_wait_ns), (0, 3));
+    // Woken while running, then preempted and back: the waking is spent;
+    // the next wait's wake-up is unseen.
+    a.wakeup(&wake(14));
+    a.dispatch(&d(15, 0, A, Preempted, IDLE_TID));
+    a.dispatch(&d(16, 0, IDLE_TID, Unknown, A));
+    a.dispatch(&d(20, 0, A, Sleeping, IDLE_TID));
+    a.dispatch(&d(25, 0, IDLE_TID, Unknown, A));
+    assert_eq!(a.cpus()[0].unseen_wakeups, 1);
+    // A waking more than WAKE_BEFORE_BLOCK_NS before the switch-out is not
+    // this wait's.
+    let late = 26 + WAKE_BEFORE_BLOCK_NS + 1;
+    a.wakeup(&wake(26));
+    a.dispatch(&d(late, 0, A, Sleeping, IDLE_TID));
+    a.dispatch(&d(late + 5, 0, IDLE_TID, Unknown, A));
+    assert_eq!(a.cpus()[0].unseen_wakeups, 2);
+}
+
 #[test]
 fn wakeups_split_off_cpu_time_into_blocked_and_runnable() {
     use PrevState::*;
