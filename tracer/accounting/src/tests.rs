@@ -149,14 +149,9 @@ fn a_break_is_counted_and_bounded_never_guessed() {
     assert_eq!(a.thread(B).unwrap().runtime_ns, 10);
 }
 
-/// A waking stamped just before the wakee's own switch-out (the kernel
-/// raises `sched_waking` on another CPU while the wakee is inside
-/// `__schedule`) ends that wait: seen, runnable from the switch-out. A
-/// waking too long before, or one followed by a switch-in first, does not.
-#[test]
-fn a_waking_just_before_the_wakees_switch_out_ends_that_wait() {
-    use PrevState::*;
-    let wake = |time| Wakeup {
+/// B wakes A at `time` from CPU 1 (a thread's wake-up, not an interrupt's).
+fn b_wakes_a(time: u64) -> Wakeup {
+    Wakeup {
         time,
         cpu: 1,
         waker_tid: B,
@@ -164,7 +159,17 @@ fn a_waking_just_before_the_wakees_switch_out_ends_that_wait() {
         target_cpu: 0,
         new_thread: false,
         context: idleflow_format::WakeContext::Task,
-    };
+    }
+}
+
+/// A waking stamped just before the wakee's own switch-out (the kernel
+/// raises `sched_waking` on another CPU while the wakee is inside
+/// `__schedule`) ends that wait: seen, runnable from the switch-out. A
+/// waking too long before, or one followed by a switch-in first, does not.
+#[test]
+fn a_waking_just_before_the_wakees_switch_out_ends_that_wait() {
+    use PrevState::*;
+    let wake = b_wakes_a;
     let mut a = Accounting::new(&[0, 1], 0);
     a.dispatch(&d(0, 0, IDLE_TID, Unknown, A));
     a.wakeup(&wake(9));
@@ -196,15 +201,7 @@ fn wakeups_split_off_cpu_time_into_blocked_and_runnable() {
     let mut a = Accounting::new(&[0, 1], 0);
     a.dispatch(&d(0, 0, IDLE_TID, Unknown, A));
     a.dispatch(&d(10, 0, A, Sleeping, IDLE_TID));
-    a.wakeup(&Wakeup {
-        time: 25,
-        cpu: 1,
-        waker_tid: B,
-        wakee_tid: A,
-        target_cpu: 0,
-        new_thread: false,
-        context: idleflow_format::WakeContext::Task,
-    });
+    a.wakeup(&b_wakes_a(25));
     a.dispatch(&d(27, 0, IDLE_TID, Unknown, A));
     assert_eq!(a.cpus()[0].unseen_wakeups, 0);
     // Asleep again, back without a wakeup record: counted as unseen.
