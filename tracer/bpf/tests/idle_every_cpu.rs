@@ -246,16 +246,30 @@ fn every_cpu_idles_and_every_switch_and_waking_is_seen() {
     let ours = |tid: u32| pair.contains(&tid) || sleepers.iter().any(|&(_, t)| t == tid);
     let (mut twins, mut differ) = (0, Vec::new());
     for w in perf.wakes.iter().filter(|w| ours(w.wakee_tid)) {
-        let twin = bpf.events[&w.cpu].iter().find_map(|e| match e {
-            SchedEvent::Waking(b) if b.wakee_tid == w.wakee_tid && close(b.time, w.time, 20) => {
-                Some(b)
-            }
-            _ => None,
-        });
+        // The twin is the nearest waking of the same thread on the same
+        // CPU: a ping-pong wakes each thread every few microseconds, so
+        // the first one within the window may be the next round's.
+        let twin = bpf.events[&w.cpu]
+            .iter()
+            .filter_map(|e| match e {
+                SchedEvent::Waking(b)
+                    if b.wakee_tid == w.wakee_tid && close(b.time, w.time, 20) =>
+                {
+                    Some(b)
+                }
+                _ => None,
+            })
+            .min_by_key(|b| b.time.abs_diff(w.time));
         if let Some(b) = twin {
             twins += 1;
             if b.context != w.context || b.waker_tid != w.waker_tid {
-                differ.push((w.cpu, w.time, w.context, b.context));
+                differ.push((
+                    w.cpu,
+                    w.time,
+                    b.time,
+                    (w.context, w.waker_tid),
+                    (b.context, b.waker_tid),
+                ));
             }
         }
     }
@@ -310,6 +324,6 @@ fn every_cpu_idles_and_every_switch_and_waking_is_seen() {
     assert!(twins > 0, "no waking seen by both");
     assert!(
         differ.is_empty(),
-        "contexts or wakers differ (cpu, time, perf, BPF): {differ:?}"
+        "contexts or wakers differ (cpu, perf time, BPF time, perf, BPF): {differ:?}"
     );
 }
