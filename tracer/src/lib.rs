@@ -31,6 +31,7 @@ pub mod tracefs;
 pub mod workarea;
 
 pub use recorder::{
-    Chosen, EventSource, RecordOptions, Recorded, Recorder, RecorderError, DEFAULT_STACK_BUDGET,
-    DEFAULT_WAKER_SAMPLE_PERIOD, DEFAULT_WAKER_STACK_BUDGET, DEFAULT_WAKER_STACK_BYTES,
+    Chosen, Counted, EventSource, RecordOptions, Recorded, Recorder, RecorderError,
+    DEFAULT_STACK_BUDGET, DEFAULT_WAKER_SAMPLE_PERIOD, DEFAULT_WAKER_STACK_BUDGET,
+    DEFAULT_WAKER_STACK_BYTES,
 };

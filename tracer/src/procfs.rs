@@ -167,28 +167,45 @@ pub fn threads() -> Vec<ProcThread> {
 /// The threads of process `pid` now: (tid, name). Threads that exit during
 /// the scan are skipped; none if the process is gone.
 pub fn tasks(pid: u32) -> Vec<(u32, String)> {
+    task_ids(pid)
+        .into_iter()
+        .filter_map(|tid| Some((tid, thread_name(pid, tid)?)))
+        .collect()
+}
+
+/// The thread ids of process `pid` now (one directory listing); none if the
+/// process is gone.
+pub fn task_ids(pid: u32) -> Vec<u32> {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
     tasks
         .flatten()
-        .filter_map(|t| {
-            let tid = t.file_name().to_str()?.parse::<u32>().ok()?;
-            let comm = fs::read_to_string(t.path().join("comm")).ok()?;
-            Some((tid, comm.trim_end().to_string()))
-        })
+        .filter_map(|t| t.file_name().to_str()?.parse::<u32>().ok())
         .collect()
 }
 
-/// How many times the threads of process `pid` now alive have left their
-/// CPU to wait (the `voluntary_ctxt_switches` of each one's `status`).
-pub fn voluntary_switches(pid: u32) -> u64 {
+/// The name of thread `tid` of process `pid` now (its `comm`), if it lives.
+pub fn thread_name(pid: u32, tid: u32) -> Option<String> {
+    let comm = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+    Some(comm.trim_end().to_string())
+}
+
+/// How many times the threads of process `pid` now alive whose name
+/// `counts` accepts have left their CPU to wait (the `Name` and
+/// `voluntary_ctxt_switches` of each one's `status`).
+pub fn voluntary_switches(pid: u32, counts: impl Fn(&str) -> bool) -> u64 {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
     };
     tasks
         .flatten()
         .filter_map(|t| fs::read_to_string(t.path().join("status")).ok())
+        .filter(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Name:"))
+                .is_some_and(|name| counts(name.trim()))
+        })
         .filter_map(|s| {
             s.lines()
                 .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))

@@ -6,7 +6,8 @@
 //! and lambda and proxy numbers dropped, since they depend on the order
 //! classes were loaded in; and the pattern a pool's threads share
 //! ([`thread_pattern`]), the same for the reports and the flight
-//! recorder's triggers.
+//! recorder's triggers; and HotSpot's own threads, by the names the kernel
+//! gives them ([`hotspot_internal`]).
 
 /// A class name (internal `a/b/C` or Java `a.b.C` form), normalized.
 pub fn class(name: &str) -> String {
@@ -70,6 +71,30 @@ pub fn thread_pattern(name: &str) -> String {
     }
 }
 
+/// Names of HotSpot's own threads (as the kernel names them, 15
+/// characters): they never run Java code.
+pub fn hotspot_internal(name: &str) -> bool {
+    const PREFIXES: [&str; 16] = [
+        "VM Thread",
+        "VM Periodic Tas",
+        "GC Thread#",
+        "G1 ",
+        "C1 CompilerThre",
+        "C2 CompilerThre",
+        "Sweeper thread",
+        "Signal Dispatch",
+        "Service Thread",
+        "Monitor Deflati",
+        "Notification Th",
+        "VM JFR Buffer T",
+        "ZDirector",
+        "ZStat",
+        "ZWorker",
+        "Shenandoah",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +122,14 @@ mod tests {
         );
         // Not an address: kept.
         assert_eq!(class("a/b/Weird/0xyz"), "a.b.Weird.0xyz");
+    }
+
+    #[test]
+    fn hotspots_own_threads_are_known_by_their_kernel_names() {
+        assert!(hotspot_internal("C2 CompilerThre"));
+        assert!(hotspot_internal("GC Thread#3"));
+        assert!(!hotspot_internal("worker-3"));
+        assert!(!hotspot_internal("http-nio-8080-e"));
     }
 
     #[test]

@@ -260,7 +260,7 @@ pub(crate) fn tend_watch(recorder: &mut Recorder, w: &Watch, last_rate: &mut Ins
         recorder.count_blocking_switch_outs(&w.counted());
         w.blocking(
             idleflow_tracer::sys::monotonic_ns(),
-            recorder.blocking_switch_outs(),
+            &recorder.blocking_switch_outs(),
         );
     }
 }

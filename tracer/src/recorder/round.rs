@@ -28,7 +28,10 @@ use idleflow_bpf::SchedEvent;
 
 use super::bpf::BpfSide;
 use super::pending::{Fronts, Pending};
-use super::{CpuRing, Discard, Emit, Merged, Put, Recorder, RecorderError, SampledStacks, Woken};
+use super::{
+    BlockingCount, CpuRing, Discard, Emit, Merged, Put, Recorder, RecorderError, SampledStacks,
+    Woken,
+};
 use crate::drain::Round;
 use crate::names::TaskEvent;
 use crate::parse::{parse, Layout, PerfRecord, UserStackCopy};
@@ -67,7 +70,7 @@ pub(super) struct RoundSink<'a> {
     pub(super) put: &'a mut dyn Put,
     pub(super) summary: &'a mut RunSummary,
     pub(super) renamed: &'a mut Vec<u32>,
-    pub(super) blocking: &'a mut Vec<(u32, u64)>,
+    pub(super) blocking: &'a mut Vec<BlockingCount>,
     pub(super) kernel_stacks: &'a mut FxHashMap<Box<[u64]>, u64>,
     /// idleflow's own process: its threads are never a cause, their stack
     /// copies are not kept.
@@ -205,11 +208,7 @@ impl RoundSink<'_> {
                 out: true,
                 preempt: false,
                 ..
-            } if !self.blocking.is_empty() => {
-                if let Some(c) = self.blocking.iter_mut().find(|c| c.0 == id.pid) {
-                    c.1 += 1;
-                }
-            }
+            } if !self.blocking.is_empty() => BlockingCount::count(self.blocking, id.pid, id.tid),
             PerfRecord::Mmap(m) => self.put.put(self.summary, slot, m.time, Merged::Module(m)),
             PerfRecord::Wakeup {
                 id,
@@ -530,10 +529,8 @@ impl RoundSink<'_> {
     /// Counts switch `sw` if it is a blocking switch-out of a watched
     /// process ([`Recorder::count_blocking_switch_outs`]).
     fn count_blocking(&mut self, sw: &idleflow_bpf::Switch) {
-        if !sw.preempt && sw.prev_tid != 0 {
-            if let Some(c) = self.blocking.iter_mut().find(|c| c.0 == sw.prev_tgid) {
-                c.1 += 1;
-            }
+        if !sw.preempt && sw.prev_tid != 0 && !self.blocking.is_empty() {
+            BlockingCount::count(self.blocking, sw.prev_tgid, sw.prev_tid);
         }
     }
 

@@ -47,30 +47,6 @@ pub struct ResolvedRow {
     pub windows: Series,
 }
 
-/// Names of HotSpot's own threads (as the kernel names them, 15
-/// characters): they never run Java code.
-pub(crate) fn hotspot_internal(name: &str) -> bool {
-    const PREFIXES: [&str; 16] = [
-        "VM Thread",
-        "VM Periodic Tas",
-        "GC Thread#",
-        "G1 ",
-        "C1 CompilerThre",
-        "C2 CompilerThre",
-        "Sweeper thread",
-        "Signal Dispatch",
-        "Service Thread",
-        "Monitor Deflati",
-        "Notification Th",
-        "VM JFR Buffer T",
-        "ZDirector",
-        "ZStat",
-        "ZWorker",
-        "Shenandoah",
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p))
-}
-
 /// Whether a Java-named frame is the JDK's or the JVM's (not the
 /// program's own code).
 pub(crate) fn java_runtime(name: &str) -> bool {

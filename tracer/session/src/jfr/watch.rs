@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
 
-use idleflow_tracer::procfs;
+use idleflow_tracer::{procfs, Counted};
 
-use super::policy::Rarity;
+use super::policy::{uncounted, Rarity, Uncounted};
 use super::Waits;
 use crate::attach::{self, AttachError};
 use crate::SessionError;
@@ -34,14 +34,14 @@ use crate::SessionError;
 /// embeds a JVM later than that after its `exec` is not found.
 ///
 /// It also runs idleflow's policy for each JVM ([`Rarity`]): the recorder
-/// counts the blocking switch-outs of the JVMs' threads
-/// ([`Watch::counted`], [`Watch::blocking`]); while they are rare, a second
+/// counts the blocking switch-outs of the JVMs' threads, HotSpot's own
+/// left out ([`Watch::counted`], [`Watch::blocking`]); while they are rare, a second
 /// flight recording records every wait ([`Waits::start_all_in`]). A JVM's
 /// recording starts once its rate is known, so that both start together.
 #[derive(Debug)]
 pub struct Watch {
     news: mpsc::Sender<News>,
-    counted: Arc<std::sync::Mutex<Vec<u32>>>,
+    counted: Arc<std::sync::Mutex<Vec<Counted>>>,
     thread: std::thread::JoinHandle<Watched>,
 }
 
@@ -223,6 +223,12 @@ fn jfr_left_idle(pid: u32, tasks: &[(u32, String)]) -> bool {
             .is_ok_and(|out| out.contains("No available recordings"))
 }
 
+/// How many times JVM `pid`'s threads now alive have left their CPU to
+/// wait, those the policy leaves out ([`uncounted`]) aside.
+fn program_switches(pid: u32) -> u64 {
+    procfs::voluntary_switches(pid, |name| !uncounted(name))
+}
+
 /// The watcher thread's state.
 struct Watcher {
     waits: Arc<Waits>,
@@ -232,7 +238,9 @@ struct Watcher {
     pending: HashMap<u32, Pending>,
     running: HashMap<u32, Running>,
     rarity: HashMap<u32, Rarity>,
-    counted: Arc<std::sync::Mutex<Vec<u32>>>,
+    /// Each JVM's threads whose waits the policy leaves out.
+    uncounted: HashMap<u32, Uncounted>,
+    counted: Arc<std::sync::Mutex<Vec<Counted>>>,
 }
 
 impl Watcher {
@@ -254,7 +262,7 @@ impl Watcher {
             self.rarity
                 .insert(pid, Rarity::new(self.waits.all_waits_below));
             if self.waits.all_waits_below > 0.0 {
-                p.switches = Some((Instant::now(), procfs::voluntary_switches(pid)));
+                p.switches = Some((Instant::now(), program_switches(pid)));
             }
         }
         if !p.jvm {
@@ -269,7 +277,7 @@ impl Watcher {
                 if span < FIRST_RATE_OVER {
                     return true;
                 }
-                r.first(procfs::voluntary_switches(pid).saturating_sub(n), span);
+                r.first(program_switches(pid).saturating_sub(n), span);
             }
         }
         let tasks = procfs::tasks(pid);
@@ -390,8 +398,9 @@ impl Watcher {
         }
     }
 
-    /// Tells the recorder's loop which JVMs to count: those with a policy
-    /// whose process lives.
+    /// Tells the recorder's loop which JVMs to count, those with a policy
+    /// whose process lives, and which of their threads to leave out (looked
+    /// at again now).
     fn publish_counted(&mut self) {
         let mut pids: Vec<u32> = self
             .rarity
@@ -400,8 +409,16 @@ impl Watcher {
             .map(|(&pid, _)| pid)
             .collect();
         pids.sort_unstable();
+        self.uncounted.retain(|pid, _| pids.contains(pid));
+        let counted = pids
+            .into_iter()
+            .map(|pid| Counted {
+                pid,
+                skip: self.uncounted.entry(pid).or_default().refresh(pid),
+            })
+            .collect();
         if let Ok(mut c) = self.counted.lock() {
-            *c = pids;
+            *c = counted;
         }
     }
 
@@ -475,6 +492,7 @@ impl Watch {
                 .collect(),
             running: HashMap::new(),
             rarity: HashMap::new(),
+            uncounted: HashMap::new(),
             counted: counted.clone(),
         };
         let thread = std::thread::Builder::new()
@@ -536,9 +554,10 @@ impl Watch {
         }
     }
 
-    /// The JVMs whose blocking switch-outs the policy needs counted
+    /// The JVMs whose blocking switch-outs the policy needs counted, and
+    /// their threads to leave out
     /// ([`Recorder::count_blocking_switch_outs`]).
-    pub fn counted(&self) -> Vec<u32> {
+    pub fn counted(&self) -> Vec<Counted> {
         self.counted.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
