@@ -174,16 +174,22 @@ mod tests {
         // threads are (the kernel keeps 15 characters), one as a pool's.
         let (stop, wait) = std::sync::mpsc::channel::<()>();
         let wait = std::sync::Arc::new(std::sync::Mutex::new(wait));
+        let (named, started) = std::sync::mpsc::channel::<()>();
         let spawn = |name: &str| {
-            let wait = wait.clone();
+            let (wait, named) = (wait.clone(), named.clone());
             std::thread::Builder::new()
                 .name(name.into())
                 .spawn(move || {
+                    // The new thread names itself before this runs.
+                    let _ = named.send(());
                     let _ = wait.lock().map(|w| w.recv());
                 })
                 .unwrap()
         };
         let threads = [spawn("C2 CompilerThread0"), spawn("worker-1")];
+        for _ in &threads {
+            started.recv().unwrap();
+        }
         let pid = std::process::id();
         let mut u = Uncounted::default();
         let (first, second) = (u.refresh(pid), u.refresh(pid));
@@ -195,22 +201,37 @@ mod tests {
         assert_eq!(first, second);
         assert!(
             names(&first).iter().any(|n| n == "C2 CompilerThre"),
-            "{:?}",
-            names(&first)
+            "{:?} of {:?}",
+            names(&first),
+            procfs::tasks(pid)
         );
         assert!(
             names(&first).iter().all(|n| uncounted(n)),
             "{:?}",
             names(&first)
         );
+        let compiler: Vec<u32> = first
+            .iter()
+            .copied()
+            .filter(|&t| procfs::thread_name(pid, t).as_deref() == Some("C2 CompilerThre"))
+            .collect();
         drop(stop);
         for t in threads {
             t.join().unwrap();
         }
-        // Gone threads are forgotten.
-        assert!(names(&u.refresh(pid))
-            .iter()
-            .all(|n| n != "C2 CompilerThre"));
+        // Gone threads are forgotten (once the kernel took them out of
+        // `/proc`, a moment after the join).
+        for _ in 0..200 {
+            if !procfs::task_ids(pid).iter().any(|t| compiler.contains(t)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let after = u.refresh(pid);
+        assert!(
+            !after.iter().any(|t| compiler.contains(t)),
+            "{after:?} {compiler:?}"
+        );
         assert!(uncounted("Attach Listener") && uncounted("JFR Periodic Ta"));
         assert!(!uncounted("worker-1") && !uncounted("main"));
     }
