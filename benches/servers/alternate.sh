@@ -24,6 +24,8 @@
 # directory) with triggers judged on every batch that never fire here
 # (`waiting>=64`, `convoy>=16`, `cpu-idle in nobody-*`): what always-on costs
 # while nothing happens;
+# defer: the default mode with the merge deferred past the window
+# (IDLEFLOW_DEFER=1: the drained rounds spooled, merged once it closed);
 # perf: `perf record -a` of the same
 # kernel records as idleflow's default, to tell the kernel's part of the cost
 # from the recorder's). The recorder starts SETTLE s (default
@@ -92,8 +94,10 @@ for r in $(seq $ROUNDS); do
     case $m in
       plain) b0=$(busy); i0=$(idle); v=$(load $W); b1=$(busy); i1=$(idle) ;;
       *)
+        E=""
         case $m in
           noagent) A="--no-agent" ;;
+          defer) A=""; E="IDLEFLOW_DEFER=1" ;;
           waits) A="${WT:+--wait-threshold $WT}" ;;
           mon10) A="--monitor-threshold 10" ;;
           nopolicy) A="--all-waits-below 0" ;;
@@ -121,7 +125,7 @@ for r in $(seq $ROUNDS); do
           $IF record -q --pid $PID --duration $((SETTLE + W + 1)) --flight 60s -o $D/alt-flight \
             --trigger 'waiting>=64' --trigger 'convoy>=16' --trigger 'cpu-idle in nobody-*' &
         else
-          $IF record -q $A --pid $PID --duration $((SETTLE + W + 1)) -o $D/alt-$m.idleflow &
+          env $E $IF record -q $A --pid $PID --duration $((SETTLE + W + 1)) -o $D/alt-$m.idleflow &
         fi
         REC=$!
         sleep $SETTLE

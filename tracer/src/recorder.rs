@@ -22,7 +22,8 @@
 //! file or the flight recorder's ring, and what heads it) in
 //! `recorder/output.rs`, the eBPF records kept undecoded until released in
 //! `recorder/pending.rs`, where released records go (the merge or the
-//! output) in `recorder/emit.rs`; this file keeps the recorder's state and the rest
+//! output) in `recorder/emit.rs`, the deferred merge (`IDLEFLOW_DEFER=1`) in
+//! `recorder/spool.rs`; this file keeps the recorder's state and the rest
 //! of its life cycle (writing what the merge releases, stopping,
 //! finishing).
 
@@ -36,6 +37,7 @@ mod output;
 mod pending;
 mod round;
 mod source;
+mod spool;
 mod trees;
 
 use emit::{Discard, Emit, Put};
@@ -344,6 +346,9 @@ pub struct Recorder {
     /// Processes whose blocking switch-outs are counted
     /// ([`Recorder::count_blocking_switch_outs`]), with their counts.
     blocking: Vec<BlockingCount>,
+    /// The rounds drained and not read yet, while the merge is deferred
+    /// (`recorder/spool.rs`).
+    spool: Option<spool::Spool>,
     /// Fold wakings into the next switch of their CPU where the output
     /// allows (`recorder/round.rs`); `IDLEFLOW_NO_FOLD=1` turns it off, for
     /// the benchmarks' comparison with the records apart.
@@ -450,7 +455,7 @@ impl Recorder {
             .collect();
         sys::poll_fds(&fds, max_wait_ms.max(0))?;
         for round in drain.take_rounds() {
-            self.process(&round)?;
+            self.take(&round)?;
             if let Some(d) = self.drain.as_ref() {
                 d.processed(round);
             }
@@ -458,13 +463,30 @@ impl Recorder {
         Ok(())
     }
 
-    /// Reads one drained round and writes what it lets the merge release.
-    fn process(&mut self, round: &Round) -> Result<(), RecorderError> {
+    /// Takes one drained round: into the spool while the merge is deferred
+    /// (`recorder/spool.rs`), else read at once.
+    fn take(&mut self, round: &Round) -> Result<(), RecorderError> {
+        if self.spool.is_some() {
+            return self.spool_round(round);
+        }
+        let chunks: Vec<(usize, &[u8])> = round.chunks().collect();
+        self.process(round.start_ns(), round.held_from(), &chunks)
+    }
+
+    /// Reads one drained round (started at `start_ns`, nothing stamped
+    /// from `held_from` on released, its `chunks`) and writes what it lets
+    /// the merge release.
+    fn process(
+        &mut self,
+        start_ns: u64,
+        held_from: u64,
+        chunks: &[(usize, &[u8])],
+    ) -> Result<(), RecorderError> {
         // Records the eBPF programs still batched may be older than the
         // round before: nothing past the oldest of them is released.
-        let watermark = self.last_round_start.min(round.held_from());
-        self.read_round(round)?;
-        self.last_round_start = round.start_ns();
+        let watermark = self.last_round_start.min(held_from);
+        self.read_round(chunks)?;
+        self.last_round_start = start_ns;
         self.release(watermark)?;
         self.read_bpf(watermark)
     }
@@ -603,8 +625,11 @@ impl Recorder {
         self.blocking.iter().map(|c| (c.pid, c.count)).collect()
     }
 
-    /// Dispatches written so far.
+    /// Dispatches written so far (spooled, while the merge is deferred).
     pub fn dispatches_written(&self) -> u64 {
+        if let Some(s) = self.spool.as_ref() {
+            return s.switches;
+        }
         self.summary.dispatches
     }
 
@@ -670,7 +695,7 @@ impl Recorder {
                 // was sent are all there is.
                 let done = drain.finished();
                 for round in drain.take_rounds() {
-                    self.process(&round)?;
+                    self.take(&round)?;
                     drain.processed(round);
                 }
                 if done {
@@ -679,6 +704,7 @@ impl Recorder {
                 sys::poll_fds(&[drain.ready_fd()], 100)?;
             }
         }
+        self.replay_spool()?;
         self.count_unreported_losses(stop_ns);
         // The drain's last pass emptied the eBPF rings (the programs were
         // detached before it): every loss, then everything left; the pairs
@@ -794,6 +820,8 @@ impl Drop for Recorder {
     fn drop(&mut self) {
         // The drain thread polls the events' descriptors: stop it first.
         drop(self.drain.take());
+        // What was spooled goes into the partial file, as far as it can.
+        let _ = self.replay_spool();
         if let Some(mut out) = self.output.take() {
             let _ = out.writer.flush();
         }

@@ -238,7 +238,7 @@ fn check(rc: i32, call: &str) -> Result<(), SysError> {
 }
 
 /// Now on `CLOCK_MONOTONIC`, the clock every event is stamped with, in ns.
-pub use idleflow_wire::clock::monotonic_ns;
+pub use idleflow_wire::clock::{monotonic_ns, thread_cpu_ns};
 
 /// Now on `CLOCK_BOOTTIME` (the clock of `/proc/PID/stat`'s start times).
 pub use idleflow_wire::clock::boottime_ns;

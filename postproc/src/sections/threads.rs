@@ -83,6 +83,10 @@ pub struct ToolUse {
     /// kernel timed them over part of the window (absent: not timed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel_programs: Option<KernelPrograms>,
+    /// The merge deferred past the window (`IDLEFLOW_DEFER=1`): the
+    /// recorder's CPU after the window, and the bytes it spooled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deferred_merge: Option<idleflow_format::DeferredMerge>,
 }
 
 /// The eBPF programs' cost in the kernel (`RunSummary::kernel_cost`):
@@ -147,6 +151,7 @@ pub(crate) fn tool_use(
     tool.wakeups_pct = pct(tool.wakeups, all_wakeups);
     tool.drain_priority = a.summary.drain_priority.clone();
     (tool.idle_continued, tool.idle_ns_continued) = a.continued_idle;
+    tool.deferred_merge = a.summary.deferred_merge.clone();
     tool.kernel_programs = a.summary.kernel_cost.as_ref().and_then(|k| {
         Some(KernelPrograms {
             cpu_pct_of_one: pct(k.run_ns, k.timed_ns),

@@ -39,8 +39,8 @@ pub use amend::add_after_stream;
 pub use error::FormatError;
 pub use reader::{CutShort, Position, RawOther, RawRecord, Reader, WaitsAt};
 pub use record::{
-    Dispatch, FlightDump, KernelCost, Lost, NodeTag, PrevState, ProcStatCpu, Record, RunInfo,
-    RunSummary, ThreadExit, ThreadInfo, WakeContext, Wakeup, IDLE_TID,
+    DeferredMerge, Dispatch, FlightDump, KernelCost, Lost, NodeTag, PrevState, ProcStatCpu, Record,
+    RunInfo, RunSummary, ThreadExit, ThreadInfo, WakeContext, Wakeup, IDLE_TID,
 };
 pub use stacks::{KernelStack, KernelSymbol, KernelSymbols, SwitchArg, SwitchStack};
 pub use tree::{EncodedThread, ThreadTree, TreeDump, TreeHead, TreeNode};

@@ -460,6 +460,20 @@ pub struct RunSummary {
     /// ordinary recording).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flight: Option<FlightDump>,
+    /// The merge deferred past the window (`IDLEFLOW_DEFER=1`): the
+    /// recorder's CPU time reading the spooled rounds back once the window
+    /// closed, and the bytes spooled (None: merged as the window ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred_merge: Option<DeferredMerge>,
+}
+
+/// What the merge deferred past the window cost (`RunSummary::deferred_merge`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeferredMerge {
+    /// The recorder's CPU time reading the rounds back, ns.
+    pub cpu_ns: u64,
+    /// Bytes spooled inside the window.
+    pub bytes: u64,
 }
 
 /// Why a flight recorder (`record --flight`) wrote this recording: the

@@ -397,7 +397,7 @@ fn poll_until_end(
             last_status = Instant::now();
             progress.status(&Status {
                 dispatches: recorder.dispatches_written(),
-                lost: recorder.lost_per_cpu().iter().sum(),
+                lost: recorder.lost_so_far(),
                 bytes: recorder.bytes_written(),
             });
         }

@@ -284,6 +284,7 @@ impl Recorder {
             stop_ns: None,
             kernel_stacks: FxHashMap::default(),
             blocking: Vec::new(),
+            spool: None,
             fold: std::env::var_os("IDLEFLOW_NO_FOLD").is_none_or(|v| v != "1"),
             user_stacks: options.user_stack_bytes > 0,
             wait_sample_period: if sleeps_sampled {

@@ -155,6 +155,9 @@ impl Recorder {
             flushed_at: self.start_ns,
             flight: None,
         };
+        if super::spool::Spool::asked() && self.bpf.is_some() && self.work_area.is_none() {
+            self.spool = Some(super::spool::Spool::create(&output.partial)?);
+        }
         self.output = Some(output);
         self.write_existing()
     }
@@ -314,5 +317,6 @@ impl Recorder {
     /// Bytes written so far.
     pub fn bytes_written(&self) -> u64 {
         self.output.as_ref().map_or(0, |o| o.writer.bytes_written())
+            + self.spool.as_ref().map_or(0, |s| s.bytes())
     }
 }

@@ -32,7 +32,6 @@ use super::{
     BlockingCount, CpuRing, Discard, Emit, Merged, Put, Recorder, RecorderError, SampledStacks,
     Woken,
 };
-use crate::drain::Round;
 use crate::names::TaskEvent;
 use crate::parse::{parse, Layout, PerfRecord, UserStackCopy};
 use crate::ring::read_records;
@@ -96,7 +95,7 @@ impl Recorder {
     /// eBPF source's into their rings' pending records (read into the
     /// merge at once while a work area tags the dispatches as they are
     /// read).
-    pub(super) fn read_round(&mut self, round: &Round) -> Result<(), RecorderError> {
+    pub(super) fn read_round(&mut self, chunks: &[(usize, &[u8])]) -> Result<(), RecorderError> {
         if let Some(wa) = self.work_area.as_mut() {
             wa.refresh(sys::monotonic_ns());
         }
@@ -106,7 +105,7 @@ impl Recorder {
         let perf_rings = self.rings.len();
         // The perf rings' chunks come first in a round, the eBPF rings'
         // after them: a sample met before its event waits in the pairer.
-        for (slot, bytes) in round.chunks() {
+        for &(slot, bytes) in chunks {
             if let Some(r) = self.rings.get_mut(slot) {
                 read_records(bytes, 0, bytes.len() as u64, &mut scratch, |bytes| {
                     sink.record(slot, r, bytes)

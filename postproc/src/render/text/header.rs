@@ -255,6 +255,14 @@ fn render_tool(o: &mut String, t: &ToolUse) -> fmt::Result {
         );
         write_wrapped(o, &line, "#", "#  ")?;
     }
+    if let Some(d) = &t.deferred_merge {
+        writeln!(
+            o,
+            "#   merge deferred past the window: {} ms of the recorder's CPU after it, {:.1} MB spooled",
+            ms(d.cpu_ns),
+            d.bytes as f64 / 1e6
+        )?;
+    }
     if t.threads.len() > 1 {
         // As many threads, most CPU first, as fit the line.
         let mut line = String::from("#   by thread (ms on CPU, wake-ups):");
