@@ -22,7 +22,8 @@
 //! file or the flight recorder's ring, and what heads it) in
 //! `recorder/output.rs`, the eBPF records kept undecoded until released in
 //! `recorder/pending.rs`, where released records go (the merge or the
-//! output) in `recorder/emit.rs`, the deferred merge (`IDLEFLOW_DEFER=1`) in
+//! output) in `recorder/emit.rs`, the counts of watched processes'
+//! blocking switch-outs (for the JVM policy) in `recorder/blocking.rs`, the deferred merge (`IDLEFLOW_DEFER=1`) in
 //! `recorder/spool.rs`; this file keeps the recorder's state and the rest
 //! of its life cycle (writing what the merge releases, stopping,
 //! finishing).
@@ -30,6 +31,7 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
+mod blocking;
 mod bpf;
 mod emit;
 mod open;
@@ -40,6 +42,8 @@ mod source;
 mod spool;
 mod trees;
 
+use blocking::BlockingCount;
+pub use blocking::Counted;
 use emit::{Discard, Emit, Put};
 pub use open::{IRQ_WAKE_FILTER, TASK_WAKE_FILTER};
 use output::{Output, Sink};
@@ -276,38 +280,6 @@ impl Woken {
             prev_state: self.prev_state,
             next_tid: self.next_tid,
             prev_node: Default::default(),
-        }
-    }
-}
-
-/// A process whose blocking switch-outs [`Recorder::count_blocking_switch_outs`]
-/// counts, and its threads whose switch-outs it leaves out (a runtime's own
-/// threads, whose waits say nothing of how often the program waits).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counted {
-    /// The process.
-    pub pid: u32,
-    /// Its threads left out.
-    pub skip: Vec<u32>,
-}
-
-/// A counted process's blocking switch-outs so far.
-#[derive(Debug, Clone)]
-pub(crate) struct BlockingCount {
-    pub(crate) pid: u32,
-    /// Threads left out, sorted.
-    pub(crate) skip: Vec<u32>,
-    pub(crate) count: u64,
-}
-
-impl BlockingCount {
-    /// Counts a blocking switch-out of thread `tid` of process `pid`: whether
-    /// it was this process's, counted or left out.
-    pub(crate) fn count(counts: &mut [BlockingCount], pid: u32, tid: u32) {
-        if let Some(c) = counts.iter_mut().find(|c| c.pid == pid) {
-            if c.skip.binary_search(&tid).is_err() {
-                c.count += 1;
-            }
         }
     }
 }
@@ -592,37 +564,6 @@ impl Recorder {
     /// What drives the search for new JVMs, instead of scanning `/proc`.
     pub fn take_renamed_processes(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.renamed)
-    }
-
-    /// Counts the blocking switch-outs (a thread leaving its CPU to wait,
-    /// not preempted) of the threads of each process of `counted` from now
-    /// on, as the rings are read, but for the threads it names to skip;
-    /// processes no longer named are forgotten, those named again keep
-    /// their counts and take the new threads to skip. For a policy that
-    /// watches how often a program waits (a handful of processes: the
-    /// lookup is linear).
-    pub fn count_blocking_switch_outs(&mut self, counted: &[Counted]) {
-        self.blocking
-            .retain(|c| counted.iter().any(|n| n.pid == c.pid));
-        for n in counted {
-            let mut skip = n.skip.clone();
-            skip.sort_unstable();
-            match self.blocking.iter_mut().find(|c| c.pid == n.pid) {
-                Some(c) => c.skip = skip,
-                None => self.blocking.push(BlockingCount {
-                    pid: n.pid,
-                    skip,
-                    count: 0,
-                }),
-            }
-        }
-    }
-
-    /// Each counted process's blocking switch-outs since it was named
-    /// ([`Recorder::count_blocking_switch_outs`]), as read so far: (pid,
-    /// count).
-    pub fn blocking_switch_outs(&self) -> Vec<(u32, u64)> {
-        self.blocking.iter().map(|c| (c.pid, c.count)).collect()
     }
 
     /// Dispatches written so far (spooled, while the merge is deferred).
