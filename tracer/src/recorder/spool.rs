@@ -17,8 +17,10 @@
 //!
 //! Invariant: rounds are read back in the order they were drained, each with
 //! the start and hold-back it was drained with; the spool is private to its
-//! owner and removed once read back. Not yet: a recorder killed inside the
-//! window leaves the spool, not a readable recording.
+//! owner and removed once read back, or when it is dropped unread (its
+//! writing failed: what it held cannot become a recording). Not yet: a
+//! recorder killed inside the window leaves the spool, not a readable
+//! recording.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -36,7 +38,8 @@ const BUFFER: usize = 1 << 20;
 /// The rounds drained so far, in a file beside the recording.
 pub(super) struct Spool {
     path: PathBuf,
-    out: BufWriter<File>,
+    /// `None` once read back.
+    out: Option<BufWriter<File>>,
     bytes: u64,
     /// Switches spooled (the status line's dispatches).
     pub(super) switches: u64,
@@ -80,7 +83,7 @@ impl Spool {
         let path = PathBuf::from(path);
         let file = idleflow_format::create_private(&path).map_err(io("cannot create", &path))?;
         Ok(Spool {
-            out: BufWriter::with_capacity(BUFFER, file),
+            out: Some(BufWriter::with_capacity(BUFFER, file)),
             path,
             bytes: 0,
             switches: 0,
@@ -110,27 +113,31 @@ impl Spool {
             head.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         }
         let path = &self.path;
-        self.out
-            .write_all(&head)
-            .map_err(io("cannot write", path))?;
+        let Some(out) = self.out.as_mut() else {
+            unreachable!("a spool is written only before it is read back")
+        };
+        out.write_all(&head).map_err(io("cannot write", path))?;
         self.bytes += head.len() as u64;
         for &(_, bytes) in chunks {
-            self.out
-                .write_all(bytes)
-                .map_err(io("cannot write", path))?;
+            out.write_all(bytes).map_err(io("cannot write", path))?;
             self.bytes += bytes.len() as u64;
         }
         Ok(())
     }
 
     /// Ends the writing; the rounds can be read back.
-    pub(super) fn read_back(self) -> Result<SpoolReader, RecorderError> {
-        let Spool { path, out, .. } = self;
-        let file = out
-            .into_inner()
-            .map_err(|e| io("cannot write", &path)(e.into_error()))?;
-        drop(file);
-        let input = File::open(&path).map_err(io("cannot read", &path))?;
+    pub(super) fn read_back(mut self) -> Result<SpoolReader, RecorderError> {
+        let path = self.path.clone();
+        // On an error the spool is dropped, and its file with it.
+        let Some(out) = self.out.as_mut() else {
+            unreachable!("a spool is read back once")
+        };
+        out.flush().map_err(io("cannot write", &path))?;
+        drop(self.out.take());
+        let input = File::open(&path).map_err(|e| {
+            let _ = std::fs::remove_file(&path);
+            io("cannot read", &path)(e)
+        })?;
         Ok(SpoolReader {
             input: BufReader::with_capacity(BUFFER, input),
             path,
@@ -186,6 +193,16 @@ impl SpoolReader {
 impl Drop for SpoolReader {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for Spool {
+    /// A spool dropped before it was read back (its writing or the replay's
+    /// start failed) leaves no file: its rounds cannot become a recording.
+    fn drop(&mut self) {
+        if self.out.take().is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -256,5 +273,72 @@ impl super::Recorder {
     /// included).
     pub fn lost_so_far(&self) -> u64 {
         self.rings.iter().map(|r| r.lost).sum::<u64>() + self.spool.as_ref().map_or(0, |s| s.lost)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rounds come back in the order spooled, with their starts, hold-backs
+    /// and ring slots; the file is gone once read back.
+    #[test]
+    fn rounds_come_back_in_order_and_the_file_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let partial = dir.path().join("r.idleflow.partial");
+        let file = dir.path().join("r.idleflow.partial.spool");
+        let mut spool = Spool::create(&partial).unwrap();
+        type Round = (u64, u64, Vec<(usize, Vec<u8>)>);
+        let rounds: Vec<Round> = (0..5u8)
+            .map(|i| {
+                let bytes = |n: usize| {
+                    (0..n)
+                        .map(|k| i.wrapping_mul(31).wrapping_add(k as u8))
+                        .collect()
+                };
+                (
+                    1000 + i as u64,
+                    900 + i as u64,
+                    vec![(i as usize, bytes(40 + 30 * i as usize)), (9, bytes(7))],
+                )
+            })
+            .collect();
+        for (start, held, chunks) in &rounds {
+            let borrowed: Vec<(usize, &[u8])> =
+                chunks.iter().map(|(s, b)| (*s, b.as_slice())).collect();
+            spool.append(*start, *held, &borrowed).unwrap();
+        }
+        let total: usize = rounds
+            .iter()
+            .map(|(_, _, c)| 20 + c.iter().map(|(_, b)| 12 + b.len()).sum::<usize>())
+            .sum();
+        assert_eq!(spool.bytes(), total as u64);
+        assert!(file.exists());
+        let mut reader = spool.read_back().unwrap();
+        for (start, held, chunks) in &rounds {
+            let r = reader.next_round().unwrap().expect("a round");
+            assert_eq!((r.start_ns, r.held_from), (*start, *held));
+            let got: Vec<(usize, Vec<u8>)> =
+                r.chunks.iter().map(|(s, b)| (*s, b.to_vec())).collect();
+            assert_eq!(&got, chunks);
+        }
+        assert!(reader.next_round().unwrap().is_none());
+        assert!(file.exists(), "read while the reader lives");
+        drop(reader);
+        assert!(!file.exists());
+    }
+
+    /// A spool dropped unread (a failed write, a failed replay) leaves no
+    /// file behind.
+    #[test]
+    fn a_spool_dropped_unread_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let partial = dir.path().join("r.idleflow.partial");
+        let file = dir.path().join("r.idleflow.partial.spool");
+        let mut spool = Spool::create(&partial).unwrap();
+        spool.append(1, 0, &[(0, &[1, 2, 3][..])]).unwrap();
+        assert!(file.exists());
+        drop(spool);
+        assert!(!file.exists());
     }
 }
