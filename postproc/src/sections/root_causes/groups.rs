@@ -11,6 +11,9 @@
 //! idleflow, or followed), and the followed idle is the groups' sum, as
 //! it is `by_kind`'s.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::pass::blame::{RootKey, RootKind, WakeStacks};
@@ -63,12 +66,12 @@ impl RootGroup {
     /// Keeps `frames` (of a root with `ns` of idle) as the group's when
     /// they are better than those it has: a root's own frames win over a
     /// release site's, then the most idle.
-    fn offer_frames(&mut self, frames: Vec<PathFrame>, from_release: bool, ns: u64) {
+    fn offer_frames(&mut self, frames: &[PathFrame], from_release: bool, ns: u64) {
         let better = (self.from_release && !from_release) || ns > self.frames.1;
         if (better && (from_release <= self.from_release || self.frames.0.is_empty()))
             || self.frames.0.is_empty()
         {
-            self.frames = (frames, ns.max(self.frames.1));
+            self.frames = (frames.to_vec(), ns.max(self.frames.1));
             self.from_release = from_release;
         }
     }
@@ -130,7 +133,14 @@ struct FrameLenders {
     with_frames: FxHashMap<(RootKind, String, WakeStacks), (RowKey, u64)>,
     /// Per (kind, pool), its roots' release sites and their idle.
     pool_releases: FxHashMap<(RootKind, String), FxHashMap<WakeStacks, u64>>,
+    /// The paths lent so far, per (kind, path, release site): roots that
+    /// differ only in their chains borrow the same.
+    lent: RefCell<FxHashMap<(RootKind, RowKey, WakeStacks), RootPath>>,
 }
+
+/// A root's path, whether its frames are its release site's, and where
+/// they came from ([`FrameLenders::root_path`]).
+type RootPath = (Rc<Resolved>, bool, Lent);
 
 impl FrameLenders {
     fn collect(a: &Analysis, paths: &mut PathResolver) -> Self {
@@ -150,7 +160,7 @@ impl FrameLenders {
                 continue;
             }
             let e = with_frames
-                .entry((k.kind, r.pool, w))
+                .entry((k.kind, r.pool.clone(), w))
                 .or_insert((k.path, 0));
             if ns > e.1 {
                 *e = (k.path, ns);
@@ -159,34 +169,63 @@ impl FrameLenders {
         FrameLenders {
             with_frames,
             pool_releases,
+            lent: RefCell::default(),
         }
     }
 
     /// Root `k`'s path, its frames lent (by a sibling root, else by the
-    /// root thread's release site) when its own wait or run had none; and
-    /// whether they are the release site's.
-    fn root_path(&self, a: &Analysis, paths: &mut PathResolver, k: &RootKey) -> (Resolved, bool) {
-        let mut r = paths.resolve(&k.path);
-        let mut from_release = false;
+    /// root thread's release site) when its own wait or run had none;
+    /// whether they are the release site's; and where they came from.
+    fn root_path(&self, a: &Analysis, paths: &mut PathResolver, k: &RootKey) -> RootPath {
+        let own = paths.resolve(&k.path);
+        if !own.frames.is_empty() {
+            return (own, false, Lent::Own);
+        }
         let release = top_release(a, k).or_else(|| {
             self.pool_releases
-                .get(&(k.kind, r.pool.clone()))?
+                .get(&(k.kind, own.pool.clone()))?
                 .iter()
                 .max_by_key(|(w, ns)| (**ns, **w))
                 .map(|(w, _)| *w)
         });
-        if let Some(w) = release.filter(|_| r.frames.is_empty()) {
-            if let Some((sibling, _)) = self.with_frames.get(&(k.kind, r.pool.clone(), w)) {
-                let s = paths.resolve(sibling);
-                r.frames = s.frames;
-                r.reason = s.reason;
-            } else {
-                r.frames = paths.release_frames(k.path.tid(), w);
-                from_release = !r.frames.is_empty();
-            }
+        let Some(w) = release else {
+            return (own, false, Lent::Nothing);
+        };
+        if let Some(done) = self.lent.borrow().get(&(k.kind, k.path, w)) {
+            return done.clone();
         }
-        (r, from_release)
+        let mut r = Resolved::clone(&own);
+        let mut from_release = false;
+        let lent = if let Some((sibling, _)) = self.with_frames.get(&(k.kind, r.pool.clone(), w)) {
+            let s = paths.resolve(sibling);
+            r.frames = s.frames.clone();
+            r.reason = s.reason.clone();
+            Lent::Sibling(*sibling)
+        } else {
+            r.frames = paths.release_frames(k.path.tid(), w);
+            from_release = !r.frames.is_empty();
+            Lent::Release(w)
+        };
+        let done = (Rc::new(r), from_release, lent);
+        self.lent
+            .borrow_mut()
+            .insert((k.kind, k.path, w), done.clone());
+        done
     }
+}
+
+/// Where a root's frames came from ([`FrameLenders::root_path`]).
+#[derive(Clone, Copy)]
+enum Lent {
+    /// Its own wait's or run's.
+    Own,
+    /// A sibling root's (same kind and pool, same release site): its path
+    /// waits on what the sibling's does.
+    Sibling(RowKey),
+    /// Its release site's (sampled at this wake-up).
+    Release(WakeStacks),
+    /// None: its path has no frames.
+    Nothing,
 }
 
 /// The interrupts' kernel stacks sampled at the wake-ups of each root
@@ -271,10 +310,15 @@ impl GroupedRoots {
         k: &RootKey,
         ns: u64,
     ) {
-        let (r, from_release) = lenders.root_path(a, paths, k);
+        let (r, from_release, lent) = lenders.root_path(a, paths, k);
         let irq_device = interrupt_device(paths, irq_by_wait, k);
         let reason = root_reason(k.kind, &r.reason);
-        let device = irq_device.unwrap_or_else(|| Device::of_wait(&r.frames, &r.reason, &r.pool));
+        let device = irq_device.unwrap_or_else(|| match lent {
+            Lent::Own => paths.device_of_wait(&k.path),
+            Lent::Sibling(s) => paths.device_of_wait(&s),
+            Lent::Release(w) => paths.device_of_release(&k.path, w, &r),
+            Lent::Nothing => Device::of_wait(&r.frames, &r.reason, &r.pool),
+        });
         let nodes = wait_graph_nodes(a, paths, k, &r, device);
         self.graph_chains.push((nodes, ns));
         // Roots are told apart by the code (the program's first frame),
@@ -283,10 +327,17 @@ impl GroupedRoots {
         let code = frame_of(&r.frames, program).map(|f| f.frame.clone());
         let g = self
             .groups
-            .entry((k.kind, r.process, r.pool, reason, r.object, code))
+            .entry((
+                k.kind,
+                r.process.clone(),
+                r.pool.clone(),
+                reason,
+                r.object.clone(),
+                code,
+            ))
             .or_default();
         g.idle_ns = g.idle_ns.saturating_add(ns);
-        g.offer_frames(r.frames, from_release, ns);
+        g.offer_frames(&r.frames, from_release, ns);
         if k.kind == RootKind::Device {
             g.add_device(device, irq_device.is_some(), ns);
         }
@@ -370,14 +421,16 @@ fn chain_links(
         // named them.
         let program = r.frames.iter().position(|f| !f.runtime);
         let key = (
-            r.process,
-            r.pool,
-            r.reason,
-            r.object,
+            r.process.clone(),
+            r.pool.clone(),
+            r.reason.clone(),
+            r.object.clone(),
             frame_of(&r.frames, program).map(|f| f.frame.clone()),
         );
         let frameless = r.frames.is_empty();
-        link_frames.entry(key.clone()).or_insert(r.frames);
+        link_frames
+            .entry(key.clone())
+            .or_insert_with(|| r.frames.clone());
         // A wait that took no stacks (`--stacks idle`) between waits of
         // the same pool is one more hand-off of that convoy, not a link
         // of its own.
