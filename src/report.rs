@@ -83,6 +83,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         max_threads: args.threads.unwrap_or(0),
         per_cpu: args.per_cpu,
         max_paths: args.paths.unwrap_or(text::DEFAULT_PATHS),
+        max_roots: text::DEFAULT_ROOTS,
         fit_lines: (!asked_more).then_some(text::SCREEN_LINES),
     };
     let source = path.display().to_string();

@@ -44,13 +44,19 @@ pub struct TextOptions {
     pub per_cpu: bool,
     /// Idle-causing paths shown, merged and per source (JSON has all).
     pub max_paths: usize,
-    /// Fit the report into this many lines by showing fewer merged paths
-    /// (never fewer than one); `None`: `max_paths` whatever the length.
+    /// Root causes shown, at most (those of 1 % of the idle or more).
+    pub max_roots: usize,
+    /// Fit the report into this many lines by showing fewer merged paths,
+    /// then fewer root causes (never fewer than one of each); `None`:
+    /// `max_paths` and `max_roots` whatever the length.
     pub fit_lines: Option<usize>,
 }
 
 /// Merged paths the default report shows, at most.
 pub const DEFAULT_PATHS: usize = 3;
+
+/// Root causes the default report shows, at most.
+pub const DEFAULT_ROOTS: usize = 4;
 
 /// One screen: the default report's lines, at most (issue 41), where one
 /// merged path is enough to keep it there.
@@ -62,20 +68,31 @@ impl Default for TextOptions {
             max_threads: 0,
             per_cpu: false,
             max_paths: DEFAULT_PATHS,
+            max_roots: DEFAULT_ROOTS,
             fit_lines: Some(SCREEN_LINES),
         }
     }
 }
 
 /// Renders `r` as text: with `fit_lines`, as many of the top paths as keep
-/// it within that many lines (each of them whole), one at least.
+/// it within that many lines (each of them whole), one at least; then, if
+/// one path is still too many lines, as many of the top root causes, one
+/// at least (a line says how many more there are).
 pub fn render(r: &Report, source: &str, opts: &TextOptions) -> String {
     let mut shown = opts.clone();
     loop {
         let mut o = String::new();
-        let _ = render_into(&mut o, r, source, &shown);
+        let _ = render_into(&mut o, r, source, &shown, opts.max_roots);
         match opts.fit_lines {
-            Some(n) if shown.max_paths > 1 && o.lines().count() > n => shown.max_paths -= 1,
+            Some(n) if o.lines().count() > n => {
+                if shown.max_paths > 1 {
+                    shown.max_paths -= 1;
+                } else if shown.max_roots > 1 {
+                    shown.max_roots -= 1;
+                } else {
+                    return o;
+                }
+            }
             _ => return o,
         }
     }
@@ -84,6 +101,12 @@ pub fn render(r: &Report, source: &str, opts: &TextOptions) -> String {
 /// The answer: the report's first lines, its headline (the merged paths)
 /// and its root causes. [`render`] begins with it; the HTML page shows it.
 pub fn render_answer(r: &Report) -> String {
+    render_answer_with(r, DEFAULT_ROOTS, DEFAULT_ROOTS)
+}
+
+/// [`render_answer`] with `roots` root causes at most, of the `asked`
+/// (a line says how many of those were left out to fit).
+fn render_answer_with(r: &Report, roots: usize, asked: usize) -> String {
     let mut o = String::new();
     if let Some(f) = &r.flight {
         // A dump leads with the moment that fired.
@@ -103,13 +126,20 @@ pub fn render_answer(r: &Report) -> String {
         );
     }
     let _ = headline::render_headline(&mut o, r)
-        .and_then(|()| root_causes::render_root_causes(&mut o, &r.root_causes));
+        .and_then(|()| root_causes::render_root_causes(&mut o, &r.root_causes, roots, asked));
     o
 }
 
-/// The whole report: the answer, the header, then each section in turn.
-fn render_into(o: &mut String, r: &Report, source: &str, opts: &TextOptions) -> fmt::Result {
-    o.push_str(&render_answer(r));
+/// The whole report: the answer (with `opts.max_roots` root causes of the
+/// `asked_roots`), the header, then each section in turn.
+fn render_into(
+    o: &mut String,
+    r: &Report,
+    source: &str,
+    opts: &TextOptions,
+    asked_roots: usize,
+) -> fmt::Result {
+    o.push_str(&render_answer_with(r, opts.max_roots, asked_roots));
     writeln!(o)?;
     header::render_header(o, r, source)?;
     paths::render_idle_paths(o, &r.idle_paths, opts.max_paths)?;
@@ -266,5 +296,78 @@ mod tests {
         );
         assert_eq!(paths_shown(&one), 1, "{one}");
         assert!(one.contains("more paths: --paths N shows more"), "{one}");
+    }
+
+    /// Root causes shown: their lines (`# {share:>5.1} % …`) under the
+    /// root causes' head, chains and notes (the continued idle's share is
+    /// written the same way) left out.
+    fn roots_shown(report: &str) -> usize {
+        report
+            .lines()
+            .skip_while(|l| !l.starts_with("# Root causes"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .filter(|l| {
+                l.starts_with("# ")
+                    && l.get(2..7).is_some_and(|n| n.trim().parse::<f64>().is_ok())
+                    && l.get(7..9) == Some(" %")
+                    && !l.contains(" % of idle followed")
+            })
+            .count()
+    }
+
+    #[test]
+    fn one_path_still_too_long_shows_fewer_root_causes_and_says_how_many_more() {
+        let r = golden_report("holders.idleflow");
+        let free = TextOptions {
+            fit_lines: None,
+            ..TextOptions::default()
+        };
+        let all = render(&r, "t", &free);
+        let roots = roots_shown(&all);
+        assert!((2..=DEFAULT_ROOTS).contains(&roots), "{all}");
+        assert!(!all.contains("more root cause"), "{all}");
+        // One line fewer than one path and every root take: one root less.
+        let one_path = render(
+            &r,
+            "t",
+            &TextOptions {
+                max_paths: 1,
+                fit_lines: None,
+                ..TextOptions::default()
+            },
+        );
+        let fitted = render(
+            &r,
+            "t",
+            &TextOptions {
+                fit_lines: Some(one_path.lines().count() - 1),
+                ..free.clone()
+            },
+        );
+        assert_eq!(paths_shown(&fitted), 1, "{fitted}");
+        assert_eq!(roots_shown(&fitted), roots - 1, "{fitted}");
+        assert!(
+            fitted.contains("+1 more root cause of 1 % or more"),
+            "{fitted}"
+        );
+        assert!(
+            fitted.lines().count() < one_path.lines().count(),
+            "{fitted}"
+        );
+        // Never fewer than one.
+        let least = render(
+            &r,
+            "t",
+            &TextOptions {
+                fit_lines: Some(1),
+                ..free
+            },
+        );
+        assert_eq!(roots_shown(&least), 1, "{least}");
+        assert!(
+            least.contains(&format!("+{} more root causes", roots - 1)) || roots == 2,
+            "{least}"
+        );
     }
 }

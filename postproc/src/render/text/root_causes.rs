@@ -16,16 +16,22 @@ use crate::reasons::{KernelReason, Reason};
 use crate::sections::idle_paths::PathThreads;
 use crate::sections::root_causes::{ChainLink, RootCause, RootCausesSection, RootKind as K};
 
-/// Roots shown, at most, and the smallest share shown, % (the JSON and
-/// `export -f csv` have them all).
-const ROOTS_SHOWN: usize = 4;
+/// The smallest share of a root shown, % (the JSON and `export -f csv` have
+/// them all; how many are shown at most is the caller's).
 const ROOT_MIN_SHARE: f64 = 1.0;
 /// Knots shown (the largest); the JSON has them all.
 const KNOTS_SHOWN: usize = 1;
 
 /// The root causes of idle: the kinds' shares, then each root shown with
-/// its chain, then the notes.
-pub(super) fn render_root_causes(o: &mut String, rc: &RootCausesSection) -> fmt::Result {
+/// its chain (`shown` at most; when that is fewer than the `asked`, a line
+/// says how many more the report had room for only without the fit), then
+/// the notes.
+pub(super) fn render_root_causes(
+    o: &mut String,
+    rc: &RootCausesSection,
+    shown: usize,
+    asked: usize,
+) -> fmt::Result {
     if rc.roots.is_empty() {
         return Ok(());
     }
@@ -46,12 +52,22 @@ pub(super) fn render_root_causes(o: &mut String, rc: &RootCausesSection) -> fmt:
         kinds.join(", ")
     );
     write_wrapped(o, &head, "#", "#   ")?;
-    for root in rc.roots.iter().take(ROOTS_SHOWN) {
-        if root.share_pct < ROOT_MIN_SHARE {
-            break;
-        }
+    let shown_roots = || {
+        rc.roots
+            .iter()
+            .take_while(|root| root.share_pct >= ROOT_MIN_SHARE)
+    };
+    for root in shown_roots().take(shown) {
         render_root(o, root)?;
         render_chain(o, rc, &root.chain)?;
+    }
+    let left_out = shown_roots().take(asked).count().saturating_sub(shown);
+    if left_out > 0 {
+        let line = format!(
+            "+{left_out} more root cause{} of 1 % or more, left out to keep one screen: --paths N shows them",
+            if left_out == 1 { "" } else { "s" }
+        );
+        write_wrapped(o, &line, "#  ", "#    ")?;
     }
     render_root_notes(o, rc)
 }
