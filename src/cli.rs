@@ -266,7 +266,8 @@ pub enum ViewArg {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Where to write the report [default: standard output].
+    /// Where to write the report [default: standard output]; a file is
+    /// readable by its owner only, as the recording is.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
 
@@ -397,7 +398,8 @@ pub struct ExportArgs {
     #[arg(short, long, value_enum)]
     pub format: ExportFormat,
 
-    /// Where to write it [default: idle.pb.gz for pprof, idle.pftrace for perfetto, roots.csv for csv].
+    /// Where to write it [default: idle.pb.gz for pprof, idle.pftrace for perfetto, roots.csv for csv],
+    /// readable by its owner only, as the recording is.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
 
@@ -429,7 +431,7 @@ pub struct DiffArgs {
     #[arg(long)]
     pub svg: bool,
 
-    /// Where --svg writes.
+    /// Where --svg writes (readable by its owner only, as the recordings are).
     #[arg(short, long, default_value = "diff.svg", requires = "svg")]
     pub output: PathBuf,
 }
@@ -539,7 +541,8 @@ pub struct FlamegraphArgs {
     #[arg(default_value = "run.idleflow")]
     pub input: PathBuf,
 
-    /// Where to write the SVG (or the folded stacks with --folded).
+    /// Where to write the SVG (or the folded stacks with --folded), readable
+    /// by its owner only, as the recording is.
     #[arg(short, long, default_value = "idle.svg")]
     pub output: PathBuf,
 

@@ -28,10 +28,36 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         return fly(&args, &opts, keep, &stop);
     }
     let recorded = idleflow_session::record(&opts, &stop, &mut Printer::default())?;
+    give_to_sudo_user(&recorded.path)?;
     if !args.quiet {
         eprintln!("idleflow: {}", recorded.summary_line(&opts));
     }
     Ok(recorded.exit.map_or(0, |c| c.clamp(0, 255) as u8))
+}
+
+/// Under `sudo`, the recording goes to the user who ran it, still readable
+/// by its owner only: `sudo idleflow record …`, then `idleflow report` as
+/// that user, as the README shows (perf leaves `perf.data` to root). Only a
+/// file root owns is given, to `SUDO_UID`/`SUDO_GID` when both are numbers;
+/// anything else is left as it is.
+fn give_to_sudo_user(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |name: &str| std::env::var(name).ok()?.parse::<u32>().ok();
+    let (Some(uid), Some(gid)) = (id("SUDO_UID"), id("SUDO_GID")) else {
+        return Ok(());
+    };
+    let owner = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .uid();
+    if owner != 0 || uid == 0 {
+        return Ok(());
+    }
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).with_context(|| {
+        format!(
+            "cannot give {} to the user who ran sudo (uid {uid})",
+            path.display()
+        )
+    })
 }
 
 /// `record --flight`: the flight recorder until the target ends.

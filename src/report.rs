@@ -97,7 +97,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         }
     };
     match &args.output {
-        Some(file) => std::fs::write(file, out.as_bytes())
+        Some(file) => idleflow_format::create_private(file)
+            .and_then(|mut f| f.write_all(out.as_bytes()))
             .with_context(|| format!("cannot write {}", file.display())),
         None => print(&out),
     }
@@ -186,7 +187,7 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
     let lines = idleflow_postproc::sections::folded::folded(&analysis, source)
         .with_context(|| format!("{}", args.input.display()))?;
     let out_path = &args.output;
-    let file = std::fs::File::create(out_path)
+    let file = idleflow_format::create_private(out_path)
         .with_context(|| format!("cannot create {}", out_path.display()))?;
     let mut out = std::io::BufWriter::new(file);
     if args.folded {
@@ -206,7 +207,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         .output
         .clone()
         .unwrap_or_else(|| args.format.default_output().into());
-    let file = std::fs::File::create(&out_path)
+    let file = idleflow_format::create_private(&out_path)
         .with_context(|| format!("cannot create {}", out_path.display()))?;
     if args.format == ExportFormat::Perfetto {
         let mut writer = idleflow_postproc::render::perfetto::PerfettoWriter::new(file)
@@ -265,7 +266,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
         if lines.is_empty() {
             anyhow::bail!("neither recording has idle-causing paths to draw");
         }
-        let file = std::fs::File::create(&args.output)
+        let file = idleflow_format::create_private(&args.output)
             .with_context(|| format!("cannot create {}", args.output.display()))?;
         let mut out = std::io::BufWriter::new(file);
         flame::differential_svg(&lines, &mut out)

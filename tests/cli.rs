@@ -57,6 +57,88 @@ fn a_recording_is_readable_by_its_owner_only() {
 }
 
 #[test]
+fn under_sudo_the_recording_goes_to_the_user_who_ran_it_and_they_read_it() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Some(_m) = machine() else { return };
+    let (dir, bin) = open_dir_with_idleflow();
+    let rec = dir.path().join("r.idleflow");
+    // What sudo sets for the command it runs as root.
+    let out = run(idleflow()
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .args(["--", "sh", "-c", "sleep 0.2"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let meta = std::fs::metadata(&rec).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    // That user reads it without privileges; nobody else could.
+    let out = run(as_nobody("").arg(&bin).arg("report").arg(&rec));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("idle ("));
+    // Without sudo's variables the recording stays root's.
+    let out = run(idleflow()
+        .env_remove("SUDO_UID")
+        .env_remove("SUDO_GID")
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .args(["--", "sh", "-c", "sleep 0.1"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::metadata(&rec).unwrap().uid(), 0);
+    let out = run(as_nobody("").arg(&bin).arg("report").arg(&rec));
+    assert!(!out.status.success(), "nobody read root's recording");
+}
+
+#[test]
+fn what_is_written_from_a_recording_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    // A committed recording: no root needed to read it.
+    let rec = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/recordings/holders.idleflow");
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| {
+        // Each file already there, readable by all, is made private too.
+        let f = dir.path().join(name);
+        std::fs::write(&f, b"old").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        f
+    };
+    let written: Vec<(std::path::PathBuf, Vec<&str>)> = vec![
+        (at("r.txt"), vec!["report", "-o"]),
+        (at("r.html"), vec!["report", "--format", "html", "-o"]),
+        (at("idle.svg"), vec!["flamegraph", "-o"]),
+        (at("idle.pb.gz"), vec!["export", "--format", "pprof", "-o"]),
+        (at("roots.csv"), vec!["export", "--format", "csv", "-o"]),
+    ];
+    for (file, args) in &written {
+        let out = run(idleflow().args(args).arg(file).arg(&rec));
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let meta = std::fs::metadata(file).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{args:?}");
+        assert!(meta.len() > 3, "{args:?} wrote {} bytes", meta.len());
+    }
+    let diff = at("diff.svg");
+    let out = run(idleflow()
+        .args(["diff", "--svg", "-o"])
+        .arg(&diff)
+        .arg(&rec)
+        .arg(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/golden/recordings/holders-waits.idleflow"),
+        ));
+    assert!(out.status.success(), "diff: {}", stderr(&out));
+    assert_eq!(
+        std::fs::metadata(&diff).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // What is not a regular file is written as it is, its mode left alone.
+    let out = run(idleflow().args(["report", "-o", "/dev/stdout"]).arg(&rec));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Root causes of idle"));
+}
+
+#[test]
 fn a_command_that_cannot_start_is_a_clear_error_and_leaves_no_file() {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();

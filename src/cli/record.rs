@@ -48,8 +48,9 @@ pub struct JfrConvertArgs {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Where to write the recording [default: run.idleflow]; with
-    /// --flight, the directory the dumps go into [default: idleflow-dumps].
+    /// Where to write the recording [default: run.idleflow], readable by
+    /// its owner only (under sudo: the user who ran sudo); with --flight,
+    /// the directory the dumps go into [default: idleflow-dumps].
     #[arg(short, long)]
     pub output: Option<PathBuf>,
 
