@@ -38,26 +38,25 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
 /// Under `sudo`, the recording goes to the user who ran it, still readable
 /// by its owner only: `sudo idleflow record …`, then `idleflow report` as
 /// that user, as the README shows (perf leaves `perf.data` to root). Only a
-/// file root owns is given, to `SUDO_UID`/`SUDO_GID` when both are numbers;
-/// anything else is left as it is.
+/// regular file root owns, with one name, is given, to `SUDO_UID`/`SUDO_GID`
+/// when both are numbers; anything else is left as it is.
 fn give_to_sudo_user(path: &std::path::Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::MetadataExt;
     let id = |name: &str| std::env::var(name).ok()?.parse::<u32>().ok();
     let (Some(uid), Some(gid)) = (id("SUDO_UID"), id("SUDO_GID")) else {
         return Ok(());
     };
-    let owner = std::fs::metadata(path)
-        .with_context(|| format!("cannot read {}", path.display()))?
-        .uid();
-    if owner != 0 || uid == 0 {
+    if uid == 0 {
         return Ok(());
     }
-    std::os::unix::fs::chown(path, Some(uid), Some(gid)).with_context(|| {
-        format!(
-            "cannot give {} to the user who ran sudo (uid {uid})",
-            path.display()
-        )
-    })
+    // On the descriptor, never through a link (idleflow_format::files).
+    idleflow_format::files::give_to(path, uid, gid)
+        .map(|_| ())
+        .with_context(|| {
+            format!(
+                "cannot give {} to the user who ran sudo (uid {uid})",
+                path.display()
+            )
+        })
 }
 
 /// `record --flight`: the flight recorder until the target ends.
@@ -315,6 +314,7 @@ mod tests {
             all_waits: "1-2,30-40".into(),
             ports_from: 32768,
             ports_to: 60999,
+            owner: Some(1000),
         };
         let mut argv = vec![
             "idleflow".into(),

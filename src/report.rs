@@ -97,11 +97,31 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         }
     };
     match &args.output {
-        Some(file) => idleflow_format::create_private(file)
-            .and_then(|mut f| f.write_all(out.as_bytes()))
-            .with_context(|| format!("cannot write {}", file.display())),
+        Some(file) => write_output(file, |w| Ok(w.write_all(out.as_bytes())?)),
         None => print(&out),
     }
+}
+
+/// Writes an output named with `-o` through `write`: a new private file
+/// renamed into place when complete (`idleflow_format::files::create_output`:
+/// no link is written through, an existing file is replaced), or a
+/// terminal or pipe (`/dev/stdout`) as it is. A failure leaves no file.
+fn write_output(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let out = idleflow_format::files::create_output(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    let mut buffered = std::io::BufWriter::new(&out.file);
+    let written = write(&mut buffered)
+        .and_then(|()| Ok(buffered.flush()?))
+        .and_then(|()| Ok(out.commit()?))
+        .with_context(|| format!("cannot write {}", path.display()));
+    if written.is_err() {
+        drop(buffered);
+        out.discard();
+    }
+    written
 }
 
 /// Writes `text` to standard output.
@@ -186,20 +206,16 @@ pub fn flamegraph(args: FlamegraphArgs) -> anyhow::Result<()> {
     };
     let lines = idleflow_postproc::sections::folded::folded(&analysis, source)
         .with_context(|| format!("{}", args.input.display()))?;
-    let out_path = &args.output;
-    let file = idleflow_format::create_private(out_path)
-        .with_context(|| format!("cannot create {}", out_path.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    if args.folded {
-        for line in lines {
-            writeln!(out, "{line}")?;
+    write_output(&args.output, |out| {
+        if args.folded {
+            for line in lines {
+                writeln!(out, "{line}")?;
+            }
+        } else {
+            flame::svg(&lines, weight, view, out)?;
         }
-    } else {
-        flame::svg(&lines, weight, view, &mut out)
-            .with_context(|| format!("cannot write {}", out_path.display()))?;
-    }
-    out.flush()?;
-    Ok(())
+        Ok(())
+    })
 }
 
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
@@ -207,9 +223,10 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         .output
         .clone()
         .unwrap_or_else(|| args.format.default_output().into());
-    let file = idleflow_format::create_private(&out_path)
-        .with_context(|| format!("cannot create {}", out_path.display()))?;
     if args.format == ExportFormat::Perfetto {
+        let out = idleflow_format::files::create_output(&out_path)
+            .with_context(|| format!("cannot create {}", out_path.display()))?;
+        let file = out.file.try_clone()?;
         let mut writer = idleflow_postproc::render::perfetto::PerfettoWriter::new(file)
             .context("cannot create a temporary file for the samples")?;
         let observer = Some(&mut writer as &mut dyn Handler);
@@ -220,28 +237,30 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
             false,
             observer,
         )?;
-        writer
+        let written = writer
             .finish(&analysis)
-            .with_context(|| format!("cannot write {}", out_path.display()))?;
-        return Ok(());
+            .and_then(|_| out.commit())
+            .with_context(|| format!("cannot write {}", out_path.display()));
+        if written.is_err() {
+            out.discard();
+        }
+        return written;
     }
     let analysis = analyse(&args.input, &args.window, Default::default(), false, None)?;
     let report = Report::new(&analysis, 0);
-    let mut out = std::io::BufWriter::new(file);
-    match args.format {
-        ExportFormat::Perfetto => unreachable!("written above"),
-        ExportFormat::Pprof => {
-            let profile = idleflow_postproc::render::pprof::profile(&report);
-            idleflow_postproc::render::pprof::write_gz(&profile, &mut out)
+    write_output(&out_path, |mut out| {
+        match args.format {
+            ExportFormat::Perfetto => unreachable!("written above"),
+            ExportFormat::Pprof => {
+                let profile = idleflow_postproc::render::pprof::profile(&report);
+                idleflow_postproc::render::pprof::write_gz(&profile, &mut out)?
+            }
+            ExportFormat::Csv => {
+                idleflow_postproc::render::csv::write_root_causes(&report.root_causes, out)?
+            }
         }
-        ExportFormat::Csv => {
-            idleflow_postproc::render::csv::write_root_causes(&report.root_causes, &mut out)
-                .map_err(std::io::Error::other)
-        }
-    }
-    .and_then(|()| out.flush())
-    .with_context(|| format!("cannot write {}", out_path.display()))?;
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The analysis of a whole recording with its time windows, as `diff` and
@@ -266,13 +285,9 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
         if lines.is_empty() {
             anyhow::bail!("neither recording has idle-causing paths to draw");
         }
-        let file = idleflow_format::create_private(&args.output)
-            .with_context(|| format!("cannot create {}", args.output.display()))?;
-        let mut out = std::io::BufWriter::new(file);
-        flame::differential_svg(&lines, &mut out)
-            .with_context(|| format!("cannot write {}", args.output.display()))?;
-        out.flush()?;
-        return Ok(());
+        return write_output(&args.output, |out| {
+            Ok(flame::differential_svg(&lines, out)?)
+        });
     }
     let base_run = RunSummary::of_analysis(args.base.display().to_string(), &base_a);
     let new_run = RunSummary::of_analysis(args.new.display().to_string(), &new_a);

@@ -31,7 +31,7 @@ fn a_recorder_killed_with_sigkill_leaves_a_readable_recording() {
     child.kill().unwrap(); // SIGKILL
     let _ = child.wait();
     let _ = work.wait();
-    let partial = dir.path().join("r.idleflow.partial");
+    let partial = the_partial(dir.path(), "r.idleflow");
     let size = std::fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
     assert!(size > 1000, "the killed recorder left {size} bytes");
 
@@ -39,7 +39,7 @@ fn a_recorder_killed_with_sigkill_leaves_a_readable_recording() {
     let out = run(idleflow().arg("report").arg(&rec));
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("r.idleflow.partial"),
+        stderr(&out).contains(&format!("{} exists", partial.display())),
         "{}",
         stderr(&out)
     );
@@ -90,8 +90,28 @@ fn a_full_disk_stops_the_recording_says_why_once_and_keeps_what_was_written() {
         1,
         "the cause is stated once: {err}"
     );
-    assert!(err.contains("r.idleflow.partial"), "{err}");
-    let r = report_json(&mnt.join("r.idleflow.partial"));
+    let partial = the_partial(&mnt, "r.idleflow");
+    assert!(err.contains(&partial.display().to_string()), "{err}");
+    let r = report_json(&partial);
     assert!(r["cut_short"].is_object());
     assert!(u(&r, "dispatches") > 1000, "{}", u(&r, "dispatches"));
+}
+
+/// The one temporary file (`NAME.RANDOM.partial`, private) a recorder of
+/// `NAME` left in `dir`.
+fn the_partial(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with(&format!("{name}.")) && n.ends_with(".partial")
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let mode = std::fs::metadata(&found[0]).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    found[0].clone()
 }

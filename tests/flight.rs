@@ -497,14 +497,27 @@ fn a_dump_is_written_over_the_recorders_spare_file_which_goes_when_it_ends() {
         .unwrap();
     wait_for_socket(rec.id());
     // The spare grows to the ring's length and a 4-MiB margin.
-    let spare = out.join(format!(".spare-{}", rec.id()));
+    // `.spare-PID.RANDOM`: its name unguessable by other users.
+    let prefix = format!(".spare-{}.", rec.id());
+    let spare = || {
+        std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&prefix)
+            })
+    };
     let t = Instant::now();
-    while std::fs::metadata(&spare).map_or(0, |m| m.len()) < 4 << 20 {
+    while spare().map_or(0, |s| std::fs::metadata(s).map_or(0, |m| m.len())) < 4 << 20 {
         assert!(t.elapsed() < Duration::from_secs(5), "no spare grew");
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(1500));
-    let meta = std::fs::metadata(&spare).unwrap();
+    let meta = std::fs::metadata(spare().unwrap()).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     // SAFETY: kill has no memory effects.
     unsafe { libc::kill(rec.id() as i32, libc::SIGUSR2) };

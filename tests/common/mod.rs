@@ -64,14 +64,15 @@ pub fn example(name: &str) -> PathBuf {
 }
 
 /// `examples/c/SOURCE` compiled with `cc FLAGS` into `dir/name`.
-/// A temporary directory anyone may write into (for a test that records
-/// as another user), with a copy of the binary there (the user may not be
-/// able to reach the build directory).
+/// A temporary directory anyone may write into, sticky as `/tmp` is (for
+/// a test that records as another user: idleflow writes no file in a
+/// directory others can write that is not sticky), with a copy of the
+/// binary there (the user may not be able to reach the build directory).
 pub fn open_dir_with_idleflow() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(
         dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
     )
     .unwrap();
     let bin = dir.path().join("idleflow");

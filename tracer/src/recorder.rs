@@ -4,14 +4,14 @@
 //! Life cycle: [`Recorder::open`] (all privileged work; nothing is written
 //! yet, so a refusal leaves no file) → [`Recorder::enable`] (the window
 //! starts) → [`Recorder::begin`] (the output file appears as
-//! `<path>.partial`) → [`Recorder::poll`] until the caller decides to stop →
+//! `<path>.RANDOM.partial`) → [`Recorder::poll`] until the caller decides to stop →
 //! [`Recorder::finish`] (drains every ring, writes the end record, renames
 //! the file to `<path>`).
 //!
 //! What is written reaches the kernel in bounded chunks: whenever the
 //! writer's 1 MiB buffer fills, and at least every [`FLUSH_NS`]. So a
 //! recorder that is killed, a disk that fills up, or an error mid-run
-//! leaves `<path>.partial` readable up to its last complete record (the
+//! leaves `<path>.RANDOM.partial` readable up to its last complete record (the
 //! reader's [`idleflow_format::Reader::next_complete_record`]); dropped
 //! before `finish`, the recorder flushes and keeps that file.
 //!
@@ -29,7 +29,7 @@
 //! finishing).
 
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 mod blocking;
 mod bpf;
@@ -111,6 +111,9 @@ pub enum RecorderError {
     /// Writing the recording failed.
     #[error("writing the recording")]
     Format(#[from] FormatError),
+    /// The recording's file could not be created safely.
+    #[error(transparent)]
+    Files(idleflow_format::files::FilesError),
     /// eBPF recording was asked for (`--events bpf`) and cannot be used here.
     #[error("eBPF recording (--events bpf) cannot be used here")]
     NoBpf(#[source] idleflow_bpf::BpfError),
@@ -542,9 +545,10 @@ impl Recorder {
         result
     }
 
-    /// The file being written (`<path>.partial` until [`Recorder::finish`]).
-    pub fn partial_path(&self) -> Option<&Path> {
-        self.output.as_ref().map(|o| o.partial.as_path())
+    /// The file being written (`<path>.RANDOM.partial` until
+    /// [`Recorder::finish`]).
+    pub fn partial_path(&self) -> Option<PathBuf> {
+        self.output.as_ref()?.staged.as_ref().map(|s| s.temp_path())
     }
 
     /// Records why JVMs ran without call trees (their agents' notes) in
@@ -716,6 +720,14 @@ impl Recorder {
                 .write(&Record::KernelSymbols(Box::new(crate::ksyms::name(&addrs))))?;
         }
         let summary = self.summary.clone();
+        let Some(staged) = out.staged.take() else {
+            return Err(RecorderError::Io {
+                what: "a flight recorder has no file to finish",
+                path: PathBuf::from("the recording"),
+                source: std::io::Error::other("finish called in flight mode"),
+            });
+        };
+        let partial = staged.temp_path();
         let result = out
             .writer
             .finish(&summary)
@@ -724,34 +736,34 @@ impl Recorder {
                 let Sink::File(w) = w else {
                     return Err(RecorderError::Io {
                         what: "a flight recorder has no file to finish",
-                        path: out.partial.clone(),
+                        path: partial.clone(),
                         source: std::io::Error::other("finish called in flight mode"),
                     });
                 };
                 w.into_inner()
                     .map_err(|e| RecorderError::Io {
                         what: "cannot write",
-                        path: out.partial.clone(),
+                        path: partial.clone(),
                         source: e.into_error(),
                     })?
                     .sync_all()
                     .map_err(|source| RecorderError::Io {
                         what: "cannot write",
-                        path: out.partial.clone(),
+                        path: partial.clone(),
                         source,
                     })
             })
             .and_then(|()| {
-                std::fs::rename(&out.partial, &out.path).map_err(|source| RecorderError::Io {
+                staged.commit().map_err(|source| RecorderError::Io {
                     what: "cannot rename the recording to",
-                    path: out.path.clone(),
+                    path: staged.path(),
                     source,
                 })
             });
         // On an error the partial file stays: it holds the recording up to
         // its last complete record.
         result?;
-        Ok((out.path, summary))
+        Ok((staged.path(), summary))
     }
 }
 

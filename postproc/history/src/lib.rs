@@ -93,8 +93,8 @@ pub enum HistoryError {
         /// What the server or the client said.
         source: postgres::Error,
     },
-    /// A folder for the SQLite file could not be made.
-    #[error("cannot create {path}: {source}")]
+    /// A folder for the SQLite file could not be made, or is not safe.
+    #[error("cannot use the folder {path}: {source}")]
     Folder {
         /// The folder.
         path: String,
@@ -363,12 +363,29 @@ impl Store {
             source,
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| HistoryError::Folder {
+            use std::os::unix::fs::DirBuilderExt;
+            let folder = |source| HistoryError::Folder {
                 path: dir.display().to_string(),
                 source,
-            })?;
+            };
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(folder)?;
+            // Nobody else may swap the store's files (the database, its
+            // journal) for links: idleflow_format::files' rule.
+            let opened = idleflow_format::files::Dir::open(dir).map_err(|e| folder(e.into()))?;
+            if opened.shared() {
+                return Err(folder(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "it is writable by other users (sticky): the store's files have \
+                     names anyone can plant a link at; use a folder only you can write",
+                )));
+            }
         }
-        let mut db = rusqlite::Connection::open(path).map_err(err)?;
+        let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut db = rusqlite::Connection::open_with_flags(path, flags).map_err(err)?;
         db.busy_timeout(Duration::from_secs(60)).map_err(err)?;
         db.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
         db.pragma_update(None, "foreign_keys", "ON").map_err(err)?;

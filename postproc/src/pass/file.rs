@@ -58,14 +58,13 @@ pub struct RecordingFile {
 }
 
 impl RecordingFile {
-    /// Opens the recording at `path`; a missing one whose `.partial`
-    /// exists (a recorder that was killed) says so.
+    /// Opens the recording at `path`; a missing one whose temporary file
+    /// (`NAME.RANDOM.partial`) exists (a recorder that was killed, or one
+    /// still running) says so.
     pub fn open(path: &Path) -> Result<Self, FileError> {
         let file = File::open(path).map_err(|source| {
-            let mut partial = path.as_os_str().to_owned();
-            partial.push(".partial");
-            let partial = PathBuf::from(partial);
-            let what = if partial.exists() {
+            let partial = idleflow_format::files::partials_of(path).pop();
+            let what = if let Some(partial) = partial {
                 format!(
                     "cannot open {}; {} exists: the recorder did not finish (killed, or an error); \
                      `idleflow report {}` reads it up to its last complete record",
@@ -204,8 +203,11 @@ mod tests {
         let path = dir.path().join("run.idleflow");
         let err = RecordingFile::open(&path).unwrap_err().to_string();
         assert_eq!(err, format!("cannot open {}", path.display()));
-        std::fs::write(dir.path().join("run.idleflow.partial"), b"").unwrap();
+        std::fs::write(dir.path().join("run.idleflow.k3x9q2ab.partial"), b"").unwrap();
         let err = RecordingFile::open(&path).unwrap_err().to_string();
-        assert!(err.contains("run.idleflow.partial exists"), "{err}");
+        assert!(
+            err.contains("run.idleflow.k3x9q2ab.partial exists"),
+            "{err}"
+        );
     }
 }

@@ -38,13 +38,19 @@ pub fn path(pid: u32) -> PathBuf {
 }
 
 /// Creates this JVM's perf map, empty; the blobs are appended to it from
-/// now on.
+/// now on. `/tmp` is everyone's, and the JVM may run as root: the map is
+/// made new under an unguessable name and renamed over `perf-PID.map`
+/// (a stale map of an earlier process with this pid, or a link someone
+/// planted there, is replaced, never written through:
+/// `idleflow_format::files`).
 pub fn open() -> Result<(), String> {
     let path = path(std::process::id());
-    // Truncated first (a stale map of an earlier process with this pid),
-    // then opened again to append: one open cannot do both.
-    File::create(&path)
-        .and_then(|_| File::options().append(true).open(&path))
+    idleflow_format::files::stage(&path)
+        .map_err(std::io::Error::from)
+        .and_then(|(file, staged)| {
+            idleflow_format::files::set_append(&file)?;
+            staged.commit().map(|()| file)
+        })
         .map_err(|e| format!("cannot create the perf map {}: {e}", path.display()))
         .and_then(|file| {
             MAP.set(PerfMap { path, file })

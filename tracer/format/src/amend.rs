@@ -2,7 +2,7 @@
 //! dump gets the JVMs' waits of its window once it is complete (asking the
 //! JVMs for them takes longer than writing the dump). The recording is
 //! copied record by record ([`Reader::next_raw`], [`Writer::write_raw`])
-//! into `PATH.amending` (from its first compressed block on, compressed
+//! into a new private file beside it (`files::stage`; from its first compressed block on, compressed
 //! again), the new records are written after its stream and before its end
 //! record, and the copy replaces it.
 //!
@@ -10,9 +10,9 @@
 //! failure leaves it as it was and removes the copy.
 
 use std::io::{BufReader, BufWriter};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::{create_private, FormatError, Reader, Record, RunSummary, Writer};
+use crate::{files, FormatError, Reader, Record, RunSummary, Writer};
 
 /// Writes `records` into the finished recording at `path`, after its
 /// stream and before its end record, whose summary `edit` may change.
@@ -21,23 +21,19 @@ pub fn add_after_stream(
     records: &[Record],
     edit: impl FnOnce(&mut RunSummary),
 ) -> Result<(), FormatError> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".amending");
-    let tmp = PathBuf::from(tmp);
-    let copied = copy_adding(path, &tmp, records, edit);
+    let (out, staged) = files::stage(path).map_err(std::io::Error::from)?;
+    let copied = copy_adding(path, out, records, edit);
     if copied.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        staged.discard();
         return copied;
     }
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })?;
+    staged.commit().inspect_err(|_| staged.discard())?;
     Ok(())
 }
 
 fn copy_adding(
     path: &Path,
-    tmp: &Path,
+    out: std::fs::File,
     records: &[Record],
     edit: impl FnOnce(&mut RunSummary),
 ) -> Result<(), FormatError> {
@@ -45,7 +41,6 @@ fn copy_adding(
         1 << 20,
         std::fs::File::open(path)?,
     ))?;
-    let out = create_private(tmp)?;
     let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, out), reader.info())?;
     loop {
         // A dump's compressed segments stay compressed (from the record
@@ -81,7 +76,7 @@ mod tests {
 
     fn recording(path: &Path) {
         let info = RunInfo::minimal(vec![0, 1], 1_000);
-        let mut w = Writer::new(create_private(path).unwrap(), &info).unwrap();
+        let mut w = Writer::new(std::fs::File::create(path).unwrap(), &info).unwrap();
         for i in 0..3u64 {
             w.write(&Record::Dispatch(Dispatch {
                 time: 1_000 + i * 10,

@@ -26,6 +26,7 @@
 mod amend;
 mod codec;
 mod error;
+pub mod files;
 pub mod names;
 mod reader;
 mod record;
@@ -49,7 +50,7 @@ pub use ustacks::{
     UserSymbols,
 };
 pub use waits::{FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, WaitReason};
-pub use writer::{create_private, Writer};
+pub use writer::Writer;
 
 /// The eight bytes every recording starts with.
 pub const MAGIC: &[u8; 8] = b"IDLEFLOW";

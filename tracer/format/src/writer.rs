@@ -7,7 +7,6 @@
 //! output ends at a record boundary.
 
 use std::io::Write;
-use std::path::Path;
 
 use crate::codec::{leb128_into, put, zigzag};
 use crate::record::{Dispatch, NodeTag, Record, RunInfo, RunSummary, Wakeup};
@@ -540,27 +539,6 @@ impl<W: Write> Writer<W> {
         self.bytes += (1 + n + block.len()) as u64;
         Ok(())
     }
-}
-
-/// Creates (or truncates) a recording file at `path`, readable and
-/// writable by its owner only, as `perf.data` is: a recording holds every
-/// process's names, command lines and stacks (and so does every report,
-/// flame graph or export written from it). An existing regular file is
-/// made private too before anything is written to it; anything else that
-/// can be opened for writing (`/dev/stdout`, a pipe, a terminal) is written
-/// as it is, its mode left alone.
-pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    if file.metadata()?.is_file() {
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(file)
 }
 
 #[cfg(test)]

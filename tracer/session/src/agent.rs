@@ -192,12 +192,9 @@ pub fn prepare(
     let Some(lib) = library(opts.java.agent.as_deref(), progress)? else {
         return Ok(None);
     };
-    let dir = tempfile::Builder::new()
-        .prefix("idleflow-")
-        .tempdir()
-        .map_err(SessionError::io(
-            "cannot create a directory for the JVM work area",
-        ))?;
+    let dir = idleflow_format::files::private_tempdir("idleflow-").map_err(|e| {
+        SessionError::io("cannot create a directory for the JVM work area")(e.into())
+    })?;
     check_plain(dir.path(), "the temporary directory")?;
     let twa_path = dir.path().join("twa");
     let tree_dir = dir.path().join("trees");

@@ -106,6 +106,9 @@ fn namespace_pid(pid: u32) -> u32 {
         .unwrap_or(pid)
 }
 
+/// The longest answer read from a JVM's attach socket.
+const ANSWER_LIMIT: u64 = 16 << 20;
+
 /// Runs the diagnostic command `command` (as `jcmd PID command`) in JVM
 /// `pid`; returns its output, which must contain `expect` (the command's
 /// word for success), else the answer is the error.
@@ -124,15 +127,26 @@ pub fn jcmd(pid: u32, command: &str, expect: &str) -> Result<String, AttachError
         if !is_ready(pid) {
             return Err(AttachError::NotReady(pid));
         }
-        // The trigger file: in the JVM's working directory, else its /tmp.
-        let trigger = [
+        // The trigger file: in the JVM's working directory, else its /tmp;
+        // both are the target's: made new, never through a link planted
+        // there, and removed only when made here.
+        let mut failed = None;
+        let (trigger, made) = [
             PathBuf::from(format!("/proc/{pid}/cwd/.attach_pid{ns}")),
             tmp.join(format!(".attach_pid{ns}")),
         ]
         .into_iter()
-        .find(|p| std::fs::File::create(p).is_ok())
+        .find_map(|p| match idleflow_format::files::create_marker(&p) {
+            Ok(made) => Some((p, made)),
+            Err(e) => {
+                failed = Some(e);
+                None
+            }
+        })
         .ok_or_else(|| {
-            io("creating the trigger file .attach_pid")(std::io::Error::last_os_error())
+            io("creating the trigger file .attach_pid")(
+                failed.unwrap_or_else(std::io::Error::last_os_error),
+            )
         })?;
         // SAFETY: kill has no memory effects; `pid` maps libjvm.so (checked
         // above), and a JVM answers SIGQUIT with its attach listener.
@@ -143,7 +157,9 @@ pub fn jcmd(pid: u32, command: &str, expect: &str) -> Result<String, AttachError
             std::thread::sleep(wait);
             wait = (wait * 2).min(Duration::from_millis(200));
         }
-        let _ = std::fs::remove_file(&trigger);
+        if made {
+            let _ = std::fs::remove_file(&trigger);
+        }
         if !socket.exists() {
             return Err(AttachError::NoSocket(pid, TIMEOUT));
         }
@@ -155,8 +171,10 @@ pub fn jcmd(pid: u32, command: &str, expect: &str) -> Result<String, AttachError
     let request = format!("1\0jcmd\0{command}\0\0\0");
     s.write_all(request.as_bytes())
         .map_err(io("sending the command"))?;
+    // The target answers: at most a bounded answer is read.
     let mut answer = String::new();
-    s.read_to_string(&mut answer)
+    (&s).take(ANSWER_LIMIT)
+        .read_to_string(&mut answer)
         .map_err(io("reading the answer"))?;
     let (code, text) = answer.split_once('\n').unwrap_or((answer.as_str(), ""));
     let text = text.trim().to_string();

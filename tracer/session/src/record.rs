@@ -218,7 +218,7 @@ pub fn record(
             stale_jit.extend(jfr_started);
         }
     }
-    let kept = kept_so_far(recorder.partial_path());
+    let kept = kept_so_far(recorder.partial_path().as_deref());
     let (path, summary) = recorder
         .finish(reason, exit)
         .map_err(SessionError::at(format!(
@@ -466,7 +466,10 @@ fn stopped(
     e: RecorderError,
     progress: &mut dyn Progress,
 ) -> SessionError {
-    let what = format!("recording stopped{}", kept_so_far(recorder.partial_path()));
+    let what = format!(
+        "recording stopped{}",
+        kept_so_far(recorder.partial_path().as_deref())
+    );
     drop(recorder);
     let e = SessionError::RecorderAt { what, source: e };
     if let Target::Command(_) = target {
@@ -491,7 +494,7 @@ fn read_waits(
 ) -> Result<std::collections::HashMap<u32, u64>, SessionError> {
     let watched = watch.finish();
     // The window closes first: reading the JVMs' files is not recorded.
-    let kept = kept_so_far(recorder.partial_path());
+    let kept = kept_so_far(recorder.partial_path().as_deref());
     recorder
         .stop()
         .map_err(SessionError::at(format!("cannot stop the recording{kept}")))?;

@@ -29,10 +29,12 @@ pub mod directory;
 pub mod policy;
 
 use std::collections::VecDeque;
+use std::ffi::OsStr;
 use std::io::{BufWriter, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use idleflow_format::files::{Dir, Staged};
 use idleflow_format::{
     FlightDump, FormatError, KernelStack, ModuleMap, ProcStatCpu, Record, RunInfo, RunSummary,
     ThreadInfo, Writer,
@@ -334,9 +336,10 @@ impl Window {
         self.segments.iter().map(|s| s.dispatches).sum()
     }
 
-    /// Writes the window to `path` (through `<path>.partial`, created
-    /// private, renamed when complete) as an ordinary recording: `info` is
-    /// the recorder's run information, `flight` what fired.
+    /// Writes the window to `path` (created new and private under a
+    /// temporary name beside it, renamed when complete:
+    /// `idleflow_format::files`) as an ordinary recording: `info` is the
+    /// recorder's run information, `flight` what fired.
     pub fn write(
         &self,
         path: &Path,
@@ -344,25 +347,26 @@ impl Window {
         flight: FlightDump,
         namer: &KernelNamer,
     ) -> Result<Dumped, DumpError> {
-        self.write_reusing(path, info, flight, namer, |_| None)
+        let (dir, name) = Dir::of(path).map_err(DumpError::Files)?;
+        self.write_reusing(&Arc::new(dir), &name, info, flight, namer, |_| None)
     }
 
-    /// [`Window::write`], into the file `reuse(partial)` returns when it
-    /// returns one: a private file its caller has just renamed to
-    /// `partial` (a spare whose pages are already in memory: it is written
-    /// over from its start and cut to the dump's length).
+    /// [`Window::write`], as `name` in `dir` (opened once by the caller),
+    /// into the file `reuse(name)` returns when it returns one: a private
+    /// file of the caller's staged to become `name` (a spare whose pages
+    /// are already in memory: it is written over from its start and cut to
+    /// the dump's length).
     pub fn write_reusing(
         &self,
-        path: &Path,
+        dir: &Arc<Dir>,
+        name: &OsStr,
         info: &RunInfo,
         flight: FlightDump,
         namer: &KernelNamer,
-        reuse: impl FnOnce(&Path) -> Option<std::fs::File>,
+        reuse: impl FnOnce(&OsStr) -> Option<(std::fs::File, Staged)>,
     ) -> Result<Dumped, DumpError> {
         let started = std::time::Instant::now();
-        let mut partial = path.as_os_str().to_owned();
-        partial.push(".partial");
-        let partial = PathBuf::from(partial);
+        let path = dir.path().join(name);
         let io = |what: &'static str, p: &Path| {
             let p = p.to_path_buf();
             move |source| DumpError::Io {
@@ -371,30 +375,31 @@ impl Window {
                 source,
             }
         };
-        let file = match reuse(&partial) {
-            Some(mut f) => {
+        let (file, staged) = match reuse(name) {
+            Some((mut f, staged)) => {
                 f.seek(SeekFrom::Start(0))
-                    .map_err(io("cannot write", &partial))?;
-                f
+                    .map_err(io("cannot write", &staged.temp_path()))?;
+                (f, staged)
             }
-            None => {
-                idleflow_format::create_private(&partial).map_err(io("cannot create", &partial))?
-            }
+            None => dir.stage(name).map_err(DumpError::Files)?,
         };
+        let partial = staged.temp_path();
         // A dump that cannot be completed (a full disk) leaves nothing: its
         // partial file would hold the space and read as a broken recording.
         let written = self.write_into(file, &partial, info, flight, namer);
         if written.is_err() {
-            let _ = std::fs::remove_file(&partial);
+            staged.discard();
         }
         let (file, bytes, summary) = written?;
-        std::fs::rename(&partial, path).map_err(io("cannot rename the dump to", path))?;
+        staged
+            .commit()
+            .map_err(io("cannot rename the dump to", &path))?;
         let latency = started.elapsed();
         // Complete once renamed; on the disk a little later (the caller's
         // latency is to the rename).
-        file.sync_all().map_err(io("cannot write", path))?;
+        file.sync_all().map_err(io("cannot write", &path))?;
         Ok(Dumped {
-            path: path.to_path_buf(),
+            path,
             bytes,
             summary,
             latency,
@@ -505,6 +510,9 @@ pub enum DumpError {
     /// Encoding failed.
     #[error("writing the dump")]
     Format(#[from] FormatError),
+    /// The dump's file could not be created safely.
+    #[error(transparent)]
+    Files(idleflow_format::files::FilesError),
 }
 
 #[cfg(test)]
@@ -680,23 +688,20 @@ mod tests {
         let spare = dir.path().join("spare");
         std::fs::write(&spare, vec![0xaa_u8; file.len() * 2 + 4096]).unwrap();
         let again = dir.path().join("again.idleflow");
+        let opened = Arc::new(Dir::open(dir.path()).unwrap());
         let d2 = w
             .write_reusing(
-                &again,
+                &opened,
+                OsStr::new("again.idleflow"),
                 &info(0),
                 FlightDump {
                     trigger: "signal".into(),
                     ..Default::default()
                 },
                 &KernelNamer::start().unwrap(),
-                |partial| {
-                    std::fs::rename(&spare, partial).unwrap();
-                    Some(
-                        std::fs::OpenOptions::new()
-                            .write(true)
-                            .open(partial)
-                            .unwrap(),
-                    )
+                |name| {
+                    let file = opened.open_own(OsStr::new("spare")).unwrap();
+                    Some((file, Staged::adopt(&opened, "spare".into(), name.into())))
                 },
             )
             .unwrap();

@@ -1,5 +1,6 @@
-//! Where the recording goes: the output file (`<path>.partial` until
-//! [`Recorder::finish`] renames it) or the flight recorder's ring of
+//! Where the recording goes: the output file (created new and private under
+//! `<path>.RANDOM.partial` beside `<path>` until [`Recorder::finish`]
+//! renames it: `idleflow_format::files`) or the flight recorder's ring of
 //! segments (`record --flight`), the run information that heads either,
 //! and the threads and mappings that existed before the window.
 //!
@@ -8,8 +9,9 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use idleflow_format::files::{self, Staged};
 use idleflow_format::{Dispatch, ModuleMap, Record, RunInfo, ThreadInfo, Wakeup, Writer};
 
 use super::{Recorder, RecorderError};
@@ -20,8 +22,9 @@ use crate::sys;
 
 pub(super) struct Output {
     pub(super) writer: Writer<Sink>,
-    pub(super) partial: PathBuf,
-    pub(super) path: PathBuf,
+    /// The recording's file until it is renamed into place; None for the
+    /// flight recorder.
+    pub(super) staged: Option<Staged>,
     /// When the writer was last flushed, ns.
     pub(super) flushed_at: u64,
     /// `record --flight`: the ring the writer writes into, and its policy.
@@ -122,7 +125,7 @@ pub(super) struct Flight {
 }
 
 impl Recorder {
-    /// Creates `<path>.partial` and writes the run information and the
+    /// Creates `<path>.RANDOM.partial` and writes the run information and the
     /// threads that exist now. `target_pids` are the processes the report
     /// will show threads of (empty: all).
     pub fn begin(
@@ -131,32 +134,25 @@ impl Recorder {
         command: &[String],
         target_pids: &[u32],
     ) -> Result<(), RecorderError> {
-        let mut partial = path.as_os_str().to_owned();
-        partial.push(".partial");
-        let partial = PathBuf::from(partial);
-        let file =
-            idleflow_format::create_private(&partial).map_err(|source| RecorderError::Io {
-                what: "cannot create",
-                path: partial.clone(),
-                source,
-            })?;
+        let (file, staged) = files::stage(path).map_err(RecorderError::Files)?;
         let info = self.run_info(command, target_pids);
         let writer = Writer::new(Sink::File(BufWriter::with_capacity(1 << 20, file)), &info);
         let output = Output {
             writer: match writer {
                 Ok(w) => w,
                 Err(e) => {
-                    let _ = std::fs::remove_file(&partial);
+                    staged.discard();
                     return Err(e.into());
                 }
             },
-            partial,
-            path: path.to_path_buf(),
+            staged: Some(staged),
             flushed_at: self.start_ns,
             flight: None,
         };
         if super::spool::Spool::asked() && self.bpf.is_some() && self.work_area.is_none() {
-            self.spool = Some(super::spool::Spool::create(&output.partial)?);
+            if let Some(staged) = &output.staged {
+                self.spool = Some(super::spool::Spool::create(staged)?);
+            }
         }
         self.output = Some(output);
         self.write_existing()
@@ -184,8 +180,7 @@ impl Recorder {
         let policy = Policy::new(triggers, self.cpus.len(), target_pids);
         self.output = Some(Output {
             writer,
-            partial: PathBuf::new(),
-            path: PathBuf::new(),
+            staged: None,
             flushed_at: self.start_ns,
             flight: Some(Box::new(Flight {
                 ring,

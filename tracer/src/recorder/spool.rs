@@ -23,10 +23,11 @@
 //! recording.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use idleflow_bpf::SchedEvent;
+use idleflow_format::files::Staged;
 
 use super::{BlockingCount, RecorderError};
 use crate::parse::{parse, PerfRecord};
@@ -37,6 +38,9 @@ const BUFFER: usize = 1 << 20;
 
 /// The rounds drained so far, in a file beside the recording.
 pub(super) struct Spool {
+    /// Its file (`NAME.spool.RANDOM.partial` beside the recording's), never
+    /// renamed: removed once read back.
+    staged: Staged,
     path: PathBuf,
     /// `None` once read back.
     out: Option<BufWriter<File>>,
@@ -56,6 +60,7 @@ pub(super) struct SpooledRound<'a> {
 
 /// Reads a spool's rounds back, one at a time.
 pub(super) struct SpoolReader {
+    staged: Staged,
     path: PathBuf,
     input: BufReader<File>,
     heads: Vec<(usize, usize)>,
@@ -76,13 +81,14 @@ impl Spool {
         std::env::var_os("IDLEFLOW_DEFER").is_some_and(|v| v == "1")
     }
 
-    /// A new spool for the recording written to `partial`.
-    pub(super) fn create(partial: &Path) -> Result<Spool, RecorderError> {
-        let mut path = partial.as_os_str().to_owned();
-        path.push(".spool");
-        let path = PathBuf::from(path);
-        let file = idleflow_format::create_private(&path).map_err(io("cannot create", &path))?;
+    /// A new spool beside the recording `recording` is staged as.
+    pub(super) fn create(recording: &Staged) -> Result<Spool, RecorderError> {
+        let mut name = recording.path().file_name().unwrap_or_default().to_owned();
+        name.push(".spool");
+        let (file, staged) = recording.dir().stage(&name).map_err(RecorderError::Files)?;
+        let path = staged.temp_path();
         Ok(Spool {
+            staged,
             out: Some(BufWriter::with_capacity(BUFFER, file)),
             path,
             bytes: 0,
@@ -133,12 +139,19 @@ impl Spool {
             unreachable!("a spool is read back once")
         };
         out.flush().map_err(io("cannot write", &path))?;
-        drop(self.out.take());
-        let input = File::open(&path).map_err(|e| {
-            let _ = std::fs::remove_file(&path);
-            io("cannot read", &path)(e)
-        })?;
+        let input = self
+            .out
+            .take()
+            .expect("checked above")
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|mut f| f.rewind().map(|()| f))
+            .map_err(|e| {
+                self.staged.discard();
+                io("cannot read", &path)(e)
+            })?;
         Ok(SpoolReader {
+            staged: self.staged.clone(),
             input: BufReader::with_capacity(BUFFER, input),
             path,
             heads: Vec::new(),
@@ -192,7 +205,7 @@ impl SpoolReader {
 
 impl Drop for SpoolReader {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        self.staged.discard();
     }
 }
 
@@ -201,7 +214,7 @@ impl Drop for Spool {
     /// start failed) leaves no file: its rounds cannot become a recording.
     fn drop(&mut self) {
         if self.out.take().is_some() {
-            let _ = std::fs::remove_file(&self.path);
+            self.staged.discard();
         }
     }
 }
@@ -285,9 +298,10 @@ mod tests {
     #[test]
     fn rounds_come_back_in_order_and_the_file_goes() {
         let dir = tempfile::tempdir().unwrap();
-        let partial = dir.path().join("r.idleflow.partial");
-        let file = dir.path().join("r.idleflow.partial.spool");
-        let mut spool = Spool::create(&partial).unwrap();
+        let (_, recording) = idleflow_format::files::stage(&dir.path().join("r.idleflow")).unwrap();
+        let mut spool = Spool::create(&recording).unwrap();
+        let file = spool.path.clone();
+        assert!(file.to_str().unwrap().contains("/r.idleflow.spool."));
         type Round = (u64, u64, Vec<(usize, Vec<u8>)>);
         let rounds: Vec<Round> = (0..5u8)
             .map(|i| {
@@ -333,9 +347,10 @@ mod tests {
     #[test]
     fn a_spool_dropped_unread_leaves_no_file() {
         let dir = tempfile::tempdir().unwrap();
-        let partial = dir.path().join("r.idleflow.partial");
-        let file = dir.path().join("r.idleflow.partial.spool");
-        let mut spool = Spool::create(&partial).unwrap();
+        let (_, recording) = idleflow_format::files::stage(&dir.path().join("r.idleflow")).unwrap();
+        let mut spool = Spool::create(&recording).unwrap();
+        let file = spool.path.clone();
+        assert!(file.to_str().unwrap().contains("/r.idleflow.spool."));
         spool.append(1, 0, &[(0, &[1, 2, 3][..])]).unwrap();
         assert!(file.exists());
         drop(spool);

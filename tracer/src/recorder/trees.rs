@@ -4,11 +4,18 @@
 //!
 //! Invariant: a dump is checked whole before its first record is copied,
 //! so a dump the JVM died writing is counted as unreadable, never half
-//! embedded.
+//! embedded. A dump is the JVM's (perhaps a hostile one's): read under
+//! `idleflow_format::files::read_untrusted` (no link, no FIFO, owned by
+//! root, idleflow's user or its directory's owner, the JVM's user, at most
+//! [`TREE_LIMIT`] bytes); one refused is counted as unreadable.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
-use idleflow_format::{kind, tree};
+use idleflow_format::{files, kind, tree};
+
+/// The longest call-tree dump read.
+pub const TREE_LIMIT: u64 = 1 << 30;
 
 use super::{Recorder, RecorderError};
 
@@ -42,7 +49,13 @@ impl Recorder {
         for f in files {
             // Checked whole before the first record is copied: a dump the
             // JVM died writing is counted, not half embedded.
-            let bytes = std::fs::read(&f).unwrap_or_default();
+            let owners: Vec<u32> = f
+                .parent()
+                .and_then(|d| std::fs::symlink_metadata(d).ok())
+                .map(|m| m.uid())
+                .into_iter()
+                .collect();
+            let bytes = files::read_untrusted(&f, &owners, TREE_LIMIT).unwrap_or_default();
             match tree::dump_frames(&bytes) {
                 Ok(frames) if frames.first().is_some_and(|f| f.kind == kind::TREE_HEAD) => {
                     self.summary.tree_dumps += 1;

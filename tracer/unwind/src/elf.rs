@@ -48,18 +48,39 @@ pub struct ElfFile {
     segments: Vec<Segment>,
 }
 
+/// The longest ELF file of a user other than root that is read.
+pub const LIMIT: u64 = 1 << 30;
+
 impl ElfFile {
-    /// Reads `path`.
+    /// Reads `path`: a regular file (a FIFO or a device put where a mapped
+    /// file was is refused, never waited on); mapped when root owns it,
+    /// read whole (at most [`LIMIT`] bytes) when another user does, who
+    /// could truncate a mapped file under the reader.
     pub fn open(path: &Path) -> Result<Self, String> {
-        let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-        let ino = std::os::unix::fs::MetadataExt::ino(&file.metadata().map_err(|e| e.to_string())?);
-        // SAFETY: the map is read-only and dropped before this returns; the
-        // sections kept are copied out of it. A file truncated by someone
-        // else meanwhile could fault, as with any mapped file: the resolver
-        // reads system libraries and the program's own binaries, which are
-        // replaced by rename, not rewritten in place.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
-        let obj = object::File::parse(&*map).map_err(|e| format!("not an ELF file: {e}"))?;
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        let file = idleflow_format::files::open_regular(path).map_err(|e| e.to_string())?;
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        let ino = meta.ino();
+        let mut read = Vec::new();
+        let map: memmap2::Mmap;
+        let bytes: &[u8] = if meta.uid() == 0 {
+            // SAFETY: the map is read-only and dropped before this returns;
+            // the sections kept are copied out of it. Root's files are
+            // replaced by rename, not rewritten in place.
+            map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
+            &map
+        } else {
+            (&file)
+                .take(LIMIT + 1)
+                .read_to_end(&mut read)
+                .map_err(|e| e.to_string())?;
+            if read.len() as u64 > LIMIT {
+                return Err(format!("over {LIMIT} bytes"));
+            }
+            &read
+        };
+        let obj = object::File::parse(bytes).map_err(|e| format!("not an ELF file: {e}"))?;
         let range = |name: &str| {
             obj.section_by_name(name)
                 .map(|s| s.address()..s.address() + s.size())

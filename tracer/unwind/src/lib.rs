@@ -93,10 +93,10 @@ pub fn resolve_with(
     let input = File::open(path).map_err(io("cannot open", path))?;
     let total = input.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = Reader::new(BufReader::with_capacity(1 << 20, input))?;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".resolving");
-    let tmp = PathBuf::from(tmp);
-    let out = idleflow_format::create_private(&tmp).map_err(io("cannot create", &tmp))?;
+    // The resolved copy: new and private beside it, renamed over it.
+    let (out, staged) = idleflow_format::files::stage(path)
+        .map_err(|e| io("cannot create a copy of", path)(e.into()))?;
+    let tmp = staged.temp_path();
     let result = (|| {
         let mut writer = Writer::new(BufWriter::with_capacity(1 << 20, out), reader.info())?;
         let tool_pid = reader.info().tool_pid;
@@ -165,11 +165,11 @@ pub fn resolve_with(
     })();
     match result {
         Ok(r) => {
-            std::fs::rename(&tmp, path).map_err(io("cannot replace", path))?;
+            staged.commit().map_err(io("cannot replace", path))?;
             Ok(r)
         }
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
+            staged.discard();
             Err(e)
         }
     }

@@ -11,6 +11,12 @@
 
 use std::path::Path;
 
+use idleflow_format::files::{self, Untrusted};
+
+/// The longest perf map read: a JVM that compiled a million methods writes
+/// about 100 MB.
+pub const LIMIT: u64 = 512 << 20;
+
 /// What joins a chain of inlined methods in a perf-map name, outermost
 /// first (the JVM agent's `perfmap::INLINED`).
 pub const INLINED: &str = "->";
@@ -36,9 +42,15 @@ struct Blob {
 }
 
 impl PerfMap {
-    /// Reads `path`; `None` if it does not exist or cannot be read.
-    pub fn read(path: &Path) -> Option<Self> {
-        Some(Self::parse(&std::fs::read_to_string(path).ok()?))
+    /// Reads `path`, written by process `pid` (a runtime that may be
+    /// hostile: `idleflow_format::files::read_untrusted`): never through a
+    /// link, a regular file of root's, idleflow's or `pid`'s user, at most
+    /// [`LIMIT`] bytes (as perf reads only maps of root's or its user's);
+    /// why not otherwise. Bytes that are not UTF-8 are replaced.
+    pub fn read_untrusted(path: &Path, pid: u32) -> Result<Self, Untrusted> {
+        let owners: Vec<u32> = files::process_uid(pid).into_iter().collect();
+        let bytes = files::read_untrusted(path, &owners, LIMIT)?;
+        Ok(Self::parse(&String::from_utf8_lossy(&bytes)))
     }
 
     /// Parses a perf map's text; lines that do not parse are skipped.

@@ -41,6 +41,8 @@ pub struct Frames {
     since_unix_ns: u64,
     /// Frames in no module and no perf map.
     pub unknown: u64,
+    /// Perf maps not read, and why (lines of the recording's header).
+    ignored_perf_maps: Vec<String>,
 }
 
 fn hex(b: &[u8]) -> String {
@@ -164,14 +166,20 @@ impl Frames {
             return m.clone();
         }
         let path = format!("/tmp/perf-{pid}.map");
-        let fresh = std::fs::metadata(&path)
+        let fresh = std::fs::symlink_metadata(&path)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .is_some_and(|t| t.as_nanos() as u64 >= self.since_unix_ns);
-        let found = fresh
-            .then(|| PerfMap::read(Path::new(&path)))
-            .flatten()
+        let read = fresh.then(|| PerfMap::read_untrusted(Path::new(&path), pid));
+        if let Some(Err(why)) = &read {
+            if self.ignored_perf_maps.len() < 100 {
+                self.ignored_perf_maps
+                    .push(format!("perf map of {pid} ignored: {why}"));
+            }
+        }
+        let found = read
+            .and_then(Result::ok)
             .filter(|m| !m.is_empty())
             .map(|m| {
                 let id = self.modules.len() as u64 + 1;
@@ -192,6 +200,7 @@ impl Frames {
 
     /// Names every native frame and hands out the whole table.
     pub fn finish(mut self, notes: &mut Vec<String>) -> UserSymbols {
+        notes.append(&mut self.ignored_perf_maps);
         let symbolizer = Symbolizer::builder()
             .enable_code_info(true)
             .enable_inlined_fns(true)

@@ -73,10 +73,11 @@ impl State {
         for k in beyond_caps(&sizes, flight.keep_files, flight.keep_bytes) {
             let path = &self.flown.dumps[on_disk[k].0];
             // Its pages are in memory: the next dump may write over them.
-            let gone = if self.spare.recycle(path) {
+            let name = path.file_name().unwrap_or_default();
+            let gone = if self.spare.recycle(name) {
                 Ok(())
             } else {
-                std::fs::remove_file(path)
+                self.dir.remove(name)
             };
             match gone {
                 Ok(()) => {

@@ -82,6 +82,8 @@ impl JvmWaitsOf {
 /// heartbeat ([`heartbeat`]).
 pub(super) struct Job {
     pub(super) window: Window,
+    /// The dumps' directory, opened once, and the dump's path in it.
+    pub(super) dir: Arc<idleflow_format::files::Dir>,
     pub(super) path: PathBuf,
     pub(super) info: RunInfo,
     pub(super) dump: FlightDump,
@@ -116,11 +118,15 @@ impl Job {
         // Without CAP_SYS_NICE it runs as usual throughout.
         let raised = sys::set_fifo_priority(DUMP_FIFO_PRIORITY).is_ok();
         let spare = self.spare.as_deref();
-        let written =
-            self.window
-                .write_reusing(&self.path, &self.info, self.dump, &self.namer, |partial| {
-                    spare.and_then(|s| s.take(partial))
-                });
+        let name = self.path.file_name().unwrap_or_default();
+        let written = self.window.write_reusing(
+            &self.dir,
+            name,
+            &self.info,
+            self.dump,
+            &self.namer,
+            |name| spare.and_then(|s| s.take(name)),
+        );
         if raised {
             let _ = sys::set_normal_priority();
         }

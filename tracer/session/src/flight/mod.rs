@@ -21,13 +21,15 @@
 //! ([`heartbeat`]) write the ring's last period the same way and keep it in
 //! the history when it is normal.
 //!
-//! Invariant: every dump is created private (0600) as `NAME.partial` and
-//! renamed only when complete; a dump that failed is said and counted, and
+//! Invariant: every dump is created new and private (0600) under an
+//! unguessable temporary name in the dumps' directory, opened once (a
+//! directory others can write only when it is sticky:
+//! `idleflow_format::files`), and renamed only when complete; a dump that failed is said and counted, and
 //! the recording goes on.
 
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -171,7 +173,7 @@ pub fn fly(
         }
         _ => {}
     }
-    make_private_dir(&flight.dir)?;
+    let dumps_dir = Arc::new(dumps_dir(&flight.dir, progress)?);
     let mut recorder = Recorder::open(&opts.recorder)?;
     recorder.enable()?;
     let started = Instant::now();
@@ -270,7 +272,8 @@ pub fn fly(
         decided: 0,
         writers: Vec::new(),
         said_capped: false,
-        spare: Arc::new(spare::Spare::new(&flight.dir)),
+        spare: Arc::new(spare::Spare::new(&dumps_dir)),
+        dir: dumps_dir,
         growing: None,
         spare_failed: None,
         namer: KernelNamer::start().map_err(|e| SessionError::Io {
@@ -413,6 +416,8 @@ struct State {
     said_capped: bool,
     /// The file the next dump writes over.
     spare: Arc<spare::Spare>,
+    /// The dumps' directory, opened once: every file is made through it.
+    dir: Arc<idleflow_format::files::Dir>,
     /// The thread growing the spare to the ring's length, if one runs.
     growing: Option<JoinHandle<std::io::Result<()>>>,
     /// When the spare last failed to grow.
@@ -549,6 +554,7 @@ impl State {
     ) -> Job {
         Job {
             window,
+            dir: Arc::clone(&self.dir),
             path,
             info,
             dump,
@@ -666,16 +672,34 @@ fn dump_name(number: u32, trigger: &str) -> String {
     format!("idleflow-{when}-{number}-{what}.idleflow")
 }
 
-/// Creates `dir` readable by its owner only, or checks that an existing
-/// one is a directory.
-fn make_private_dir(dir: &Path) -> Result<(), SessionError> {
-    if dir.is_dir() {
-        return Ok(());
+/// Opens the dumps' directory `dir`, created 0700 when it does not exist.
+/// A directory others can write is refused unless it is sticky (`/tmp`),
+/// where the dumps' temporary names are unguessable and nobody else can
+/// rename what the recorder made: that is said, with the advice of a
+/// private directory.
+fn dumps_dir(
+    dir: &Path,
+    progress: &mut dyn Progress,
+) -> Result<idleflow_format::files::Dir, SessionError> {
+    if !dir.is_dir() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(SessionError::io(format!(
+                "cannot create the dump directory {}",
+                dir.display()
+            )))?;
     }
-    std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
-        .map_err(SessionError::io(format!(
-            "cannot create the dump directory {}",
+    let opened = idleflow_format::files::Dir::open(dir)
+        .map_err(|e| SessionError::Flight(format!("the dump directory: {e}")))?;
+    if opened.shared() {
+        progress.note(&format!(
+            "flight: {} is writable by other users (sticky): dumps are made there under \
+             unguessable names and renamed into place; a directory only you can write is \
+             safer (-o DIR makes one, mode 0700, when DIR does not exist)",
             dir.display()
-        )))
+        ));
+    }
+    Ok(opened)
 }

@@ -28,9 +28,7 @@ impl Listener {
     pub(super) fn open(group: Option<u32>) -> Result<Listener, SessionError> {
         let dir = Path::new(SOCKET_DIR);
         let err = |what: String| SessionError::io(what);
-        std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)))
-            .map_err(err(format!("cannot create {SOCKET_DIR}")))?;
+        socket_dir(dir).map_err(err(format!("cannot use {SOCKET_DIR}")))?;
         let path = dir.join(format!("flight-{}.sock", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)
@@ -117,6 +115,32 @@ impl Listener {
         );
         Some(format!("asked by uid {uid} (pid {pid})"))
     }
+}
+
+/// Makes `dir` (0755) or checks an existing one: a directory, not a link,
+/// owned by root or idleflow's user, that nobody else can write (anyone
+/// who could would plant a socket of their own under the recorder's name).
+fn socket_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new().mode(0o755).create(dir) {
+        Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = procfs::euid();
+    if !meta.is_dir() || (meta.uid() != 0 && meta.uid() != me) || meta.mode() & 0o022 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "not a directory of root's or idleflow's user that only its owner can write \
+                 (uid {}, mode {:o}): remove it",
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl Drop for Listener {

@@ -12,18 +12,25 @@
 //! ([`Spare::grow`], on a thread of its own) or made of a dump that the
 //! caps remove ([`Spare::recycle`]).
 //!
-//! Invariants: the spare is created private (0600) in the private dumps'
-//! directory, so a dump made of it is as private as a new one; a file is
-//! handed to one dump at most (taken under the lock, which growing takes
-//! for each chunk); a spare left by a recorder that died is removed by the
-//! next one that uses the directory.
+//! Invariants: the spare is created new and private (0600), under an
+//! unguessable name (`.spare-PID.RANDOM`) in the dumps' directory opened
+//! once (`idleflow_format::files::Dir`), so a dump made of it is as private
+//! as a new one and no link planted at a name it uses is ever written
+//! through; a file is handed to one dump at most (taken under the lock,
+//! which growing takes for each chunk); a spare of idleflow's own user left
+//! by a recorder that died is removed by the next one that uses the
+//! directory (another user's file of that name is left alone).
 
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// The spare file's name in the dumps' directory: `.spare-PID`.
+use idleflow_format::files::{Dir, Staged};
+
+/// The start of a spare file's name in the dumps' directory:
+/// `.spare-PID.RANDOM`.
 const PREFIX: &str = ".spare-";
 
 /// How much a growing spare writes at a time (the lock is taken per chunk).
@@ -32,47 +39,49 @@ const CHUNK: usize = 1 << 20;
 /// A recorder's spare file.
 #[derive(Debug)]
 pub struct Spare {
-    path: PathBuf,
-    file: Mutex<Option<(File, u64)>>,
+    dir: Arc<Dir>,
+    /// The file, its length and its name in `dir`.
+    file: Mutex<Option<(File, u64, OsString)>>,
+}
+
+/// The pid in a spare's name (`.spare-PID.RANDOM`, or the older
+/// `.spare-PID`).
+fn spare_pid(name: &OsStr) -> Option<u32> {
+    let rest = name.as_bytes().strip_prefix(PREFIX.as_bytes())?;
+    let pid = rest.split(|&b| b == b'.').next()?;
+    std::str::from_utf8(pid).ok()?.parse().ok()
 }
 
 impl Spare {
     /// The spare of this process in `dir` (none yet); the spares of
-    /// recorders no longer running are removed.
-    pub fn new(dir: &Path) -> Spare {
-        if let Ok(entries) = std::fs::read_dir(dir) {
+    /// recorders no longer running, made by idleflow's user, are removed.
+    pub fn new(dir: &Arc<Dir>) -> Spare {
+        let me = idleflow_tracer::procfs::euid();
+        if let Ok(entries) = std::fs::read_dir(dir.path()) {
             for e in entries.flatten() {
                 let name = e.file_name();
-                let Some(pid) = name
-                    .to_str()
-                    .and_then(|n| n.strip_prefix(PREFIX))
-                    .and_then(|p| p.parse::<u32>().ok())
-                else {
+                let Some(pid) = spare_pid(&name) else {
                     continue;
                 };
-                if !Path::new(&format!("/proc/{pid}")).exists() || pid == std::process::id() {
-                    let _ = std::fs::remove_file(e.path());
+                let ours = dir.stat(&name).is_some_and(|st| st.st_uid == me);
+                let dead = !std::path::Path::new(&format!("/proc/{pid}")).exists();
+                if ours && (dead || pid == std::process::id()) {
+                    let _ = dir.remove(&name);
                 }
             }
         }
         Spare {
-            path: dir.join(format!("{PREFIX}{}", std::process::id())),
+            dir: Arc::clone(dir),
             file: Mutex::new(None),
         }
     }
 
-    /// The spare, renamed to `to` and open for writing over; None when
-    /// there is none (or it could not be renamed).
-    pub fn take(&self, to: &Path) -> Option<File> {
+    /// The spare, open for writing over and staged to become `name` in the
+    /// directory; None when there is none.
+    pub fn take(&self, name: &OsStr) -> Option<(File, Staged)> {
         let mut held = self.file.lock().ok()?;
-        let (file, _) = held.take()?;
-        match std::fs::rename(&self.path, to) {
-            Ok(()) => Some(file),
-            Err(_) => {
-                let _ = std::fs::remove_file(&self.path);
-                None
-            }
-        }
+        let (file, _, temp) = held.take()?;
+        Some((file, Staged::adopt(&self.dir, temp, name.to_owned())))
     }
 
     /// Bytes the spare holds now.
@@ -80,8 +89,15 @@ impl Spare {
         self.file
             .lock()
             .ok()
-            .and_then(|f| f.as_ref().map(|(_, len)| *len))
+            .and_then(|f| f.as_ref().map(|(_, len, _)| *len))
             .unwrap_or(0)
+    }
+
+    /// A new name for this process's spare.
+    fn create(&self) -> std::io::Result<(File, u64, OsString)> {
+        let prefix = format!("{PREFIX}{}", std::process::id());
+        let (file, name) = self.dir.create_temp(OsStr::new(&prefix), "")?;
+        Ok((file, 0, name))
     }
 
     /// Grows the spare to at least `target` bytes, a chunk at a time
@@ -99,10 +115,10 @@ impl Spare {
                     // Taken by a dump while growing: the next call grows.
                     return Ok(());
                 }
-                *held = Some((idleflow_format::create_private(&self.path)?, 0));
+                *held = Some(self.create()?);
             }
             first = false;
-            let Some((file, len)) = held.as_mut() else {
+            let Some((file, len, _)) = held.as_mut() else {
                 return Ok(());
             };
             if *len >= target {
@@ -113,34 +129,43 @@ impl Spare {
         }
     }
 
-    /// Makes `dump` (a dump the caps remove, its pages in memory) the
-    /// spare when it is longer than the spare; true when it was. Otherwise
-    /// the caller removes it.
-    pub fn recycle(&self, dump: &Path) -> bool {
+    /// Makes the dump `name` in the directory (a dump the caps remove, its
+    /// pages in memory) the spare when it is longer than the spare and a
+    /// private file of idleflow's own; true when it was. Otherwise the
+    /// caller removes it.
+    pub fn recycle(&self, name: &OsStr) -> bool {
         let Ok(mut held) = self.file.lock() else {
             return false;
         };
-        let Ok(len) = std::fs::metadata(dump).map(|m| m.len()) else {
+        let Ok(file) = self.dir.open_own(name) else {
             return false;
         };
-        if held.as_ref().is_some_and(|(_, have)| *have >= len) {
-            return false;
-        }
-        let Ok(file) = std::fs::OpenOptions::new().write(true).open(dump) else {
+        let Ok(len) = file.metadata().map(|m| m.len()) else {
             return false;
         };
-        if std::fs::rename(dump, &self.path).is_err() {
+        if held.as_ref().is_some_and(|(_, have, _)| *have >= len) {
             return false;
         }
-        *held = Some((file, len));
+        let Ok((_, _, temp)) = self.create() else {
+            return false;
+        };
+        // Over the new empty name: the dump's pages become the spare's.
+        if self.dir.rename(name, &temp).is_err() {
+            let _ = self.dir.remove(&temp);
+            return false;
+        }
+        if let Some((_, _, old)) = held.take() {
+            let _ = self.dir.remove(&old);
+        }
+        *held = Some((file, len, temp));
         true
     }
 
     /// Removes the spare (the recorder stops).
     pub fn remove(&self) {
         if let Ok(mut held) = self.file.lock() {
-            if held.take().is_some() {
-                let _ = std::fs::remove_file(&self.path);
+            if let Some((_, _, name)) = held.take() {
+                let _ = self.dir.remove(&name);
             }
         }
     }
@@ -149,42 +174,70 @@ impl Spare {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
+
+    fn spares(dir: &std::path::Path) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| spare_pid(p.file_name().unwrap()).is_some())
+            .collect();
+        v.sort();
+        v
+    }
 
     #[test]
     fn a_spare_grows_is_taken_once_and_a_removed_dump_becomes_the_next() {
         let dir = tempfile::tempdir().unwrap();
+        let opened = Arc::new(Dir::open(dir.path()).unwrap());
         // A spare left by a recorder that is not running goes.
-        let stale = dir.path().join(".spare-999999999");
+        let stale = dir.path().join(".spare-999999999.abcdefgh");
         std::fs::write(&stale, b"old").unwrap();
-        let spare = Spare::new(dir.path());
+        let spare = Spare::new(&opened);
         assert!(!stale.exists());
-        assert!(spare.take(&dir.path().join("x")).is_none());
+        assert!(spare.take(OsStr::new("x")).is_none());
 
         spare.grow(3 * CHUNK as u64 + 1).unwrap();
         assert_eq!(spare.len(), 4 * CHUNK as u64);
-        let own = dir.path().join(format!(".spare-{}", std::process::id()));
-        let meta = std::fs::metadata(&own).unwrap();
+        let own = spares(dir.path());
+        assert_eq!(own.len(), 1, "{own:?}");
+        let own = &own[0];
+        let prefix = format!(".spare-{}.", std::process::id());
+        assert!(own
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with(&prefix));
+        let meta = std::fs::metadata(own).unwrap();
         assert_eq!(meta.len(), 4 * CHUNK as u64);
-        use std::os::unix::fs::PermissionsExt;
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
 
-        let to = dir.path().join("dump.partial");
-        assert!(spare.take(&to).is_some());
-        assert!(to.exists() && !own.exists());
-        assert!(spare.take(&dir.path().join("y")).is_none());
+        let (_, staged) = spare.take(OsStr::new("dump.idleflow")).unwrap();
+        staged.commit().unwrap();
+        assert!(dir.path().join("dump.idleflow").exists() && !own.exists());
+        assert!(spare.take(OsStr::new("y")).is_none());
         assert_eq!(spare.len(), 0);
 
         // A removed dump longer than the spare becomes it; a shorter not.
         let old = dir.path().join("old.idleflow");
         std::fs::write(&old, vec![1u8; 5000]).unwrap();
-        assert!(spare.recycle(&old));
-        assert!(!old.exists() && own.exists());
+        assert!(spare.recycle(OsStr::new("old.idleflow")));
+        assert!(!old.exists());
+        assert_eq!(spares(dir.path()).len(), 1);
         assert_eq!(spare.len(), 5000);
         let small = dir.path().join("small.idleflow");
         std::fs::write(&small, vec![1u8; 10]).unwrap();
-        assert!(!spare.recycle(&small));
+        assert!(!spare.recycle(OsStr::new("small.idleflow")));
         assert!(small.exists());
+        // A dump with a second name (a hard link) is not made the spare.
+        let linked = dir.path().join("linked.idleflow");
+        std::fs::write(&linked, vec![1u8; 9000]).unwrap();
+        std::fs::hard_link(&linked, dir.path().join("other-name")).unwrap();
+        assert!(!spare.recycle(OsStr::new("linked.idleflow")));
         spare.remove();
-        assert!(!own.exists());
+        assert!(spares(dir.path()).is_empty());
     }
 }

@@ -45,7 +45,14 @@ pub struct ConvertJob {
     pub ports_from: u16,
     /// Its last port.
     pub ports_to: u16,
+    /// The JVM's user, who may own its file besides root and idleflow's
+    /// user (`idleflow_format::files::open_untrusted`); None if unknown.
+    pub owner: Option<u32>,
 }
+
+/// The longest flight recording a converter reads (a JVM's file under
+/// idleflow's settings is a few MB a minute).
+pub const JFR_LIMIT: u64 = 4 << 30;
 
 impl ConvertJob {
     /// The child's arguments after [`CONVERT_SUBCOMMAND`].
@@ -60,6 +67,7 @@ impl ConvertJob {
                 self.all_waits.clone(),
                 self.ports_from.to_string(),
                 self.ports_to.to_string(),
+                self.owner.map_or("-".into(), |u| u.to_string()),
             ]
             .map(OsString::from),
         );
@@ -74,8 +82,8 @@ impl ConvertJob {
             return Err(bad("the input and output files"));
         };
         let text: Vec<&str> = rest.iter().map(|a| a.to_str().unwrap_or("")).collect();
-        let [pid, offset, threshold, monitor, all_waits, from, to] = text[..] else {
-            return Err(bad("7 values after the files"));
+        let [pid, offset, threshold, monitor, all_waits, from, to, owner] = text[..] else {
+            return Err(bad("8 values after the files"));
         };
         fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, SessionError> {
             v.parse()
@@ -91,6 +99,10 @@ impl ConvertJob {
             all_waits: all_waits.to_string(),
             ports_from: number("ports_from", from)?,
             ports_to: number("ports_to", to)?,
+            owner: match owner {
+                "-" => None,
+                o => Some(number("owner", o)?),
+            },
         })
     }
 }
@@ -150,10 +162,15 @@ fn parse_spans(text: &str) -> Result<Vec<(u64, u64)>, SessionError> {
 /// wait records alone (read by `Waits::collect` in the parent process).
 pub fn convert_child(args: &ConvertJob) -> Result<(), SessionError> {
     use idleflow_format::{RunInfo, RunSummary, Writer};
-    let file = idleflow_format::create_private(&args.output).map_err(SessionError::io(format!(
-        "cannot create {}",
-        args.output.display()
-    )))?;
+    // New in the parent's private directory, never through a link: the
+    // parent reads it by name, even when this child was killed mid-way.
+    let file = idleflow_format::files::Dir::of(&args.output)
+        .map_err(std::io::Error::from)
+        .and_then(|(dir, name)| dir.create_new(&name))
+        .map_err(SessionError::io(format!(
+            "cannot create {}",
+            args.output.display()
+        )))?;
     let mut w = Writer::new(
         std::io::BufWriter::new(file),
         &RunInfo::minimal(Vec::new(), 0),
@@ -168,7 +185,18 @@ pub fn convert_child(args: &ConvertJob) -> Result<(), SessionError> {
         all_waits: parse_spans(&args.all_waits)?,
         ephemeral_ports: (args.ports_from, args.ports_to),
     };
-    let head = idleflow_jfr::convert(&args.input, &opts, |r| w.write(&r))?;
+    // Written by the JVM, perhaps a hostile one: never through a link, a
+    // regular file of root's, idleflow's or the JVM's user, bounded.
+    let owners: Vec<u32> = args.owner.into_iter().collect();
+    let (input, len) = idleflow_format::files::open_untrusted(&args.input, &owners, JFR_LIMIT)
+        .map_err(|e| SessionError::io("refused")(std::io::Error::other(e)))?;
+    let head = idleflow_jfr::convert_from(
+        std::io::BufReader::new(input),
+        &args.input.display().to_string(),
+        len,
+        &opts,
+        |r| w.write(&r),
+    )?;
     w.write(&Record::JvmWaits(Box::new(head)))?;
     w.finish(&RunSummary::default())?;
     Ok(())
@@ -183,6 +211,7 @@ impl Waits {
     pub(super) fn convert_isolated(
         &self,
         pid: u32,
+        owner: Option<u32>,
         path: &std::path::Path,
         offset_ns: i64,
         all_waits: &[(u64, u64)],
@@ -201,6 +230,7 @@ impl Waits {
             all_waits: format_spans(all_waits),
             ports_from,
             ports_to,
+            owner,
         };
         let exe = std::env::current_exe()
             .map_err(SessionError::io("cannot find the idleflow executable"))?;
@@ -260,6 +290,7 @@ mod tests {
             all_waits: "1-2,30-40".into(),
             ports_from: 32768,
             ports_to: 60999,
+            owner: Some(1000),
         };
         let read = ConvertJob::from_args(&sent.args()).unwrap();
         assert_eq!(format!("{read:?}"), format!("{sent:?}"));

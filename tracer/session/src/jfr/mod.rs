@@ -106,12 +106,9 @@ pub fn prepare(
     } else {
         all_below * cpus.max(1) as f64
     };
-    let dir = tempfile::Builder::new()
-        .prefix("idleflow-jfr-")
-        .tempdir()
-        .map_err(SessionError::io(
-            "cannot create a directory for the JVMs' flight recordings",
-        ))?;
+    let dir = idleflow_format::files::private_tempdir("idleflow-jfr-").map_err(|e| {
+        SessionError::io("cannot create a directory for the JVMs' flight recordings")(e.into())
+    })?;
     crate::agent::check_plain(dir.path(), "the temporary directory")?;
     let settings = [
         ("idleflow.jfc", thresholds),
@@ -227,7 +224,8 @@ impl Waits {
                 records.push(r.clone());
                 Ok(())
             };
-            let head = self.convert_isolated(pid, &file, offset_ns, all_waits, &mut sink);
+            let owner = idleflow_format::files::process_uid(pid);
+            let head = self.convert_isolated(pid, owner, &file, offset_ns, all_waits, &mut sink);
             let _ = std::fs::remove_file(&file);
             match head {
                 Ok(Some(mut head)) => {
@@ -309,7 +307,8 @@ impl Waits {
                 ));
                 continue;
             };
-            match self.join_chunks(pid, dir, *since) {
+            let owner = watched.owners.get(&pid).copied();
+            match self.join_chunks(pid, owner, dir, *since) {
                 Ok(0) => notes.push(format!(
                     "JVM {pid}: ended without writing its flight recording (killed?), \
                      and left no chunks in its repository {}: no Java waits",
@@ -334,8 +333,16 @@ impl Waits {
 
     /// Concatenates the chunk files of `dir` written since `since` (a
     /// `.jfr` file is a sequence of chunks), in time order, into JVM
-    /// `pid`'s file; returns how many.
-    fn join_chunks(&self, pid: u32, dir: &Path, since: SystemTime) -> std::io::Result<usize> {
+    /// `pid`'s file; returns how many. The chunks are the JVM's (its user
+    /// `owner`'s): read under `files::open_untrusted`; the file is made new
+    /// in the JVMs' shared directory, never through a link planted there.
+    fn join_chunks(
+        &self,
+        pid: u32,
+        owner: Option<u32>,
+        dir: &Path,
+        since: SystemTime,
+    ) -> std::io::Result<usize> {
         let mut chunks: Vec<PathBuf> = std::fs::read_dir(dir)?
             .flatten()
             .filter(|e| {
@@ -351,12 +358,18 @@ impl Waits {
         if chunks.is_empty() {
             return Ok(0);
         }
-        let mut out = std::fs::File::create(
-            self.out_dir()
-                .join(format!("hotspot-pid-{pid}-id-0-repository.jfr")),
-        )?;
+        let owners: Vec<u32> = owner.into_iter().collect();
+        let out_dir = idleflow_format::files::Dir::open(&self.out_dir())?;
+        let name = format!("hotspot-pid-{pid}-id-0-repository.jfr");
+        let mut out = out_dir.create_new(std::ffi::OsStr::new(&name))?;
+        let mut left = convert::JFR_LIMIT;
         for c in &chunks {
-            std::io::copy(&mut std::fs::File::open(c)?, &mut out)?;
+            let (chunk, _) = idleflow_format::files::open_untrusted(c, &owners, left)
+                .map_err(std::io::Error::other)?;
+            left = left.saturating_sub(std::io::copy(
+                &mut std::io::Read::take(chunk, left),
+                &mut out,
+            )?);
         }
         Ok(chunks.len())
     }
@@ -396,28 +409,34 @@ impl Waits {
                     .write_after(r)
                     .map_err(SessionError::at("cannot write the JVMs' waits"))
             };
-            let head = match self.convert_isolated(pid, &path, offset_ns, all_waits, &mut sink) {
-                Ok(Some(head)) => head,
-                Ok(None) => {
-                    let note = format!(
+            let owner = watched
+                .owners
+                .get(&pid)
+                .copied()
+                .or_else(|| idleflow_format::files::process_uid(pid));
+            let head =
+                match self.convert_isolated(pid, owner, &path, offset_ns, all_waits, &mut sink) {
+                    Ok(Some(head)) => head,
+                    Ok(None) => {
+                        let note = format!(
                         "its flight recording {} could not be read whole (the converter failed or \
                          timed out; the waits read before are kept)",
                         path.display()
                     );
-                    notes.push(format!("JVM {pid}: {note}"));
-                    idleflow_format::JvmWaits {
-                        pid,
-                        source: "jfr".into(),
-                        file: path.display().to_string(),
-                        threshold_ns: self.thresholds.wait_ns,
-                        monitor_enter_threshold_ns: Some(self.thresholds.monitor_enter_ns),
-                        clock_offset_ns: offset_ns,
-                        all_waits: all_waits.to_vec(),
-                        ..Default::default()
+                        notes.push(format!("JVM {pid}: {note}"));
+                        idleflow_format::JvmWaits {
+                            pid,
+                            source: "jfr".into(),
+                            file: path.display().to_string(),
+                            threshold_ns: self.thresholds.wait_ns,
+                            monitor_enter_threshold_ns: Some(self.thresholds.monitor_enter_ns),
+                            clock_offset_ns: offset_ns,
+                            all_waits: all_waits.to_vec(),
+                            ..Default::default()
+                        }
                     }
-                }
-                Err(e) => return Err(e),
-            };
+                    Err(e) => return Err(e),
+                };
             let mut head = head;
             head.own_tids = watched.own_tids.get(&pid).cloned().unwrap_or_default();
             head.attached_ns = watched.attached.get(&pid).copied().unwrap_or(0);

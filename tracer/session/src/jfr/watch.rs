@@ -88,6 +88,8 @@ pub struct Watched {
     /// Each started JVM's flight-recorder repository (see
     /// [`repository_of`]) and when idleflow's recording started in it.
     pub repositories: HashMap<u32, (PathBuf, SystemTime)>,
+    /// Each started JVM's user (the owner its files may have).
+    pub owners: HashMap<u32, u32>,
     /// When each JVM recorded every wait (the policy), ns on the
     /// recording's clock.
     pub all_waits: HashMap<u32, Vec<(u64, u64)>>,
@@ -297,6 +299,9 @@ impl Watcher {
                     r.restart(idleflow_tracer::sys::monotonic_ns());
                 }
                 self.done.started.push(pid);
+                if let Some(uid) = idleflow_format::files::process_uid(pid) {
+                    self.done.owners.insert(pid, uid);
+                }
                 if let Some(dir) = repository_of(pid, &self.waits.out_dir()) {
                     self.done.repositories.insert(pid, (dir, at));
                 }
