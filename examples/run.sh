@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the bundled examples. Run as root (recording needs root or
-# CAP_PERFMON). Builds idleflow and its JVM agent, then records, in the mode a
-# user starts with first:
+# CAP_PERFMON). Installs what a fresh machine lacks (.ci/install examples),
+# builds idleflow and its JVM agent, then records, in the mode a user starts
+# with first:
 #  1. a Java program whose workers are serialized on one lock held across a
 #     blocking call (examples/java/LockedIo.java) in the default mode (no
 #     instrumentation: the JVM's flight recorder for the long waits, the
@@ -14,6 +15,7 @@
 #     lock holders, followed to its root cause (blame.svg).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash .ci/install examples        # what a fresh machine lacks: clang, libelf-dev, a JDK...
 cargo build --release            # idleflow and libidleflow_agent.so beside it
 cargo build --release --examples
 mkdir -p target/java
