@@ -87,7 +87,8 @@ impl LiveWorkArea {
             Tag::Unknown(miss) => {
                 match miss {
                     Miss::Short => summary.unknown_short += 1,
-                    Miss::Overwritten => summary.unknown_overwritten += 1,
+                    // Neither could be read intact.
+                    Miss::Overwritten | Miss::Torn => summary.unknown_overwritten += 1,
                 }
                 NodeTag::Unknown
             }

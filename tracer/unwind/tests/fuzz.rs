@@ -77,6 +77,9 @@ fn the_readers_of_what_a_target_writes_survive_any_bytes() {
         corpus.path(),
         &[
             "-max_len=65536".into(),
+            // A hang is a finding (a reader waiting on a writer that died):
+            // reported in seconds, not libFuzzer's default 20 minutes.
+            "-timeout=10".into(),
             "-rss_limit_mb=1024".into(),
             "-malloc_limit_mb=256".into(),
         ],

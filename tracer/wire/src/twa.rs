@@ -83,7 +83,17 @@ pub enum Miss {
     /// The entry that held the time was overwritten before it was read
     /// (the ring is too short for the thread's rate of node changes).
     Overwritten,
+    /// The slot's current node could not be read whole: its writer left
+    /// it mid-write (an agent killed while publishing, or a damaged or
+    /// hostile work area) or kept rewriting it while it was read.
+    Torn,
 }
+
+/// How often [`SlotRef::current`] spins, then yields, for a writer to
+/// finish before it gives up (a writer preempted mid-write resumes within
+/// a scheduler tick or two; one that died never does).
+const SPINS: u32 = 64;
+const YIELDS: u32 = 200;
 
 /// One history entry.
 #[repr(C)]
@@ -233,7 +243,10 @@ impl WorkArea {
         let ring_len = word(16) as usize;
         let delta_ns = u64::from_le_bytes(h[24..32].try_into().expect("8 bytes"));
         let sb = slot_bytes(ring_len);
-        if ring_len < 2 || map.len() < HEADER + slots * sb {
+        // Checked: a damaged or hostile header may ask for more than any
+        // address space holds.
+        let needed = slots.checked_mul(sb).and_then(|n| n.checked_add(HEADER));
+        if ring_len < 2 || needed.is_none_or(|n| map.len() < n) {
             return Err(bad("slot table does not fit the file".into()));
         }
         Ok(WorkArea {
@@ -377,21 +390,28 @@ impl SlotRef<'_> {
         self.slot.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
-    /// The current node and since when, read consistently (tracer side).
-    pub fn current(&self) -> (u64, u64) {
-        loop {
+    /// The current node and since when, read consistently (tracer side);
+    /// `None` when the writer does not finish within [`SPINS`] spins and
+    /// [`YIELDS`] yields (it died mid-write, or the area is damaged: the
+    /// agents are other processes, which the recorder never waits on).
+    pub fn current(&self) -> Option<(u64, u64)> {
+        for attempt in 0..SPINS + YIELDS {
             let s1 = self.slot.seq.load(Ordering::Acquire);
-            if s1 & 1 == 1 {
-                std::hint::spin_loop();
-                continue;
+            if s1 & 1 == 0 {
+                let node = self.slot.node.load(Ordering::Relaxed);
+                let since = self.slot.since.load(Ordering::Relaxed);
+                fence(Ordering::Acquire);
+                if self.slot.seq.load(Ordering::Relaxed) == s1 {
+                    return Some((node, since));
+                }
             }
-            let node = self.slot.node.load(Ordering::Relaxed);
-            let since = self.slot.since.load(Ordering::Relaxed);
-            fence(Ordering::Acquire);
-            if self.slot.seq.load(Ordering::Relaxed) == s1 {
-                return (node, since);
+            if attempt < SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
             }
         }
+        None
     }
 
     /// The node the thread was in at time `t` (tracer side). See the module
@@ -404,7 +424,9 @@ impl SlotRef<'_> {
         if released != 0 && t >= released {
             return Tag::AfterRelease;
         }
-        let (node, since) = self.current();
+        let Some((node, since)) = self.current() else {
+            return Tag::Unknown(Miss::Torn);
+        };
         if since <= t {
             return Tag::Current(node);
         }
@@ -569,6 +591,35 @@ mod tests {
     /// A writer publishing as fast as it can and a reader tagging
     /// concurrently: every tag the reader gets is a node that really was
     /// current at that time (nodes encode their start time).
+    /// A writer that died mid-write (its seqlock left odd) is never
+    /// waited for: the read gives up, the tag is unknown.
+    /// A header whose slot table overflows the address space is refused.
+    #[test]
+    fn a_header_asking_for_more_than_memory_holds_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("twa");
+        let mut bytes = vec![0u8; 4096];
+        bytes[..8].copy_from_slice(TWA_MAGIC);
+        bytes[8..12].copy_from_slice(&TWA_VERSION.to_le_bytes());
+        bytes[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+        bytes[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&p, &bytes).unwrap();
+        let e = WorkArea::open(&p).unwrap_err().to_string();
+        assert!(e.contains("slot table does not fit the file"), "{e}");
+    }
+
+    #[test]
+    fn a_slot_left_mid_write_is_read_as_torn_not_waited_for() {
+        let (_d, w) = area(8, 50);
+        let s = w.claim(9, 9, 1_000, 1_000).unwrap();
+        s.slot.seq.fetch_add(1, Ordering::Release);
+        let t = std::time::Instant::now();
+        assert_eq!(s.node_at(5_000), Tag::Unknown(Miss::Torn));
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        s.slot.seq.fetch_add(1, Ordering::Release);
+        assert_eq!(s.node_at(5_000), Tag::Current(1_000));
+    }
+
     #[test]
     fn concurrent_reads_never_see_a_wrong_node() {
         let (_d, w) = area(64, 50);
@@ -581,7 +632,9 @@ mod tests {
                 let s = w.slot(0).unwrap();
                 let mut checked = 0u64;
                 while !done.load(Ordering::Relaxed) {
-                    let (_, since) = s.current();
+                    let Some((_, since)) = s.current() else {
+                        continue;
+                    };
                     for back in [0u64, 30, 120, 1_000] {
                         let t = since.saturating_sub(back);
                         match s.node_at(t) {

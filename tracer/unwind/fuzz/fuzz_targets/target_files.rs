@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
             };
             for (i, _, _) in area.claimed().take(64).collect::<Vec<_>>() {
                 if let Some(slot) = area.slot(i) {
-                    let (now, _) = slot.current();
+                    let now = slot.current().map_or(7, |(_, since)| since);
                     for t in [0, now, now.wrapping_add(1), u64::MAX] {
                         let _ = slot.node_at(t);
                     }
