@@ -349,6 +349,15 @@ fn outputs_written_with_o_replace_links_planted_at_their_names() {
         .args(["-o", "/dev/stdout"]));
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("idle"), "{}", stdout(&o));
+    // A recording is renamed into place: a link root made (`/dev/stdout`)
+    // is refused with a clear error, never replaced.
+    let o = run(idleflow().args(["record", "-q", "-o", "/dev/stdout", "--", "true"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("a symbolic link"), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata("/dev/stdout")
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }
 
 #[test]

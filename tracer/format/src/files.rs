@@ -241,8 +241,46 @@ impl Dir {
         })
     }
 
-    /// Stages the file `name` in this directory ([`stage`]).
+    /// Stages the file `name` in this directory ([`stage`]). A directory,
+    /// a device, a FIFO or a socket at `name`, or a link to one
+    /// (`/dev/stdout`), is refused: a file is renamed over `name`, which
+    /// would replace it.
     pub fn stage(self: &Arc<Self>, name: &OsStr) -> Result<(File, Staged), FilesError> {
+        let not_a_file = |what: &'static str| FilesError::Io {
+            what,
+            path: self.path.join(name),
+            source: std::io::ErrorKind::InvalidInput.into(),
+        };
+        if let Some(st) = self.stat(name) {
+            let mut kind = FileType::from_raw_mode(st.st_mode);
+            let me = rustix::process::geteuid().as_raw();
+            if kind == FileType::Symlink && (st.st_uid == 0 || st.st_uid == me) {
+                // A link root or idleflow's user made on purpose
+                // (`/dev/stdout`, a file kept on another disk): neither
+                // replaced nor written through. One someone else planted
+                // is replaced.
+                return Err(not_a_file(
+                    "a symbolic link, which this output would replace (it is renamed into \
+                     place when complete); name the file it points to, or another name:",
+                ));
+            }
+            if kind == FileType::Symlink {
+                kind = rfs::statat(&self.fd, name, AtFlags::empty())
+                    .map_or(FileType::RegularFile, |st| {
+                        FileType::from_raw_mode(st.st_mode)
+                    });
+            }
+            match kind {
+                FileType::RegularFile | FileType::Symlink => {}
+                FileType::Directory => return Err(not_a_file("a directory is in the way:")),
+                _ => {
+                    return Err(not_a_file(
+                        "not a file (a device, a FIFO or a socket; this output is renamed into \
+                         place when complete, so it must name a file):",
+                    ))
+                }
+            }
+        }
         let (file, temp) = self
             .create_temp(name, ".partial")
             .map_err(|source| FilesError::Io {
@@ -423,10 +461,11 @@ impl Output {
     }
 }
 
-/// Opens `path` for an output ([`Output`]): a path that names a character
-/// device or a pipe (`/dev/stdout`, `/dev/null`, a FIFO) is opened as it
-/// is, through a link only when root or idleflow's user made the link;
-/// anything else is staged ([`stage`]).
+/// Opens `path` for an output ([`Output`]): a character device, a FIFO or
+/// a socket (`/dev/null`), or a link root or idleflow's user made
+/// (`/dev/stdout`, whatever it points to), is written as it is; anything
+/// else — a file, nothing, a link someone else planted — is staged
+/// ([`stage`]) and renamed into place.
 pub fn create_output(path: &Path) -> Result<Output, FilesError> {
     if let Some(file) = open_stream(path)? {
         return Ok(Output { file, staged: None });
@@ -445,21 +484,33 @@ fn open_stream(path: &Path) -> Result<Option<File>, FilesError> {
     };
     let me = rustix::process::geteuid().as_raw();
     let kind = FileType::from_raw_mode(lst.st_mode);
-    if kind == FileType::Symlink && lst.st_uid != 0 && lst.st_uid != me {
-        return Ok(None);
+    let trusted_link = kind == FileType::Symlink && (lst.st_uid == 0 || lst.st_uid == me);
+    if trusted_link {
+        // A link root or idleflow's user made (`/dev/stdout`, whatever
+        // standard output is): written through, as asked, as before.
+        let fd = rfs::open(
+            path,
+            OFlags::WRONLY | OFlags::TRUNC | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(FilesError::io("cannot open", path))?;
+        let st = rfs::fstat(&fd).map_err(FilesError::io("cannot read", path))?;
+        if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
+            rfs::fchmod(&fd, Mode::from_raw_mode(0o600))
+                .map_err(FilesError::io("cannot make private", path))?;
+        }
+        return Ok(Some(File::from(fd)));
     }
-    let Ok(st) = rfs::stat(path) else {
-        return Ok(None);
-    };
     if !matches!(
-        FileType::from_raw_mode(st.st_mode),
+        kind,
         FileType::CharacterDevice | FileType::Fifo | FileType::Socket
     ) {
+        // A file, nothing, or a link someone else planted: staged.
         return Ok(None);
     }
     let fd = rfs::open(
         path,
-        OFlags::WRONLY | OFlags::NOCTTY | OFlags::CLOEXEC,
+        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(FilesError::io("cannot open", path))?;
@@ -683,6 +734,8 @@ mod tests {
         std::fs::write(&victim, b"precious").unwrap();
         let out = dir.path().join("run.idleflow");
         std::os::unix::fs::symlink(&victim, &out).unwrap();
+        // Planted by someone else (these tests run as root).
+        std::os::unix::fs::lchown(&out, Some(65534), Some(65534)).unwrap();
         let (mut file, staged) = stage(&out).unwrap();
         let temp = staged.temp_path();
         assert!(temp.to_str().unwrap().ends_with(".partial"), "{temp:?}");
@@ -697,6 +750,25 @@ mod tests {
         assert_eq!(std::fs::read(&out).unwrap(), b"recording");
         assert!(!std::fs::symlink_metadata(&out).unwrap().is_symlink());
         assert!(partials_of(&out).is_empty());
+    }
+
+    #[test]
+    fn a_device_or_a_link_to_one_is_never_staged_over() {
+        let e = stage(Path::new("/dev/null")).unwrap_err().to_string();
+        assert!(e.contains("not a file"), "{e}");
+        // `/dev/stdout`: root's link, left as it is whatever it points to.
+        let e = stage(Path::new("/dev/stdout")).unwrap_err().to_string();
+        assert!(e.contains("a symbolic link"), "{e}");
+        assert!(std::fs::symlink_metadata("/dev/stdout")
+            .unwrap()
+            .is_symlink());
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("out");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        assert!(stage(&link).is_err());
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        let e = stage(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("a directory is in the way"), "{e}");
     }
 
     #[test]
