@@ -113,7 +113,8 @@ impl Dir {
         }
         Ok(Dir {
             fd,
-            path: shown.to_path_buf(),
+            // As given: "" joins to a bare file name, as the user wrote it.
+            path: path.to_path_buf(),
             shared: others_write,
         })
     }
@@ -129,9 +130,18 @@ impl Dir {
         Ok((Dir::open(dir)?, name.to_owned()))
     }
 
-    /// Its path, as given.
+    /// Its path, as given ("" for the working directory).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Its path for messages: "." for the working directory.
+    fn shown(&self) -> &Path {
+        if self.path.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            &self.path
+        }
     }
 
     /// Writable by others, but sticky (like `/tmp`).
@@ -285,7 +295,7 @@ impl Dir {
             .create_temp(name, ".partial")
             .map_err(|source| FilesError::Io {
                 what: "cannot create a file in",
-                path: self.path.clone(),
+                path: self.shown().to_path_buf(),
                 source,
             })?;
         Ok((
@@ -769,6 +779,22 @@ mod tests {
         assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
         let e = stage(dir.path()).unwrap_err().to_string();
         assert!(e.contains("a directory is in the way"), "{e}");
+    }
+
+    #[test]
+    fn a_bare_file_name_stays_bare() {
+        let dir = tempfile::tempdir().unwrap();
+        let was = std::env::current_dir().unwrap();
+        std::env::set_current_dir(dir.path()).unwrap();
+        let staged = stage(Path::new("run.idleflow")).map(|(_, s)| s);
+        std::env::set_current_dir(was).unwrap();
+        let staged = staged.unwrap();
+        assert_eq!(staged.path(), Path::new("run.idleflow"));
+        assert!(staged
+            .temp_path()
+            .to_str()
+            .unwrap()
+            .starts_with("run.idleflow."));
     }
 
     #[test]
