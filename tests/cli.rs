@@ -195,17 +195,29 @@ fn duration_records_system_wide_and_pid_shows_only_that_process() {
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
 
+    // System-wide, with the same shell running (a quiet machine may have
+    // nothing else that leaves a CPU idle in half a second): its threads
+    // are shown although no --pid names them, and not only theirs.
+    let mut sleeper = Command::new("sh")
+        .args(["-c", "while :; do sleep 0.01; done"])
+        .spawn()
+        .unwrap();
     let rec = dir.path().join("all.idleflow");
     let out = run(idleflow()
         .args(["record", "-q", "-d", "0.5", "-o"])
         .arg(&rec));
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stderr(&out), "", "--quiet prints nothing");
     let r = report_json(&rec);
     assert!(r["target_pids"].as_array().unwrap().is_empty());
+    let threads = r["threads"].as_array().unwrap();
+    assert!(threads.len() > 1, "system-wide shows all threads");
+    let pids: std::collections::BTreeSet<u64> = threads.iter().map(|t| u(t, "pid")).collect();
     assert!(
-        r["threads"].as_array().unwrap().len() > 1,
-        "system-wide shows all threads"
+        pids.len() > 1 && threads.iter().any(|t| t["comm"] == "sleep"),
+        "system-wide shows every process's threads: {threads:?}"
     );
 }
 
