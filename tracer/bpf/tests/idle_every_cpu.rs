@@ -29,7 +29,9 @@ use std::time::Duration;
 
 use idleflow_bpf::{PrevState, SchedEvent, WakeContext};
 use idleflow_format::IDLE_TID;
-use support::{close, gettid, may_run, online_cpus, pin, BpfSeen, PerfSeen, Recording};
+use support::{
+    close, gettid, may_run, monotonic_ns, online_cpus, pin, BpfSeen, PerfSeen, Recording,
+};
 
 const SLEEPS: usize = 300;
 const ROUND_TRIPS: usize = 1000;
@@ -51,6 +53,9 @@ struct Sleeper {
     sleeps_ended_by_thread: u64,
     /// Its other waits ended by a waking (D: the migration its pinning asked).
     other_waits: u64,
+    /// Waits that began outside its sleeping loop (thread start and end:
+    /// a futex or lock the runtime takes may be woken by a thread).
+    outside_loop: u64,
     /// Wakings with no context.
     unknown_wakes: u64,
     /// Switches to it after a sleep with no waking of it seen since it last
@@ -70,7 +75,9 @@ enum Step {
 }
 
 impl Sleeper {
-    fn from_bpf(bpf: &BpfSeen, cpu: u32, tid: u32) -> Self {
+    /// `looped` is the sleeping loop's time (CLOCK_MONOTONIC): only the
+    /// waits that began in it are its 2 ms sleeps.
+    fn from_bpf(bpf: &BpfSeen, cpu: u32, tid: u32, looped: (u64, u64)) -> Self {
         let mut s = Sleeper::default();
         let mut history = Vec::new();
         for (&c, events) in &bpf.events {
@@ -109,6 +116,7 @@ impl Sleeper {
                     left_at = t;
                 }
                 Step::Got => {
+                    let in_loop = looped.0 <= left_at && left_at <= looped.1;
                     match (asleep, woken) {
                         (None, _) => {}
                         (Some(_), None) => {
@@ -118,6 +126,9 @@ impl Sleeper {
                                 s.unseen_wakes += 1;
                             }
                         }
+                        // Woken, but not from one of the loop's sleeps (every
+                        // waking, in or out of the loop, must be seen: above).
+                        (Some(_), Some(_)) if !in_loop => s.outside_loop += 1,
                         (Some(PrevState::Sleeping), Some(c)) if c.is_interrupt() => {
                             s.sleeps_ended_by_interrupt += 1
                         }
@@ -184,21 +195,26 @@ fn every_cpu_idles_and_every_switch_and_waking_is_seen() {
     let recording = Recording::start();
 
     // The sleepers, one per CPU.
-    let sleepers: Vec<(u32, u32)> = cpus
+    // Each sleeper's loop is timed: a thread's start and end may wait on a
+    // lock of the runtime's (malloc's arenas, the thread list), which a
+    // thread wakes; that is not one of the sleeps under test.
+    let timed: Vec<(u32, u32, (u64, u64))> = cpus
         .iter()
         .map(|&cpu| {
             std::thread::spawn(move || {
                 pin(cpu);
+                let start = monotonic_ns();
                 for _ in 0..SLEEPS {
                     std::thread::sleep(Duration::from_millis(2));
                 }
-                (cpu, gettid())
+                (cpu, gettid(), (start, monotonic_ns()))
             })
         })
         .collect::<Vec<_>>()
         .into_iter()
         .map(|h| h.join().unwrap())
         .collect();
+    let sleepers: Vec<(u32, u32)> = timed.iter().map(|&(cpu, tid, _)| (cpu, tid)).collect();
     // The ping-pong: a byte there and back, across CPUs where there are two.
     let (mut a, mut b) = UnixStream::pair().unwrap();
     let far = *cpus.last().unwrap();
@@ -227,8 +243,8 @@ fn every_cpu_idles_and_every_switch_and_waking_is_seen() {
     // Each CPU's sleeper, as each path saw it.
     let mut bpf_seen = BTreeMap::new();
     let mut perf_seen = BTreeMap::new();
-    for &(cpu, tid) in &sleepers {
-        bpf_seen.insert(cpu, Sleeper::from_bpf(&bpf, cpu, tid));
+    for &(cpu, tid, looped) in &timed {
+        bpf_seen.insert(cpu, Sleeper::from_bpf(&bpf, cpu, tid, looped));
         perf_seen.insert(cpu, Sleeper::from_perf(&perf, cpu, tid));
     }
     // The ping-pong's wakings: each thread's by the other.

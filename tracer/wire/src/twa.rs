@@ -380,7 +380,9 @@ impl SlotRef<'_> {
             e.start.store(old_since, Ordering::Relaxed);
             e.end.store(now, Ordering::Relaxed);
             e.node.store(old, Ordering::Relaxed);
-            self.slot.ring_head.store(head + 1, Ordering::Release);
+            self.slot
+                .ring_head
+                .store(head.wrapping_add(1), Ordering::Release);
         }
         let seq = self.slot.seq.load(Ordering::Relaxed);
         self.slot.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
@@ -456,7 +458,12 @@ impl SlotRef<'_> {
         match found {
             // Entry `i` is intact if no write can have reached it: the writer
             // may be filling entry `head2` (which overwrites `head2 - len`).
-            Some((i, node)) if i + len > head2 + 1 || head2 < len => Tag::Ring(node),
+            // Widened: a hostile writer can put any head in the mapping.
+            Some((i, node))
+                if u128::from(i) + u128::from(len) > u128::from(head2) + 1 || head2 < len =>
+            {
+                Tag::Ring(node)
+            }
             Some(_) => Tag::Unknown(Miss::Overwritten),
             // `t` lies after a kept entry and before the next one (or before
             // `since`): the node then lasted less than Δ.
@@ -525,6 +532,27 @@ mod tests {
         assert_eq!(s.node_at(99), Tag::BeforeClaim);
         // The newest complete entry is still there.
         assert_eq!(s.node_at(t - 50), Tag::Ring(node - 1));
+    }
+
+    #[test]
+    fn a_hostile_ring_head_reads_as_unknown_or_ring_never_a_panic() {
+        // A target can write any value into the mapping it shares with us;
+        // the fuzz target found `ring_head = u64::MAX - 1` overflowing.
+        let (_d, w) = area(4, 10);
+        let s = w.claim(5, 5, 1, 100).unwrap();
+        s.publish(1, 100, 2, 300);
+        s.publish(2, 300, 3, 500);
+        for head in [u64::MAX, u64::MAX - 1, u64::MAX - 4, 1 << 63] {
+            s.slot.ring_head.store(head, Ordering::Relaxed);
+            for t in [0, 100, 150, 350, 499, 500, u64::MAX] {
+                let tag = s.node_at(t);
+                if t >= 500 {
+                    assert_eq!(tag, Tag::Current(3), "head {head} t {t}");
+                } else if t < 100 {
+                    assert_eq!(tag, Tag::BeforeClaim, "head {head} t {t}");
+                }
+            }
+        }
     }
 
     #[test]

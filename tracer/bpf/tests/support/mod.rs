@@ -70,6 +70,18 @@ pub fn sleep_pinned(cpu: u32, times: usize, each: std::time::Duration) {
     .unwrap();
 }
 
+/// CLOCK_MONOTONIC in ns: the clock of the BPF records' times.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The calling thread's id.
 pub fn gettid() -> u32 {
     // SAFETY: gettid has no memory effects.
