@@ -28,22 +28,58 @@ fn runs() -> &'static Runs {
         let _m = machine().expect("recording tests need root");
         let dir = shared_dir("history");
         let bin = build_c_example(&dir, "stages.c", "stages", &["-O2", "-pthread", "-g"]);
+        // The check compares shares of the idle between runs, so each run
+        // must have had the machine to itself: a run during which other
+        // programs held a CPU (a fresh CI machine's writeback after the
+        // build, say) is recorded again, up to three times.
         let record = |name: &str, flush_us: u32| {
             let rec = dir.join(format!("{name}.idleflow"));
-            let out = run(idleflow()
-                .args(["record", "-q", "-o"])
-                .arg(&rec)
-                .arg("--")
-                .arg(&bin)
-                .args(["2", &flush_us.to_string()]));
-            assert!(out.status.success(), "{}", stderr(&out));
-            rec
+            let mut others = Vec::new();
+            for _ in 0..3 {
+                let out = run(idleflow()
+                    .args(["record", "-q", "-o"])
+                    .arg(&rec)
+                    .arg("--")
+                    .arg(&bin)
+                    .args(["2", &flush_us.to_string()]));
+                assert!(out.status.success(), "{}", stderr(&out));
+                let busy = others_busy_pct(&report_json(&rec));
+                if busy <= MAX_OTHERS_BUSY_PCT {
+                    return rec;
+                }
+                eprintln!("{name}: other programs held {busy:.1} % of a CPU; recording it again");
+                others.push(busy);
+            }
+            panic!(
+                "{name}: the machine was never quiet for 2 s (other programs held {others:?} % \
+                 of a CPU in three tries)"
+            )
         };
         let base = (0..3).map(|i| record(&format!("base{i}"), 300)).collect();
         let slower = record("slower", 900);
         let same = record("same", 300);
         Runs { base, slower, same }
     })
+}
+
+/// The most the machine's other programs may hold (% of one CPU) while a
+/// run is recorded.
+const MAX_OTHERS_BUSY_PCT: f64 = 10.0;
+
+/// What the recording's CPUs did besides idling, running `stages` and
+/// running idleflow: % of one CPU over the recording.
+fn others_busy_pct(r: &Value) -> f64 {
+    let duration = u(r, "duration_ns") as f64;
+    let all = duration * u(r, "cpus") as f64;
+    let idle = u(&r["total"], "idle_ns") as f64;
+    let target: u64 = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| u(t, "runtime_ns"))
+        .sum();
+    let tool = u(&r["tool"], "runtime_ns");
+    (all - idle - (target + tool) as f64).max(0.0) * 100.0 / duration
 }
 
 fn history(store: &str, args: &[&str]) -> Output {
