@@ -1,0 +1,104 @@
+//! idleflow's reader of a running HotSpot JVM, from outside: what the JVM
+//! exports for its serviceability agent (the `gHotSpotVM*` introspection
+//! tables of libjvm.so: [`vmstructs`]), turned into the offsets idleflow
+//! uses ([`layout`]), and what those offsets find in the process's memory
+//! ([`threads`]), read through `/proc/PID/mem` ([`memory`]). No attach, no
+//! agent, no JVM flag, no ptrace stop: the JVM runs on, unaware.
+//!
+//! What it assumes of the JVM: a HotSpot libjvm.so (OpenJDK and its
+//! builds: Debian's, Temurin) that exports the introspection tables, on
+//! x86-64. What it does not: any offset or size of a JDK version — those
+//! are all read from the tables (docs/JAVA.md lists the versions tested).
+//!
+//! Invariant: the target's memory is untrusted input; every read is
+//! bounded and every failure is a typed error, never a panic.
+
+pub mod layout;
+pub mod memory;
+pub mod threads;
+pub mod vmstructs;
+
+use std::path::PathBuf;
+
+pub use layout::{Layout, MissingNames};
+pub use memory::{Memory, MemoryError, ProcessMemory};
+pub use threads::{Anchor, JavaThread};
+pub use vmstructs::{LibjvmMapping, VmStructs, VmStructsError};
+
+/// Why a JVM could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HotspotError {
+    /// `/proc/PID/maps` could not be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Maps {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The tables could not be read.
+    #[error(transparent)]
+    Tables(#[from] VmStructsError),
+    /// The tables lack names idleflow needs (a JDK it does not know).
+    #[error(transparent)]
+    Layout(#[from] MissingNames),
+    /// The process's memory could not be read.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+}
+
+/// A running HotSpot JVM, its tables read.
+#[derive(Debug)]
+pub struct Jvm {
+    mem: ProcessMemory,
+    /// Where its libjvm.so is.
+    pub libjvm: LibjvmMapping,
+    /// Its introspection tables.
+    pub vm: VmStructs,
+    /// The offsets idleflow uses.
+    pub layout: Layout,
+    /// Its release (`17.0.15+6-Debian-1deb12u1`, …).
+    pub release: String,
+    states: Vec<(u32, String)>,
+}
+
+impl Jvm {
+    /// Reads the tables of the JVM `pid`.
+    pub fn open(pid: u32) -> Result<Self, HotspotError> {
+        let path = PathBuf::from(format!("/proc/{pid}/maps"));
+        let maps = std::fs::read_to_string(&path).map_err(|source| HotspotError::Maps {
+            path: path.clone(),
+            source,
+        })?;
+        let libjvm = vmstructs::find_libjvm(pid, &maps).ok_or(VmStructsError::NoLibjvm(pid))?;
+        let symbols = vmstructs::LibjvmSymbols::read(&libjvm)?;
+        let mem = ProcessMemory::open(pid)?;
+        let vm = VmStructs::read(&mem, &symbols, libjvm.base)?;
+        let layout = Layout::new(&vm)?;
+        let release = mem.c_string(mem.u64(layout.vm_release)?)?;
+        let states = threads::state_names(&vm);
+        Ok(Self {
+            mem,
+            libjvm,
+            vm,
+            layout,
+            release,
+            states,
+        })
+    }
+
+    /// The process.
+    pub fn pid(&self) -> u32 {
+        self.mem.pid()
+    }
+
+    /// Its memory.
+    pub fn memory(&self) -> &ProcessMemory {
+        &self.mem
+    }
+
+    /// Its Java threads, now.
+    pub fn threads(&self) -> Result<Vec<JavaThread>, MemoryError> {
+        threads::java_threads(&self.mem, &self.layout.threads, &self.states)
+    }
+}

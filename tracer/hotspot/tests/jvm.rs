@@ -1,0 +1,194 @@
+//! End to end on real JVMs — OpenJDK 17 (Debian) and Temurin 25 — started
+//! with `-XX:+DisableAttachMechanism`: their tables are read from outside,
+//! and the Java threads found are the process's own, in the states the
+//! program put them in (a parked thread and a sleeping one blocked, with a
+//! last Java frame on their own stacks; a spinning one in Java).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use idleflow_hotspot::Jvm;
+
+const PROGRAM: &str = r#"
+import java.util.concurrent.locks.LockSupport;
+
+public class Probe {
+    static volatile long spins;
+
+    public static void main(String[] args) throws Exception {
+        Thread parked = new Thread(() -> { while (true) LockSupport.park(); }, "parked-one");
+        Thread sleeper = new Thread(() -> {
+            while (true) {
+                try { Thread.sleep(60_000); } catch (InterruptedException e) { }
+            }
+        }, "sleeper-one");
+        Thread spinner = new Thread(() -> { while (true) spins++; }, "spinner-one");
+        for (Thread t : new Thread[] {parked, sleeper, spinner}) {
+            t.setDaemon(true);
+            t.start();
+        }
+        Thread.sleep(300);
+        System.out.println("ready");
+        System.in.read();
+    }
+}
+"#;
+
+/// The JDKs on this kind of machine, both required.
+const JDKS: [(&str, &str); 2] = [
+    ("/usr/lib/jvm/java-17-openjdk-amd64", "17."),
+    ("/usr/lib/jvm/temurin-25-jdk-amd64", "25"),
+];
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(java_home: &str, dir: &Path) -> Running {
+    let java = Path::new(java_home).join("bin/java");
+    assert!(
+        java.exists(),
+        "{} is missing: the machine image has OpenJDK 17 and Temurin 25",
+        java.display()
+    );
+    let src = dir.join("Probe.java");
+    std::fs::write(&src, PROGRAM).unwrap();
+    let mut child = Command::new(java)
+        .arg("-XX:+DisableAttachMechanism")
+        .arg(&src)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    Running(child)
+}
+
+/// The tid of the process's thread named `name`.
+fn tid_named(pid: u32, name: &str) -> u32 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .and_then(|e| e.file_name().to_str()?.parse().ok())
+        .unwrap_or_else(|| panic!("no thread {name} in {pid}"))
+}
+
+/// Whether `addr` lies in a private read-write mapping (a thread stack).
+fn in_rw_mapping(pid: u32, addr: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .lines()
+        .any(|l| {
+            let (range, rest) = l.split_once(' ').unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            let (a, b) = (
+                u64::from_str_radix(a, 16).unwrap(),
+                u64::from_str_radix(b, 16).unwrap(),
+            );
+            rest.starts_with("rw") && a <= addr && addr < b
+        })
+}
+
+#[test]
+fn the_threads_of_jvms_with_attach_disabled_are_read_from_outside() {
+    for (home, release) in JDKS {
+        let dir = tempfile::tempdir().unwrap();
+        let child = start(home, dir.path());
+        let pid = child.0.id();
+        let jvm = Jvm::open(pid).unwrap_or_else(|e| panic!("{home}: {e}"));
+        assert!(
+            jvm.release.starts_with(release),
+            "{home}: release {:?}",
+            jvm.release
+        );
+        assert!(
+            jvm.vm.fields.len() > 500,
+            "{home}: {} fields",
+            jvm.vm.fields.len()
+        );
+        let threads = jvm.threads().unwrap();
+        eprintln!(
+            "{home}: {} ({} fields, {} types), threads: {threads:#x?}",
+            jvm.release,
+            jvm.vm.fields.len(),
+            jvm.vm.types.len()
+        );
+        let tasks: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        assert!(threads.len() >= 5, "{home}: {threads:?}");
+        for t in &threads {
+            assert!(
+                tasks.contains(&t.tid),
+                "{home}: {t:?} is not a thread of {pid}"
+            );
+        }
+        let find = |name: &str| {
+            let tid = tid_named(pid, name);
+            threads
+                .iter()
+                .find(|t| t.tid == tid)
+                .unwrap_or_else(|| panic!("{home}: {name} ({tid}) not among {threads:?}"))
+                .clone()
+        };
+        for name in ["parked-one", "sleeper-one"] {
+            let t = find(name);
+            assert_eq!(
+                t.state.name.as_deref(),
+                Some("_thread_blocked"),
+                "{home}: {t:?}"
+            );
+            let a = t
+                .anchor
+                .unwrap_or_else(|| panic!("{home}: {name} has no last Java frame"));
+            assert!(in_rw_mapping(pid, a.sp), "{home}: {t:?}");
+            assert!(a.fp == 0 || a.fp > a.sp, "{home}: {t:?}");
+        }
+        // The spinner runs Java code: in Java, with no anchor, most reads
+        // (a safepoint poll may catch it in the VM for a moment).
+        let tid = tid_named(pid, "spinner-one");
+        let mut in_java = 0;
+        for _ in 0..20 {
+            let t = jvm
+                .threads()
+                .unwrap()
+                .into_iter()
+                .find(|t| t.tid == tid)
+                .unwrap();
+            if t.state.name.as_deref() == Some("_thread_in_Java") {
+                assert_eq!(t.anchor, None, "{home}: {t:?}");
+                in_java += 1;
+            }
+        }
+        assert!(
+            in_java >= 10,
+            "{home}: the spinner was in Java in {in_java} of 20 reads"
+        );
+        let mut stdin = child.0.stdin.as_ref().unwrap();
+        let _ = stdin.write_all(b"\n");
+    }
+}
+
+#[test]
+fn a_process_without_a_jvm_is_a_clear_error() {
+    let err = Jvm::open(std::process::id()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "process {} has no libjvm.so mapped (not a HotSpot JVM)",
+            std::process::id()
+        )
+    );
+}
