@@ -38,6 +38,76 @@ pub struct ThreadLayout {
     pub last_java_fp: u64,
 }
 
+/// Where a method's names are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodLayout {
+    /// `Method::_constMethod`.
+    pub const_method: u64,
+    /// `ConstMethod::_constants` (ConstantPool*).
+    pub constants: u64,
+    /// `ConstMethod::_code_size` (u16).
+    pub code_size: u64,
+    /// `ConstMethod::_name_index` (u16).
+    pub name_index: u64,
+    /// `ConstMethod::_signature_index` (u16).
+    pub signature_index: u64,
+    /// The size of a ConstMethod: its bytecodes follow it.
+    pub const_method_size: u64,
+    /// `ConstantPool::_pool_holder` (InstanceKlass*).
+    pub pool_holder: u64,
+    /// `ConstantPool::_length` (i32).
+    pub pool_length: u64,
+    /// The size of a ConstantPool: its entries follow it.
+    pub pool_size: u64,
+    /// `Klass::_name` (Symbol*).
+    pub klass_name: u64,
+    /// `Symbol::_length` (u16).
+    pub symbol_length: u64,
+    /// `Symbol::_body` (its bytes).
+    pub symbol_body: u64,
+}
+
+/// Where compiled code and the interpreter are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeLayout {
+    /// Address of the static `CodeCache::_heaps` (GrowableArray<CodeHeap*>*).
+    pub heaps: u64,
+    /// `GrowableArrayBase::_len` (i32).
+    pub array_len: u64,
+    /// `GrowableArray<int>::_data` (the elements).
+    pub array_data: u64,
+    /// `CodeHeap::_memory` (a VirtualSpace).
+    pub heap_memory: u64,
+    /// `CodeHeap::_segmap` (a VirtualSpace).
+    pub heap_segmap: u64,
+    /// `CodeHeap::_log2_segment_size` (i32).
+    pub heap_log2_segment: u64,
+    /// `VirtualSpace::_low_boundary`.
+    pub space_low: u64,
+    /// `VirtualSpace::_high` (committed).
+    pub space_high: u64,
+    /// The size of a HeapBlock: a CodeBlob follows it.
+    pub heap_block_size: u64,
+    /// `HeapBlock::_header` + `HeapBlock::Header::_used` (bool).
+    pub heap_block_used: u64,
+    /// `CodeBlob::_name` (const char*).
+    pub blob_name: u64,
+    /// `CodeBlob::_frame_size` (i32, words).
+    pub blob_frame_size: u64,
+    /// `CodeBlob::_size` (i32, bytes).
+    pub blob_size: u64,
+    /// `nmethod::_method` (or `CompiledMethod::_method` before JDK 19).
+    pub nmethod_method: u64,
+    /// `nmethod::_compile_id` (i32).
+    pub nmethod_compile_id: u64,
+    /// Address of the static `AbstractInterpreter::_code` (StubQueue*).
+    pub interpreter: u64,
+    /// `StubQueue::_stub_buffer`.
+    pub queue_buffer: u64,
+    /// `StubQueue::_buffer_limit` (i32).
+    pub queue_limit: u64,
+}
+
 /// What idleflow reads of one JVM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
@@ -46,6 +116,10 @@ pub struct Layout {
     pub vm_release: u64,
     /// The Java threads.
     pub threads: ThreadLayout,
+    /// Methods' names.
+    pub methods: MethodLayout,
+    /// Compiled code and the interpreter.
+    pub code: CodeLayout,
 }
 
 /// Looks names up, remembering the ones missing.
@@ -78,6 +152,16 @@ impl Lookup<'_> {
             }
             None => 0,
         }
+    }
+
+    /// The size of the first of `types` the tables have.
+    fn size(&mut self, types: &[&str]) -> u64 {
+        let found = types.iter().find_map(|t| self.vm.types.get(*t).copied());
+        if found.is_none() {
+            self.missing
+                .push(format!("the size of {}", types.join(" or ")));
+        }
+        found.unwrap_or(0)
     }
 
     fn find(&mut self, names: &[(&str, &str)]) -> Option<Field> {
@@ -115,12 +199,52 @@ impl Layout {
             last_java_fp: anchor + l.offset(&[("JavaFrameAnchor", "_last_Java_fp")]),
         };
         let vm_release = l.address(&[("Abstract_VM_Version", "_s_vm_release")]);
+        let methods = MethodLayout {
+            const_method: l.offset(&[("Method", "_constMethod")]),
+            constants: l.offset(&[("ConstMethod", "_constants")]),
+            code_size: l.offset(&[("ConstMethod", "_code_size")]),
+            name_index: l.offset(&[("ConstMethod", "_name_index")]),
+            signature_index: l.offset(&[("ConstMethod", "_signature_index")]),
+            const_method_size: l.size(&["ConstMethod"]),
+            pool_holder: l.offset(&[("ConstantPool", "_pool_holder")]),
+            pool_length: l.offset(&[("ConstantPool", "_length")]),
+            pool_size: l.size(&["ConstantPool"]),
+            klass_name: l.offset(&[("Klass", "_name")]),
+            symbol_length: l.offset(&[("Symbol", "_length")]),
+            symbol_body: l.offset(&[("Symbol", "_body")]),
+        };
+        let code = CodeLayout {
+            heaps: l.address(&[("CodeCache", "_heaps")]),
+            array_len: l.offset(&[
+                ("GrowableArrayBase", "_len"),
+                ("GenericGrowableArray", "_len"),
+            ]),
+            array_data: l.offset(&[("GrowableArray<int>", "_data")]),
+            heap_memory: l.offset(&[("CodeHeap", "_memory")]),
+            heap_segmap: l.offset(&[("CodeHeap", "_segmap")]),
+            heap_log2_segment: l.offset(&[("CodeHeap", "_log2_segment_size")]),
+            space_low: l.offset(&[("VirtualSpace", "_low_boundary")]),
+            space_high: l.offset(&[("VirtualSpace", "_high")]),
+            heap_block_size: l.size(&["HeapBlock"]),
+            heap_block_used: l.offset(&[("HeapBlock", "_header")])
+                + l.offset(&[("HeapBlock::Header", "_used")]),
+            blob_name: l.offset(&[("CodeBlob", "_name")]),
+            blob_frame_size: l.offset(&[("CodeBlob", "_frame_size")]),
+            blob_size: l.offset(&[("CodeBlob", "_size")]),
+            nmethod_method: l.offset(&[("nmethod", "_method"), ("CompiledMethod", "_method")]),
+            nmethod_compile_id: l.offset(&[("nmethod", "_compile_id")]),
+            interpreter: l.address(&[("AbstractInterpreter", "_code")]),
+            queue_buffer: l.offset(&[("StubQueue", "_stub_buffer")]),
+            queue_limit: l.offset(&[("StubQueue", "_buffer_limit")]),
+        };
         if !l.missing.is_empty() {
             return Err(MissingNames(l.missing));
         }
         Ok(Layout {
             vm_release,
             threads,
+            methods,
+            code,
         })
     }
 }
@@ -137,6 +261,30 @@ mod tests {
         vm
     }
 
+    /// Fills every name an empty table lacks: the first alternative of
+    /// each, statics at addresses, the rest at offsets 8 apart.
+    fn complete(mut v: VmStructs) -> VmStructs {
+        let statics = ["_java_thread_list", "_s_vm_release", "_heaps", "_code"];
+        let Err(MissingNames(missing)) = Layout::new(&v) else {
+            return v;
+        };
+        for (i, m) in missing.iter().enumerate() {
+            let first = m.split(" or ").next().unwrap();
+            if let Some(ty) = first.strip_prefix("the size of ") {
+                v.types.insert(ty.to_string(), 64);
+                continue;
+            }
+            let (t, f) = first.rsplit_once("::").unwrap();
+            let x = if statics.contains(&f) {
+                Field::Address(0x1000 + i as u64 * 8)
+            } else {
+                Field::Offset(i as u64 * 8)
+            };
+            v.fields.entry((t.to_string(), f.to_string())).or_insert(x);
+        }
+        v
+    }
+
     #[test]
     fn every_missing_name_is_listed_and_old_names_are_tried() {
         let v = vm(&[
@@ -146,43 +294,38 @@ mod tests {
             ("JavaFrameAnchor", "_last_Java_pc", Field::Offset(16)),
             ("JavaFrameAnchor", "_last_Java_fp", Field::Offset(8)),
             ("ThreadsSMRSupport", "_java_thread_list", Field::Offset(8)),
+            ("CompiledMethod", "_method", Field::Offset(0x70)),
         ]);
         let err = Layout::new(&v).unwrap_err();
-        assert_eq!(
-            err.0,
-            vec![
-                "ThreadsSMRSupport::_java_thread_list (an instance field, static expected)",
-                "ThreadsList::_length",
-                "ThreadsList::_threads",
-                "OSThread::_thread_id",
-                "JavaThread::_thread_state",
-                "Abstract_VM_Version::_s_vm_release",
-            ]
-        );
-        let mut v = v;
-        for (t, f, x) in [
-            (
-                "ThreadsSMRSupport",
-                "_java_thread_list",
-                Field::Address(0x7000),
-            ),
-            ("ThreadsList", "_length", Field::Offset(4)),
-            ("ThreadsList", "_threads", Field::Offset(8)),
-            ("OSThread", "_thread_id", Field::Offset(0x10)),
-            ("JavaThread", "_thread_state", Field::Offset(0x350)),
-            (
-                "Abstract_VM_Version",
-                "_s_vm_release",
-                Field::Address(0x9000),
-            ),
+        for name in [
+            "ThreadsSMRSupport::_java_thread_list (an instance field, static expected)",
+            "ThreadsList::_length",
+            "OSThread::_thread_id",
+            "Abstract_VM_Version::_s_vm_release",
+            "GrowableArrayBase::_len or GenericGrowableArray::_len",
+            "the size of ConstMethod",
         ] {
-            v.fields.insert((t.into(), f.into()), x);
+            assert!(err.0.iter().any(|m| m == name), "{name} not in {:?}", err.0);
         }
-        let l = Layout::new(&v).unwrap();
+        assert!(!err
+            .0
+            .iter()
+            .any(|m| m.contains("_osthread") || m.contains("_method ")));
+        let mut v = v;
+        v.fields.insert(
+            ("ThreadsSMRSupport".into(), "_java_thread_list".into()),
+            Field::Address(0x7000),
+        );
+        let l = Layout::new(&complete(v)).unwrap();
         assert_eq!(
             l.threads.osthread, 0x40,
             "the older name, Thread::_osthread"
         );
+        assert_eq!(
+            l.code.nmethod_method, 0x70,
+            "the older CompiledMethod::_method"
+        );
+        assert_eq!(l.threads.java_thread_list, 0x7000);
         assert_eq!(
             (
                 l.threads.last_java_sp,

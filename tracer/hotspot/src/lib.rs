@@ -13,15 +13,19 @@
 //! Invariant: the target's memory is untrusted input; every read is
 //! bounded and every failure is a typed error, never a panic.
 
+pub mod frames;
 pub mod layout;
 pub mod memory;
+pub mod names;
 pub mod threads;
 pub mod vmstructs;
 
 use std::path::PathBuf;
 
+pub use frames::{CodeCache, FrameKind, JavaFrame, Walk, WalkEnd};
 pub use layout::{Layout, MissingNames};
 pub use memory::{Memory, MemoryError, ProcessMemory};
+pub use names::{MethodName, Names};
 pub use threads::{Anchor, JavaThread};
 pub use vmstructs::{LibjvmMapping, VmStructs, VmStructsError};
 
@@ -95,6 +99,21 @@ impl Jvm {
     /// Its memory.
     pub fn memory(&self) -> &ProcessMemory {
         &self.mem
+    }
+
+    /// Where its code is (read anew: cheap, and fixed once the JVM runs).
+    pub fn code_cache(&self) -> Result<CodeCache, MemoryError> {
+        CodeCache::read(&self.mem, &self.layout.code)
+    }
+
+    /// The Java frames from `anchor`, innermost first.
+    pub fn walk(&self, code: &CodeCache, anchor: Anchor) -> Walk {
+        frames::walk(&self.mem, &self.layout, code, anchor)
+    }
+
+    /// The names of the method at `method`.
+    pub fn method_name(&self, method: u64) -> Result<MethodName, MemoryError> {
+        names::method_name(&self.mem, &self.layout.methods, method)
     }
 
     /// Its Java threads, now.

@@ -8,13 +8,17 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use idleflow_hotspot::Jvm;
+use idleflow_hotspot::{FrameKind, Jvm, WalkEnd};
 
 const PROGRAM: &str = r#"
 import java.util.concurrent.locks.LockSupport;
 
 public class Probe {
     static volatile long spins;
+
+    static void level3() { spins++; LockSupport.park(); }
+    static void level2() { level3(); spins++; }
+    static void level1() { level2(); spins++; }
 
     public static void main(String[] args) throws Exception {
         Thread parked = new Thread(() -> { while (true) LockSupport.park(); }, "parked-one");
@@ -24,9 +28,15 @@ public class Probe {
             }
         }, "sleeper-one");
         Thread spinner = new Thread(() -> { while (true) spins++; }, "spinner-one");
-        for (Thread t : new Thread[] {parked, sleeper, spinner}) {
+        Thread deep = new Thread(() -> { while (true) level1(); }, "deep-one");
+        for (Thread t : new Thread[] {parked, sleeper, spinner, deep}) {
             t.setDaemon(true);
             t.start();
+        }
+        // Hot enough to be compiled (where the JIT is on).
+        for (int i = 0; i < 20_000; i++) {
+            LockSupport.unpark(deep);
+            if (i % 200 == 0) Thread.sleep(1);
         }
         Thread.sleep(300);
         System.out.println("ready");
@@ -50,7 +60,7 @@ impl Drop for Running {
     }
 }
 
-fn start(java_home: &str, dir: &Path) -> Running {
+fn start(java_home: &str, dir: &Path, flags: &[&str]) -> Running {
     let java = Path::new(java_home).join("bin/java");
     assert!(
         java.exists(),
@@ -61,6 +71,7 @@ fn start(java_home: &str, dir: &Path) -> Running {
     std::fs::write(&src, PROGRAM).unwrap();
     let mut child = Command::new(java)
         .arg("-XX:+DisableAttachMechanism")
+        .args(flags)
         .arg(&src)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -104,7 +115,7 @@ fn in_rw_mapping(pid: u32, addr: u64) -> bool {
 fn the_threads_of_jvms_with_attach_disabled_are_read_from_outside() {
     for (home, release) in JDKS {
         let dir = tempfile::tempdir().unwrap();
-        let child = start(home, dir.path());
+        let child = start(home, dir.path(), &[]);
         let pid = child.0.id();
         let jvm = Jvm::open(pid).unwrap_or_else(|e| panic!("{home}: {e}"));
         assert!(
@@ -191,4 +202,90 @@ fn a_process_without_a_jvm_is_a_clear_error() {
             std::process::id()
         )
     );
+}
+
+/// `deep-one`'s Java frames below the park, walked from outside: every
+/// one named, in order, interpreted under `-Xint` (with the bytecode index
+/// of each call), compiled once hot under `-XX:-Inline` (each method its
+/// own nmethod), and the walk ends at the call stub that started the
+/// thread.
+#[test]
+fn java_frames_are_walked_and_named_from_outside_interpreted_and_compiled() {
+    for (home, _) in JDKS {
+        for (flags, kind) in [
+            (&["-Xint"][..], FrameKind::Interpreted),
+            (&["-XX:-Inline"][..], FrameKind::Compiled),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let child = start(home, dir.path(), flags);
+            let pid = child.0.id();
+            let jvm = Jvm::open(pid).unwrap_or_else(|e| panic!("{home}: {e}"));
+            let code = jvm.code_cache().unwrap();
+            let tid = tid_named(pid, "deep-one");
+            // The JIT compiles in the background: wait for the frames to
+            // be of the kind asked (a few seconds at most).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            let (names, walk) = loop {
+                let t = jvm
+                    .threads()
+                    .unwrap()
+                    .into_iter()
+                    .find(|t| t.tid == tid)
+                    .unwrap();
+                let walk = jvm.walk(&code, t.anchor.expect("deep-one is parked"));
+                let names: Vec<String> = walk
+                    .frames
+                    .iter()
+                    .map(|f| {
+                        jvm.method_name(f.method)
+                            .map_or_else(|e| e.to_string(), |n| n.dotted())
+                    })
+                    .collect();
+                let ours: Vec<_> = walk
+                    .frames
+                    .iter()
+                    .zip(&names)
+                    .filter(|(_, n)| n.starts_with("Probe.level"))
+                    .collect();
+                if ours.len() == 3 && ours.iter().all(|(f, _)| f.kind == kind) {
+                    break (names, walk);
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{home} {flags:?}: {names:?} {walk:?}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            };
+            eprintln!("{home} {flags:?}: {names:?} {:?}", walk.end);
+            let at = names.iter().position(|n| n == "Probe.level3").unwrap();
+            assert_eq!(
+                names[at - 1..at + 3],
+                [
+                    "java.util.concurrent.locks.LockSupport.park",
+                    "Probe.level3",
+                    "Probe.level2",
+                    "Probe.level1"
+                ],
+                "{home} {flags:?}"
+            );
+            assert!(names[at + 3].starts_with("Probe.lambda$main$"), "{names:?}");
+            assert!(
+                names.last().unwrap().starts_with("java.lang.Thread.run"),
+                "{names:?}"
+            );
+            assert!(
+                matches!(walk.end, WalkEnd::Stub(ref s) if s.starts_with("StubRoutines")),
+                "{walk:?}"
+            );
+            if kind == FrameKind::Interpreted {
+                // level2 and level1 call at their first bytecode.
+                let bci: Vec<_> = walk.frames[at..at + 3].iter().map(|f| f.bci).collect();
+                assert_eq!(bci[1..], [Some(0), Some(0)], "{home}: {walk:?}");
+                assert!(
+                    bci[0] > Some(0),
+                    "{home}: level3 calls park after spins++: {walk:?}"
+                );
+            }
+        }
+    }
 }

@@ -1,0 +1,95 @@
+//! Prints a running JVM's introspection tables, for adding a JDK version
+//! (docs/JAVA.md): `cargo run -p idleflow-hotspot --example vmstructs --
+//! PID [WORD]` lists every field, type and constant whose name contains
+//! WORD (all without it), then the Java threads.
+
+use idleflow_hotspot::vmstructs::Field;
+use idleflow_hotspot::Jvm;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let Some(pid) = args.next().and_then(|p| p.parse().ok()) else {
+        eprintln!("usage: vmstructs PID [WORD]");
+        std::process::exit(2);
+    };
+    let word = args.next().unwrap_or_default();
+    let jvm = match Jvm::open(pid) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("vmstructs: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!(
+        "{} at {:#x} ({})",
+        jvm.libjvm.path, jvm.libjvm.base, jvm.release
+    );
+    let mut fields: Vec<_> = jvm
+        .vm
+        .fields
+        .iter()
+        .filter(|((t, f), _)| t.contains(&word) || f.contains(&word))
+        .collect();
+    fields.sort_by(|a, b| a.0.cmp(b.0));
+    for ((t, f), v) in fields {
+        match v {
+            Field::Offset(o) => println!("field    {t}::{f} +{o:#x}"),
+            Field::Address(a) => println!("static   {t}::{f} @{a:#x}"),
+        }
+    }
+    let mut types: Vec<_> = jvm
+        .vm
+        .types
+        .iter()
+        .filter(|(t, _)| t.contains(&word))
+        .collect();
+    types.sort();
+    for (t, size) in types {
+        println!("type     {t} {size}");
+    }
+    let mut ints: Vec<_> = jvm
+        .vm
+        .int_constants
+        .iter()
+        .filter(|(n, _)| n.contains(&word))
+        .collect();
+    ints.sort();
+    for (n, v) in ints {
+        println!("int      {n} = {v}");
+    }
+    let mut longs: Vec<_> = jvm
+        .vm
+        .long_constants
+        .iter()
+        .filter(|(n, _)| n.contains(&word))
+        .collect();
+    longs.sort();
+    for (n, v) in longs {
+        println!("long     {n} = {v:#x}");
+    }
+    let code = jvm.code_cache();
+    match jvm.threads() {
+        Ok(threads) => {
+            for t in threads {
+                println!(
+                    "thread   {} {} {:x?}",
+                    t.tid,
+                    t.state.name.as_deref().unwrap_or("?"),
+                    t.anchor
+                );
+                let (Some(anchor), Ok(code)) = (t.anchor, &code) else {
+                    continue;
+                };
+                let walk = jvm.walk(code, anchor);
+                for f in &walk.frames {
+                    let name = jvm
+                        .method_name(f.method)
+                        .map_or_else(|e| format!("? ({e})"), |n| n.dotted());
+                    println!("           {name} {:?} bci {:?}", f.kind, f.bci);
+                }
+                println!("           ({:x?})", walk.end);
+            }
+        }
+        Err(e) => eprintln!("vmstructs: the threads: {e}"),
+    }
+}

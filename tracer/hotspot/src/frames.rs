@@ -1,0 +1,261 @@
+//! Walking a thread's Java frames in its stack, from its frame anchor
+//! (the last Java frame, [`crate::threads::Anchor`]): each pc is placed in
+//! the interpreter's code or in a CodeBlob of the code cache (found
+//! through its heap's segment map, as HotSpot's own `CodeHeap::find_start`
+//! does), an interpreted frame is walked by its frame pointer and names
+//! its method and bytecode index from its slots, a compiled frame by its
+//! blob's frame size and names the nmethod's method.
+//!
+//! Assumes x86-64 and the template interpreter's frame layout (the method
+//! three words below fp, the bcp eight: `frame_x86.hpp` since JDK 9; each
+//! interpreted frame is checked — its bcp must lie in its method's
+//! bytecodes — and a frame that fails ends the walk as
+//! [`WalkEnd::Lost`]).
+//!
+//! Invariant: the walk only moves up the stack (each frame's sp above the
+//! last), reads at most [`MAX_FRAMES`] frames, and ends — never guesses —
+//! at anything it cannot place.
+
+use crate::layout::{CodeLayout, Layout};
+use crate::memory::{Memory, MemoryError};
+use crate::names::bytecodes;
+use crate::threads::Anchor;
+
+/// The deepest walk.
+pub const MAX_FRAMES: usize = 1024;
+/// The farthest a walk goes up the stack from its anchor.
+pub const MAX_STACK: u64 = 64 << 20;
+/// Interpreter frame slots below fp, in words (`frame_x86.hpp`).
+const INTERPRETER_METHOD: u64 = 3;
+const INTERPRETER_BCP: u64 = 8;
+const INTERPRETER_SENDER_SP: u64 = 1;
+
+/// How a frame's code runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// Interpreted bytecode.
+    Interpreted,
+    /// JIT-compiled code (an nmethod; a native method's wrapper too).
+    Compiled,
+}
+
+/// One Java frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JavaFrame {
+    /// The `Method*`.
+    pub method: u64,
+    /// How it runs.
+    pub kind: FrameKind,
+    /// The bytecode index (interpreted frames; not a native method's).
+    pub bci: Option<u32>,
+    /// The frame's pc.
+    pub pc: u64,
+}
+
+/// Why a walk ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WalkEnd {
+    /// At a stub that is not Java code: the call stub into Java from the
+    /// VM (a thread's first frame), or another.
+    Stub(String),
+    /// At a pc outside the code cache (native code calling Java).
+    Native(u64),
+    /// A frame could not be read or did not check out.
+    Lost(String),
+    /// [`MAX_FRAMES`] frames.
+    Deep,
+}
+
+/// A thread's Java frames, innermost first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Walk {
+    /// The frames.
+    pub frames: Vec<JavaFrame>,
+    /// How the walk ended.
+    pub end: WalkEnd,
+}
+
+/// One code heap's reserved range and segment map.
+#[derive(Debug, Clone, Copy)]
+struct Heap {
+    low: u64,
+    high: u64,
+    segmap: u64,
+    log2: u32,
+}
+
+/// The code cache's heaps and the interpreter's code, read once per JVM
+/// (their places are fixed when the JVM starts).
+#[derive(Debug, Clone)]
+pub struct CodeCache {
+    heaps: Vec<Heap>,
+    interpreter: (u64, u64),
+}
+
+impl CodeCache {
+    /// Reads where the code is.
+    pub fn read(mem: &impl Memory, l: &CodeLayout) -> Result<Self, MemoryError> {
+        let array = mem.u64(l.heaps)?;
+        let len = mem.u32(array.wrapping_add(l.array_len))?.min(16);
+        let data = mem.u64(array.wrapping_add(l.array_data))?;
+        let mut heaps = Vec::new();
+        for i in 0..u64::from(len) {
+            let heap = mem.u64(data.wrapping_add(i * 8))?;
+            let memory = heap.wrapping_add(l.heap_memory);
+            let log2 = mem.u32(heap.wrapping_add(l.heap_log2_segment))?;
+            if log2 == 0 || log2 > 16 {
+                continue;
+            }
+            heaps.push(Heap {
+                low: mem.u64(memory.wrapping_add(l.space_low))?,
+                high: mem.u64(memory.wrapping_add(l.space_high))?,
+                segmap: mem.u64(heap.wrapping_add(l.heap_segmap).wrapping_add(l.space_low))?,
+                log2,
+            });
+        }
+        let queue = mem.u64(l.interpreter)?;
+        let start = mem.u64(queue.wrapping_add(l.queue_buffer))?;
+        let size = u64::from(mem.u32(queue.wrapping_add(l.queue_limit))?);
+        Ok(Self {
+            heaps,
+            interpreter: (start, start.wrapping_add(size)),
+        })
+    }
+
+    /// Whether `pc` is in the interpreter's code.
+    pub fn in_interpreter(&self, pc: u64) -> bool {
+        self.interpreter.0 <= pc && pc < self.interpreter.1
+    }
+
+    /// The CodeBlob whose code holds `pc`.
+    pub fn blob_at(&self, mem: &impl Memory, l: &CodeLayout, pc: u64) -> Option<u64> {
+        let h = self.heaps.iter().find(|h| h.low <= pc && pc < h.high)?;
+        let mut i = (pc - h.low) >> h.log2;
+        let mut b = read_u8(mem, h.segmap.wrapping_add(i))?;
+        if b == 0xff {
+            return None; // free
+        }
+        // Each byte says how many segments back the block starts (in hops
+        // of at most 0xfe).
+        for _ in 0..(1 << 16) {
+            if b == 0 {
+                let block = h.low + (i << h.log2);
+                let used = read_u8(mem, block.wrapping_add(l.heap_block_used))?;
+                return (used != 0).then(|| block + l.heap_block_size);
+            }
+            i = i.checked_sub(u64::from(b))?;
+            b = read_u8(mem, h.segmap.wrapping_add(i))?;
+        }
+        None
+    }
+}
+
+fn read_u8(mem: &impl Memory, addr: u64) -> Option<u8> {
+    let mut b = [0u8];
+    mem.read(addr, &mut b).ok()?;
+    Some(b[0])
+}
+
+/// Walks the Java frames from `anchor`.
+pub fn walk(mem: &impl Memory, l: &Layout, code: &CodeCache, anchor: Anchor) -> Walk {
+    let mut frames = Vec::new();
+    let lost = |frames: Vec<JavaFrame>, why: String| Walk {
+        frames,
+        end: WalkEnd::Lost(why),
+    };
+    let (mut sp, mut fp) = (anchor.sp, anchor.fp);
+    let mut pc = anchor.pc;
+    if pc == 0 {
+        match mem.u64(sp.wrapping_sub(8)) {
+            Ok(p) => pc = p,
+            Err(e) => return lost(frames, e.to_string()),
+        }
+    }
+    let top = anchor.sp.saturating_add(MAX_STACK);
+    while frames.len() < MAX_FRAMES {
+        let (sender_sp, sender_pc, sender_fp) = if code.in_interpreter(pc) {
+            let slot = |words: u64| mem.u64(fp.wrapping_sub(words * 8));
+            let (Ok(method), Ok(bcp)) = (slot(INTERPRETER_METHOD), slot(INTERPRETER_BCP)) else {
+                return lost(
+                    frames,
+                    format!("interpreted frame at fp {fp:#x} unreadable"),
+                );
+            };
+            let bci = match bytecodes(mem, &l.methods, method) {
+                // A native method's interpreted frame keeps no bcp.
+                Ok(_) if bcp == 0 => None,
+                Ok((start, len)) if start <= bcp && bcp <= start + len => {
+                    Some((bcp - start) as u32)
+                }
+                _ => return lost(
+                    frames,
+                    format!(
+                        "interpreted frame at fp {fp:#x}: bcp {bcp:#x} not in method {method:#x}"
+                    ),
+                ),
+            };
+            frames.push(JavaFrame {
+                method,
+                kind: FrameKind::Interpreted,
+                bci,
+                pc,
+            });
+            let (Ok(ssp), Ok(spc), Ok(sfp)) = (
+                slot(INTERPRETER_SENDER_SP),
+                mem.u64(fp.wrapping_add(8)),
+                mem.u64(fp),
+            ) else {
+                return lost(
+                    frames,
+                    format!("interpreted frame at fp {fp:#x}: no sender"),
+                );
+            };
+            (ssp, spc, sfp)
+        } else if let Some(blob) = code.blob_at(mem, &l.code, pc) {
+            let name = mem
+                .u64(blob + l.code.blob_name)
+                .and_then(|p| mem.c_string(p))
+                .unwrap_or_default();
+            if !name.contains("nmethod") {
+                return Walk {
+                    frames,
+                    end: WalkEnd::Stub(name),
+                };
+            }
+            let (Ok(method), Ok(size)) = (
+                mem.u64(blob + l.code.nmethod_method),
+                mem.u32(blob + l.code.blob_frame_size),
+            ) else {
+                return lost(frames, format!("nmethod at {blob:#x} unreadable"));
+            };
+            frames.push(JavaFrame {
+                method,
+                kind: FrameKind::Compiled,
+                bci: None,
+                pc,
+            });
+            let ssp = sp.wrapping_add(u64::from(size) * 8);
+            let (Ok(spc), Ok(sfp)) = (mem.u64(ssp.wrapping_sub(8)), mem.u64(ssp.wrapping_sub(16)))
+            else {
+                return lost(frames, format!("compiled frame at sp {sp:#x}: no sender"));
+            };
+            (ssp, spc, sfp)
+        } else {
+            return Walk {
+                frames,
+                end: WalkEnd::Native(pc),
+            };
+        };
+        if sender_sp <= sp || sender_sp > top {
+            return lost(
+                frames,
+                format!("sender sp {sender_sp:#x} not above {sp:#x}"),
+            );
+        }
+        (sp, pc, fp) = (sender_sp, sender_pc, sender_fp);
+    }
+    Walk {
+        frames,
+        end: WalkEnd::Deep,
+    }
+}
