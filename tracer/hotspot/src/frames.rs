@@ -187,12 +187,14 @@ pub fn walk(mem: &impl Memory, l: &Layout, code: &CodeCache, anchor: Anchor) -> 
                 Ok((start, len)) if start <= bcp && bcp <= start + len => {
                     Some((bcp - start) as u32)
                 }
-                _ => return lost(
-                    frames,
-                    format!(
+                _ => {
+                    return lost(
+                        frames,
+                        format!(
                         "interpreted frame at fp {fp:#x}: bcp {bcp:#x} not in method {method:#x}"
                     ),
-                ),
+                    )
+                }
             };
             frames.push(JavaFrame {
                 method,

@@ -116,6 +116,11 @@ impl Jvm {
         names::method_name(&self.mem, &self.layout.methods, method)
     }
 
+    /// Its Java thread `tid`, now (`None`: not a Java thread, or gone).
+    pub fn thread(&self, tid: u32) -> Result<Option<JavaThread>, MemoryError> {
+        Ok(self.threads()?.into_iter().find(|t| t.tid == tid))
+    }
+
     /// Its Java threads, now.
     pub fn threads(&self) -> Result<Vec<JavaThread>, MemoryError> {
         threads::java_threads(&self.mem, &self.layout.threads, &self.states)

@@ -172,12 +172,7 @@ fn the_threads_of_jvms_with_attach_disabled_are_read_from_outside() {
         let tid = tid_named(pid, "spinner-one");
         let mut in_java = 0;
         for _ in 0..20 {
-            let t = jvm
-                .threads()
-                .unwrap()
-                .into_iter()
-                .find(|t| t.tid == tid)
-                .unwrap();
+            let t = jvm.thread(tid).unwrap().unwrap();
             if t.state.name.as_deref() == Some("_thread_in_Java") {
                 assert_eq!(t.anchor, None, "{home}: {t:?}");
                 in_java += 1;
@@ -226,12 +221,7 @@ fn java_frames_are_walked_and_named_from_outside_interpreted_and_compiled() {
             // be of the kind asked (a few seconds at most).
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
             let (names, walk) = loop {
-                let t = jvm
-                    .threads()
-                    .unwrap()
-                    .into_iter()
-                    .find(|t| t.tid == tid)
-                    .unwrap();
+                let t = jvm.thread(tid).unwrap().unwrap();
                 let walk = jvm.walk(&code, t.anchor.expect("deep-one is parked"));
                 let names: Vec<String> = walk
                     .frames
