@@ -65,6 +65,14 @@ pub struct MethodLayout {
     pub symbol_length: u64,
     /// `Symbol::_body` (its bytes).
     pub symbol_body: u64,
+    /// `ConstMethod::_flags` (its low 16 bits hold the table flags).
+    pub const_method_flags: u64,
+    /// The flag bit saying a ConstMethod has a line number table.
+    pub has_line_numbers: u32,
+    /// UNSIGNED5's excluded low bytes in the JVM's compressed streams: 0
+    /// before JDK 20.0.15, 1 since (JDK-8301959 changed the encoding, not
+    /// any table, so this one value follows the JVM's version).
+    pub unsigned5_excluded: u8,
 }
 
 /// Where compiled code and the interpreter are.
@@ -114,6 +122,10 @@ pub struct Layout {
     /// Address of the static `Abstract_VM_Version::_s_vm_release` (a
     /// `const char*`).
     pub vm_release: u64,
+    /// Address of the static `Abstract_VM_Version::_vm_major_version`.
+    pub vm_major: u64,
+    /// Address of the static `Abstract_VM_Version::_vm_security_version`.
+    pub vm_security: u64,
     /// The Java threads.
     pub threads: ThreadLayout,
     /// Methods' names.
@@ -152,6 +164,18 @@ impl Lookup<'_> {
             }
             None => 0,
         }
+    }
+
+    /// The first of the int constants `names` the tables have.
+    fn int(&mut self, names: &[&str]) -> i64 {
+        let found = names
+            .iter()
+            .find_map(|n| self.vm.int_constants.get(*n).copied());
+        if found.is_none() {
+            self.missing
+                .push(format!("the constant {}", names.join(" or ")));
+        }
+        found.unwrap_or(0)
     }
 
     /// The size of the first of `types` the tables have.
@@ -199,6 +223,8 @@ impl Layout {
             last_java_fp: anchor + l.offset(&[("JavaFrameAnchor", "_last_Java_fp")]),
         };
         let vm_release = l.address(&[("Abstract_VM_Version", "_s_vm_release")]);
+        let vm_major = l.address(&[("Abstract_VM_Version", "_vm_major_version")]);
+        let vm_security = l.address(&[("Abstract_VM_Version", "_vm_security_version")]);
         let methods = MethodLayout {
             const_method: l.offset(&[("Method", "_constMethod")]),
             constants: l.offset(&[("ConstMethod", "_constants")]),
@@ -212,6 +238,14 @@ impl Layout {
             klass_name: l.offset(&[("Klass", "_name")]),
             symbol_length: l.offset(&[("Symbol", "_length")]),
             symbol_body: l.offset(&[("Symbol", "_body")]),
+            const_method_flags: l
+                .offset(&[("ConstMethod", "_flags._flags"), ("ConstMethod", "_flags")]),
+            has_line_numbers: l.int(&[
+                "ConstMethodFlags::_misc_has_linenumber_table",
+                "ConstMethod::_has_linenumber_table",
+            ]) as u32,
+            // Set by `Layout::read_version` from the JVM's memory.
+            unsigned5_excluded: 0,
         };
         let code = CodeLayout {
             heaps: l.address(&[("CodeCache", "_heaps")]),
@@ -242,6 +276,8 @@ impl Layout {
         }
         Ok(Layout {
             vm_release,
+            vm_major,
+            vm_security,
             threads,
             methods,
             code,
@@ -264,12 +300,23 @@ mod tests {
     /// Fills every name an empty table lacks: the first alternative of
     /// each, statics at addresses, the rest at offsets 8 apart.
     fn complete(mut v: VmStructs) -> VmStructs {
-        let statics = ["_java_thread_list", "_s_vm_release", "_heaps", "_code"];
+        let statics = [
+            "_java_thread_list",
+            "_s_vm_release",
+            "_heaps",
+            "_code",
+            "_vm_major_version",
+            "_vm_security_version",
+        ];
         let Err(MissingNames(missing)) = Layout::new(&v) else {
             return v;
         };
         for (i, m) in missing.iter().enumerate() {
             let first = m.split(" or ").next().unwrap();
+            if let Some(c) = first.strip_prefix("the constant ") {
+                v.int_constants.insert(c.to_string(), 1);
+                continue;
+            }
             if let Some(ty) = first.strip_prefix("the size of ") {
                 v.types.insert(ty.to_string(), 64);
                 continue;

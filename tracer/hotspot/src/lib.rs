@@ -78,8 +78,11 @@ impl Jvm {
         let symbols = vmstructs::LibjvmSymbols::read(&libjvm)?;
         let mem = ProcessMemory::open(pid)?;
         let vm = VmStructs::read(&mem, &symbols, libjvm.base)?;
-        let layout = Layout::new(&vm)?;
+        let mut layout = Layout::new(&vm)?;
         let release = mem.c_string(mem.u64(layout.vm_release)?)?;
+        let major = mem.u32(layout.vm_major)?;
+        let security = mem.u32(layout.vm_security)?;
+        layout.methods.unsigned5_excluded = u8::from((major, security) >= (20, 15));
         let states = threads::state_names(&vm);
         Ok(Self {
             mem,
@@ -109,6 +112,12 @@ impl Jvm {
     /// The Java frames from `anchor`, innermost first.
     pub fn walk(&self, code: &CodeCache, anchor: Anchor) -> Walk {
         frames::walk(&self.mem, &self.layout, code, anchor)
+    }
+
+    /// The source line of `bci` in the method at `method` (`None`: no
+    /// line number table, or it could not be read).
+    pub fn line(&self, method: u64, bci: u32) -> Option<u32> {
+        names::line(&self.mem, &self.layout.methods, method, bci)
     }
 
     /// The names of the method at `method`.

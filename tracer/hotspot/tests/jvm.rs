@@ -201,7 +201,7 @@ fn a_process_without_a_jvm_is_a_clear_error() {
 
 /// `deep-one`'s Java frames below the park, walked from outside: every
 /// one named, in order, interpreted under `-Xint` (with the bytecode index
-/// of each call), compiled once hot under `-XX:-Inline` (each method its
+/// and source line of each call), compiled once hot under `-XX:-Inline` (each method its
 /// own nmethod), and the walk ends at the call stub that started the
 /// thread.
 #[test]
@@ -274,6 +274,28 @@ fn java_frames_are_walked_and_named_from_outside_interpreted_and_compiled() {
                 assert!(
                     bci[0] > Some(0),
                     "{home}: level3 calls park after spins++: {walk:?}"
+                );
+                // Lines from each method's line number table: the line
+                // each is declared on (one line each), in the file.
+                let declared = |m: &str| {
+                    PROGRAM
+                        .lines()
+                        .position(|l| l.contains(&format!("static void {m}()")))
+                        .unwrap() as u32
+                        + 1
+                };
+                let lines: Vec<_> = walk.frames[at..at + 3]
+                    .iter()
+                    .map(|f| jvm.line(f.method, f.bci.unwrap()))
+                    .collect();
+                assert_eq!(
+                    lines,
+                    [
+                        Some(declared("level3")),
+                        Some(declared("level2")),
+                        Some(declared("level1"))
+                    ],
+                    "{home}"
                 );
             }
         }
