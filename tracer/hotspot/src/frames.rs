@@ -4,7 +4,9 @@
 //! through its heap's segment map, as HotSpot's own `CodeHeap::find_start`
 //! does), an interpreted frame is walked by its frame pointer and names
 //! its method and bytecode index from its slots, a compiled frame by its
-//! blob's frame size and names the nmethod's method.
+//! blob's frame size and names the methods inlined at its pc, innermost
+//! first ([`crate::scopes`]; the nmethod's method alone where they cannot
+//! be read).
 //!
 //! Assumes x86-64 and the template interpreter's frame layout (the method
 //! three words below fp, the bcp eight: `frame_x86.hpp` since JDK 9; each
@@ -19,6 +21,7 @@
 use crate::layout::{CodeLayout, Layout};
 use crate::memory::{Memory, MemoryError};
 use crate::names::bytecodes;
+use crate::scopes::scopes_at;
 use crate::threads::Anchor;
 
 /// The deepest walk.
@@ -37,6 +40,8 @@ pub enum FrameKind {
     Interpreted,
     /// JIT-compiled code (an nmethod; a native method's wrapper too).
     Compiled,
+    /// Inlined into the compiled frame that follows it.
+    Inlined,
 }
 
 /// One Java frame.
@@ -46,7 +51,8 @@ pub struct JavaFrame {
     pub method: u64,
     /// How it runs.
     pub kind: FrameKind,
-    /// The bytecode index (interpreted frames; not a native method's).
+    /// The bytecode index (interpreted frames but a native method's;
+    /// compiled and inlined ones where the nmethod's scopes say).
     pub bci: Option<u32>,
     /// The frame's pc.
     pub pc: u64,
@@ -230,12 +236,34 @@ pub fn walk(mem: &impl Memory, l: &Layout, code: &CodeCache, anchor: Anchor) -> 
             ) else {
                 return lost(frames, format!("nmethod at {blob:#x} unreadable"));
             };
-            frames.push(JavaFrame {
+            match scopes_at(
+                mem,
+                &l.scopes,
+                l.methods.unsigned5_excluded,
+                blob,
                 method,
-                kind: FrameKind::Compiled,
-                bci: None,
                 pc,
-            });
+            ) {
+                Some(chain) => {
+                    let outermost = chain.len() - 1;
+                    frames.extend(chain.iter().enumerate().map(|(i, s)| JavaFrame {
+                        method: s.method,
+                        kind: if i == outermost {
+                            FrameKind::Compiled
+                        } else {
+                            FrameKind::Inlined
+                        },
+                        bci: s.bci,
+                        pc,
+                    }));
+                }
+                None => frames.push(JavaFrame {
+                    method,
+                    kind: FrameKind::Compiled,
+                    bci: None,
+                    pc,
+                }),
+            }
             let ssp = sp.wrapping_add(u64::from(size) * 8);
             let (Ok(spc), Ok(sfp)) = (mem.u64(ssp.wrapping_sub(8)), mem.u64(ssp.wrapping_sub(16)))
             else {

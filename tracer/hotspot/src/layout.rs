@@ -116,6 +116,58 @@ pub struct CodeLayout {
     pub queue_limit: u64,
 }
 
+/// Where an nmethod keeps its debug information, in the two layouts
+/// HotSpot has had: JDK 17's (offsets from the nmethod, a pointer to the
+/// scope data) and JDK 23's and later (an immutable data block for the
+/// PcDescs and scopes, the metadata after the relocations in the mutable
+/// data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DebugInfo {
+    /// JDK 17–22.
+    Inline {
+        /// `CodeBlob::_code_begin` (a pointer).
+        code_begin: u64,
+        /// `nmethod::_scopes_pcs_offset` (i32, from the nmethod).
+        pcs: u64,
+        /// `nmethod::_dependencies_offset` (i32): the PcDescs' end.
+        pcs_end: u64,
+        /// `CompiledMethod::_scopes_data_begin` (a pointer).
+        scopes: u64,
+        /// `nmethod::_metadata_offset` (i32, from the nmethod).
+        metadata: u64,
+    },
+    /// JDK 23 and later.
+    Immutable {
+        /// `CodeBlob::_code_offset` (i32, from the blob).
+        code_offset: u64,
+        /// `nmethod::_immutable_data` (a pointer).
+        data: u64,
+        /// `nmethod::_scopes_pcs_offset` (i32, in the immutable data).
+        pcs: u64,
+        /// `nmethod::_scopes_data_offset` (i32): the PcDescs' end and the
+        /// scopes' start.
+        scopes: u64,
+        /// `CodeBlob::_mutable_data` (a pointer): relocations, then the
+        /// metadata.
+        mutable: u64,
+        /// `CodeBlob::_relocation_size` (i32).
+        relocation_size: u64,
+    },
+}
+
+/// An nmethod's debug information and the PcDesc's layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScopeLayout {
+    /// Where the nmethod keeps it.
+    pub info: DebugInfo,
+    /// The size of a PcDesc.
+    pub pc_desc_size: u64,
+    /// `PcDesc::_pc_offset` (i32, from the code's start).
+    pub pc_offset: u64,
+    /// `PcDesc::_scope_decode_offset` (i32, in the scope data).
+    pub decode_offset: u64,
+}
+
 /// What idleflow reads of one JVM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
@@ -132,6 +184,8 @@ pub struct Layout {
     pub methods: MethodLayout,
     /// Compiled code and the interpreter.
     pub code: CodeLayout,
+    /// Compiled code's scopes (inlined methods).
+    pub scopes: ScopeLayout,
 }
 
 /// Looks names up, remembering the ones missing.
@@ -271,10 +325,38 @@ impl Layout {
             queue_buffer: l.offset(&[("StubQueue", "_stub_buffer")]),
             queue_limit: l.offset(&[("StubQueue", "_buffer_limit")]),
         };
+        let info = if vm.field("nmethod", "_immutable_data").is_some() {
+            DebugInfo::Immutable {
+                code_offset: l.offset(&[("CodeBlob", "_code_offset")]),
+                data: l.offset(&[("nmethod", "_immutable_data")]),
+                pcs: l.offset(&[("nmethod", "_scopes_pcs_offset")]),
+                scopes: l.offset(&[("nmethod", "_scopes_data_offset")]),
+                mutable: l.offset(&[("CodeBlob", "_mutable_data")]),
+                relocation_size: l.offset(&[("CodeBlob", "_relocation_size")]),
+            }
+        } else {
+            DebugInfo::Inline {
+                code_begin: l.offset(&[("CodeBlob", "_code_begin")]),
+                pcs: l.offset(&[("nmethod", "_scopes_pcs_offset")]),
+                pcs_end: l.offset(&[("nmethod", "_dependencies_offset")]),
+                scopes: l.offset(&[
+                    ("nmethod", "_scopes_data_begin"),
+                    ("CompiledMethod", "_scopes_data_begin"),
+                ]),
+                metadata: l.offset(&[("nmethod", "_metadata_offset")]),
+            }
+        };
+        let scopes = ScopeLayout {
+            info,
+            pc_desc_size: l.size(&["PcDesc"]),
+            pc_offset: l.offset(&[("PcDesc", "_pc_offset")]),
+            decode_offset: l.offset(&[("PcDesc", "_scope_decode_offset")]),
+        };
         if !l.missing.is_empty() {
             return Err(MissingNames(l.missing));
         }
         Ok(Layout {
+            scopes,
             vm_release,
             vm_major,
             vm_security,

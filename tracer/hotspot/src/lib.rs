@@ -17,6 +17,7 @@ pub mod frames;
 pub mod layout;
 pub mod memory;
 pub mod names;
+pub mod scopes;
 pub mod threads;
 pub mod vmstructs;
 

@@ -85,20 +85,29 @@ pub const MAX_LINE_ENTRIES: usize = 1 << 16;
 
 /// HotSpot's UNSIGNED5 reader of compressed streams: bytes below
 /// `excluded` never occur; a byte of 192 or more says another follows.
-struct Unsigned5<'a> {
+pub(crate) struct Unsigned5<'a> {
     bytes: &'a [u8],
     at: usize,
     excluded: u8,
 }
 
-impl Unsigned5<'_> {
+impl<'a> Unsigned5<'a> {
+    /// A reader of `bytes` from their start.
+    pub(crate) fn new(bytes: &'a [u8], excluded: u8) -> Self {
+        Self {
+            bytes,
+            at: 0,
+            excluded,
+        }
+    }
+
     fn byte(&mut self) -> Option<u8> {
         let b = *self.bytes.get(self.at)?;
         self.at += 1;
         Some(b)
     }
 
-    fn uint(&mut self) -> Option<u32> {
+    pub(crate) fn uint(&mut self) -> Option<u32> {
         let mut b = self.byte()?;
         let mut sum = u32::from(b.checked_sub(self.excluded)?);
         let mut shift = 6;

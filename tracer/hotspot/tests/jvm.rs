@@ -199,18 +199,31 @@ fn a_process_without_a_jvm_is_a_clear_error() {
     );
 }
 
+/// Whether level3's, level2's and level1's frame kinds are the ones asked.
+type KindsWanted = dyn Fn(&[FrameKind]) -> bool;
+
 /// `deep-one`'s Java frames below the park, walked from outside: every
 /// one named, in order, interpreted under `-Xint` (with the bytecode index
 /// and source line of each call), compiled once hot under `-XX:-Inline` (each method its
-/// own nmethod), and the walk ends at the call stub that started the
+/// own nmethod), compiled with inlined frames by default (the methods
+/// inlined at the call, from the nmethod's scopes, with their bytecode
+/// indexes and lines), and the walk ends at the call stub that started the
 /// thread.
 #[test]
 fn java_frames_are_walked_and_named_from_outside_interpreted_and_compiled() {
     for (home, _) in JDKS {
-        for (flags, kind) in [
-            (&["-Xint"][..], FrameKind::Interpreted),
-            (&["-XX:-Inline"][..], FrameKind::Compiled),
-        ] {
+        // The kinds level3, level2 and level1 must have: interpreted, each
+        // compiled, or (the JIT's own choice) compiled with some inlined.
+        let interpreted = |k: &[FrameKind]| k.iter().all(|&k| k == FrameKind::Interpreted);
+        let compiled = |k: &[FrameKind]| k.iter().all(|&k| k == FrameKind::Compiled);
+        let inlined =
+            |k: &[FrameKind]| k.contains(&FrameKind::Inlined) && k[2] == FrameKind::Compiled;
+        let modes: [(&[&str], &KindsWanted); 3] = [
+            (&["-Xint"], &interpreted),
+            (&["-XX:-Inline"], &compiled),
+            (&[], &inlined),
+        ];
+        for (flags, kinds_wanted) in modes {
             let dir = tempfile::tempdir().unwrap();
             let child = start(home, dir.path(), flags);
             let pid = child.0.id();
@@ -237,7 +250,8 @@ fn java_frames_are_walked_and_named_from_outside_interpreted_and_compiled() {
                     .zip(&names)
                     .filter(|(_, n)| n.starts_with("Probe.level"))
                     .collect();
-                if ours.len() == 3 && ours.iter().all(|(f, _)| f.kind == kind) {
+                let kinds: Vec<FrameKind> = ours.iter().map(|(f, _)| f.kind).collect();
+                if kinds.len() == 3 && kinds_wanted(&kinds) {
                     break (names, walk);
                 }
                 assert!(
@@ -267,8 +281,9 @@ fn java_frames_are_walked_and_named_from_outside_interpreted_and_compiled() {
                 matches!(walk.end, WalkEnd::Stub(ref s) if s.starts_with("StubRoutines")),
                 "{walk:?}"
             );
-            if kind == FrameKind::Interpreted {
-                // level2 and level1 call at their first bytecode.
+            {
+                // level2 and level1 call at their first bytecode (compiled
+                // frames: from the nmethod's scopes).
                 let bci: Vec<_> = walk.frames[at..at + 3].iter().map(|f| f.bci).collect();
                 assert_eq!(bci[1..], [Some(0), Some(0)], "{home}: {walk:?}");
                 assert!(
