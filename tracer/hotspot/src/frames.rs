@@ -289,3 +289,98 @@ pub fn walk(mem: &impl Memory, l: &Layout, code: &CodeCache, anchor: Anchor) -> 
         end: WalkEnd::Deep,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::tests::layout_from;
+    use crate::memory::Snapshot;
+
+    const BASE: u64 = 0x7f00_0000_0000;
+    const LEN: u64 = 1 << 16;
+
+    /// A region of arbitrary bytes (a xorshift stream, most words pointing
+    /// back into it, as a hostile target's would), then the code cache's
+    /// roots of layout `l` made to hold: two heaps over the upper half
+    /// whose segment maps are noise, the interpreter over a quarter.
+    fn noise(l: &Layout, mut seed: u64) -> Snapshot {
+        let mut bytes = Vec::with_capacity(LEN as usize);
+        while (bytes.len() as u64) < LEN {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let word = if seed % 16 != 0 {
+                BASE + (seed >> 8) % LEN
+            } else {
+                seed
+            };
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        let mut put = |addr: u64, word: u64, width: usize| {
+            let at = (addr - BASE) as usize;
+            if at + width <= bytes.len() {
+                bytes[at..at + width].copy_from_slice(&word.to_le_bytes()[..width]);
+            }
+        };
+        let c = &l.code;
+        // Roots at the region's start (the layout puts statics there too).
+        let (array, data, heap0, heap1, queue) = (
+            BASE + 0x100,
+            BASE + 0x200,
+            BASE + 0x400,
+            BASE + 0x800,
+            BASE + 0xc00,
+        );
+        put(c.heaps, array, 8);
+        put(array + c.array_len, 2, 4);
+        put(array + c.array_data, data, 8);
+        for (k, heap) in [heap0, heap1].into_iter().enumerate() {
+            put(data + k as u64 * 8, heap, 8);
+            let low = BASE + LEN / 2 + k as u64 * LEN / 4;
+            put(heap + c.heap_memory + c.space_low, low, 8);
+            put(heap + c.heap_memory + c.space_high, low + LEN / 4, 8);
+            put(heap + c.heap_segmap + c.space_low, BASE + 0x1000, 8);
+            put(heap + c.heap_log2_segment, 4, 4);
+        }
+        put(c.interpreter, queue, 8);
+        put(queue + c.queue_buffer, BASE + LEN / 4, 8);
+        put(queue + c.queue_limit, LEN / 4, 4);
+        let mut s = Snapshot::new();
+        s.add(BASE, bytes);
+        s
+    }
+
+    #[test]
+    fn any_bytes_end_a_walk_never_a_panic_or_a_hang() {
+        let (mut walks, mut frames) = (0, 0);
+        for seed in 1..300u64 {
+            let l = layout_from(seed);
+            let mem = noise(&l, seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let Ok(code) = CodeCache::read(&mem, &l.code) else {
+                continue;
+            };
+            for i in 0..8 {
+                let at = BASE + (seed * 977 + i * 4099) % LEN;
+                // Half the walks start in the interpreter, half in a heap.
+                let pc = BASE + LEN / 4 + (seed * 7 + i * 131) % (LEN * 3 / 4);
+                let anchor = Anchor {
+                    sp: at,
+                    fp: at + 64,
+                    pc,
+                };
+                let w = walk(&mem, &l, &code, anchor);
+                assert!(w.frames.len() <= MAX_FRAMES * MAX_SCOPES_PER_FRAME);
+                walks += 1;
+                frames += w.frames.len();
+            }
+        }
+        // The noise reaches the walk and, now and then, frames.
+        eprintln!("{walks} walks, {frames} frames");
+        assert!(
+            walks >= 1000 && frames > 0,
+            "{walks} walks, {frames} frames"
+        );
+    }
+
+    const MAX_SCOPES_PER_FRAME: usize = crate::scopes::MAX_SCOPES;
+}

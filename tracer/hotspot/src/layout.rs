@@ -368,7 +368,7 @@ impl Layout {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn vm(fields: &[(&str, &str, Field)]) -> VmStructs {
@@ -377,6 +377,23 @@ mod tests {
             vm.fields.insert((t.to_string(), f.to_string()), *v);
         }
         vm
+    }
+
+    /// A complete layout whose offsets are small and whose statics lie in
+    /// a 64 KiB region at 0x7f00_0000_0000, varied by `seed`.
+    pub(crate) fn layout_from(seed: u64) -> Layout {
+        let mut v = complete(VmStructs::default());
+        for (i, f) in v.fields.values_mut().enumerate() {
+            let k = (seed.wrapping_mul(31) + i as u64 * 7) % 64;
+            *f = match f {
+                Field::Address(_) => Field::Address(0x7f00_0000_0000 + k * 1024),
+                Field::Offset(_) => Field::Offset(k * 8),
+            };
+        }
+        for size in v.types.values_mut() {
+            *size = 8 + seed % 64;
+        }
+        Layout::new(&v).unwrap()
     }
 
     /// Fills every name an empty table lacks: the first alternative of
