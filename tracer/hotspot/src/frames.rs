@@ -309,7 +309,7 @@ mod tests {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            let word = if seed % 16 != 0 {
+            let word = if !seed.is_multiple_of(16) {
                 BASE + (seed >> 8) % LEN
             } else {
                 seed
