@@ -1,7 +1,10 @@
 //! Prints a running JVM's introspection tables, for adding a JDK version
 //! (docs/JAVA.md): `cargo run -p idleflow-hotspot --example vmstructs --
 //! PID [WORD]` lists every field, type and constant whose name contains
-//! WORD (all without it), then the Java threads.
+//! WORD (all without it), then the Java threads and their Java frames.
+//! `--time N` instead times N walks of every thread that has a last Java
+//! frame, and N namings of their frames (names uncached: the cost of a
+//! first sight).
 
 use idleflow_hotspot::vmstructs::Field;
 use idleflow_hotspot::Jvm;
@@ -13,6 +16,11 @@ fn main() {
         std::process::exit(2);
     };
     let word = args.next().unwrap_or_default();
+    if word == "--time" {
+        let n: u32 = args.next().and_then(|n| n.parse().ok()).unwrap_or(1000);
+        time(pid, n);
+        return;
+    }
     let jvm = match Jvm::open(pid) {
         Ok(j) => j,
         Err(e) => {
@@ -92,4 +100,48 @@ fn main() {
         }
         Err(e) => eprintln!("vmstructs: the threads: {e}"),
     }
+}
+
+/// Times `n` walks (and namings) of each of `pid`'s threads outside Java.
+fn time(pid: u32, n: u32) {
+    let jvm = Jvm::open(pid).unwrap_or_else(|e| {
+        eprintln!("vmstructs: {e}");
+        std::process::exit(1)
+    });
+    let code = jvm.code_cache().expect("the code cache");
+    let anchors: Vec<_> = jvm
+        .threads()
+        .expect("the threads")
+        .into_iter()
+        .filter_map(|t| t.anchor)
+        .collect();
+    let start = std::time::Instant::now();
+    let mut frames = 0;
+    for _ in 0..n {
+        for &a in &anchors {
+            frames += jvm.walk(&code, a).frames.len();
+        }
+    }
+    let walked = start.elapsed();
+    let walks = u64::from(n) * anchors.len() as u64;
+    let sample: Vec<_> = anchors.iter().flat_map(|&a| jvm.walk(&code, a).frames).collect();
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        for f in &sample {
+            let _ = jvm.method_name(f.method);
+            if let Some(bci) = f.bci {
+                let _ = jvm.line(f.method, bci);
+            }
+        }
+    }
+    let named = start.elapsed();
+    println!(
+        "{walks} walks of {} threads: {:.1} µs a walk, {:.2} µs a frame ({} frames); \
+         naming a frame (name and line, uncached): {:.2} µs",
+        anchors.len(),
+        walked.as_secs_f64() * 1e6 / walks as f64,
+        walked.as_secs_f64() * 1e6 / frames.max(1) as f64,
+        frames / n.max(1) as usize,
+        named.as_secs_f64() * 1e6 / (u64::from(n) * sample.len().max(1) as u64) as f64,
+    );
 }
