@@ -124,7 +124,10 @@ fn time(pid: u32, n: u32) {
     }
     let walked = start.elapsed();
     let walks = u64::from(n) * anchors.len() as u64;
-    let sample: Vec<_> = anchors.iter().flat_map(|&a| jvm.walk(&code, a).frames).collect();
+    let sample: Vec<_> = anchors
+        .iter()
+        .flat_map(|&a| jvm.walk(&code, a).frames)
+        .collect();
     let start = std::time::Instant::now();
     for _ in 0..n {
         for f in &sample {
@@ -135,13 +138,27 @@ fn time(pid: u32, n: u32) {
         }
     }
     let named = start.elapsed();
+    // The same with a walker and names that remember (the recorder's way).
+    let mut walker = jvm.walker().expect("the code cache");
+    let mut names = idleflow_hotspot::Names::default();
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        for &a in &anchors {
+            for f in jvm.walk_with(&mut walker, a).frames {
+                let _ = jvm.method_name_with(&mut names, f.method);
+            }
+        }
+    }
+    let remembered = start.elapsed();
     println!(
         "{walks} walks of {} threads: {:.1} µs a walk, {:.2} µs a frame ({} frames); \
-         naming a frame (name and line, uncached): {:.2} µs",
+         naming a frame (name and line, uncached): {:.2} µs; remembering walker and names: \
+         {:.2} µs a walk with its names",
         anchors.len(),
         walked.as_secs_f64() * 1e6 / walks as f64,
         walked.as_secs_f64() * 1e6 / frames.max(1) as f64,
         frames / n.max(1) as usize,
         named.as_secs_f64() * 1e6 / (u64::from(n) * sample.len().max(1) as u64) as f64,
+        remembered.as_secs_f64() * 1e6 / walks as f64,
     );
 }

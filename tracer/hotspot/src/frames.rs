@@ -18,6 +18,8 @@
 //! last), reads at most [`MAX_FRAMES`] frames, and ends — never guesses —
 //! at anything it cannot place.
 
+use rustc_hash::FxHashMap;
+
 use crate::layout::{CodeLayout, Layout};
 use crate::memory::{Memory, MemoryError};
 use crate::names::bytecodes;
@@ -162,132 +164,276 @@ fn read_u8(mem: &impl Memory, addr: u64) -> Option<u8> {
     Some(b[0])
 }
 
-/// Walks the Java frames from `anchor`.
-pub fn walk(mem: &impl Memory, l: &Layout, code: &CodeCache, anchor: Anchor) -> Walk {
-    let mut frames = Vec::new();
-    let lost = |frames: Vec<JavaFrame>, why: String| Walk {
-        frames,
-        end: WalkEnd::Lost(why),
-    };
-    let (mut sp, mut fp) = (anchor.sp, anchor.fp);
-    let mut pc = anchor.pc;
-    if pc == 0 {
-        match mem.u64(sp.wrapping_sub(8)) {
-            Ok(p) => pc = p,
-            Err(e) => return lost(frames, e.to_string()),
+/// The stack bytes a walk reads at once (less where the stack ends
+/// sooner).
+pub const STACK_WINDOW: u64 = 8 << 10;
+
+/// What the code at a pc is, as a walk needs it.
+#[derive(Debug, Clone)]
+enum Code {
+    Interpreter,
+    Compiled {
+        blob: u64,
+        compile_id: u32,
+        frame_size: u32,
+        /// Method, kind and bci of each frame at the pc, innermost first.
+        frames: Vec<(u64, FrameKind, Option<u32>)>,
+    },
+    Stub(String),
+    Native,
+}
+
+/// A thread's stack bytes read at once, other reads passed through.
+struct Buffered<'a, M> {
+    base: u64,
+    bytes: Vec<u8>,
+    mem: &'a M,
+}
+
+impl<'a, M: Memory> Buffered<'a, M> {
+    /// Reads the stack from `sp` up: [`STACK_WINDOW`] bytes, or the most of
+    /// them the stack has (its mapping ends above).
+    fn read(mem: &'a M, sp: u64) -> Self {
+        let base = sp.saturating_sub(16);
+        let mut len = STACK_WINDOW;
+        while len >= 4096 {
+            let mut bytes = vec![0u8; len as usize];
+            if mem.read(base, &mut bytes).is_ok() {
+                return Self { base, bytes, mem };
+            }
+            len /= 2;
+        }
+        Self {
+            base,
+            bytes: Vec::new(),
+            mem,
         }
     }
-    let top = anchor.sp.saturating_add(MAX_STACK);
-    while frames.len() < MAX_FRAMES {
-        let (sender_sp, sender_pc, sender_fp) = if code.in_interpreter(pc) {
-            let slot = |words: u64| mem.u64(fp.wrapping_sub(words * 8));
-            let (Ok(method), Ok(bcp)) = (slot(INTERPRETER_METHOD), slot(INTERPRETER_BCP)) else {
-                return lost(
-                    frames,
-                    format!("interpreted frame at fp {fp:#x} unreadable"),
-                );
-            };
-            let bci = match bytecodes(mem, &l.methods, method) {
-                // A native method's interpreted frame keeps no bcp.
-                Ok(_) if bcp == 0 => None,
-                Ok((start, len)) if start <= bcp && bcp <= start + len => {
-                    Some((bcp - start) as u32)
-                }
-                _ => {
-                    return lost(
-                        frames,
-                        format!(
-                        "interpreted frame at fp {fp:#x}: bcp {bcp:#x} not in method {method:#x}"
-                    ),
-                    )
-                }
-            };
-            frames.push(JavaFrame {
-                method,
-                kind: FrameKind::Interpreted,
-                bci,
-                pc,
-            });
-            let (Ok(ssp), Ok(spc), Ok(sfp)) = (
-                slot(INTERPRETER_SENDER_SP),
-                mem.u64(fp.wrapping_add(8)),
-                mem.u64(fp),
-            ) else {
-                return lost(
-                    frames,
-                    format!("interpreted frame at fp {fp:#x}: no sender"),
-                );
-            };
-            (ssp, spc, sfp)
-        } else if let Some(blob) = code.blob_at(mem, &l.code, pc) {
-            let name = mem
-                .u64(blob + l.code.blob_name)
-                .and_then(|p| mem.c_string(p))
-                .unwrap_or_default();
-            if !name.contains("nmethod") {
-                return Walk {
-                    frames,
-                    end: WalkEnd::Stub(name),
-                };
+}
+
+impl<M: Memory> Memory for Buffered<'_, M> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemoryError> {
+        if let Some(from) = addr.checked_sub(self.base) {
+            let from = from as usize;
+            if let Some(b) = self.bytes.get(from..from.saturating_add(buf.len())) {
+                buf.copy_from_slice(b);
+                return Ok(());
             }
-            let (Ok(method), Ok(size)) = (
-                mem.u64(blob + l.code.nmethod_method),
-                mem.u32(blob + l.code.blob_frame_size),
-            ) else {
-                return lost(frames, format!("nmethod at {blob:#x} unreadable"));
-            };
-            match scopes_at(
-                mem,
-                &l.scopes,
-                l.methods.unsigned5_excluded,
-                blob,
-                method,
-                pc,
-            ) {
-                Some(chain) => {
-                    let outermost = chain.len() - 1;
-                    frames.extend(chain.iter().enumerate().map(|(i, s)| JavaFrame {
-                        method: s.method,
-                        kind: if i == outermost {
+        }
+        self.mem.read(addr, buf)
+    }
+}
+
+/// Walks Java frames, remembering what it learned of the code at each pc
+/// (checked again, by the nmethod's compile id, at each use: a blob freed
+/// and its space reused has another) and of each method's bytecodes.
+#[derive(Debug)]
+pub struct Walker {
+    code: CodeCache,
+    by_pc: FxHashMap<u64, Code>,
+    bytecodes: FxHashMap<u64, (u64, u64)>,
+}
+
+/// The most pcs and methods a [`Walker`] remembers before it starts over.
+pub const MAX_CACHED: usize = 1 << 16;
+
+impl Walker {
+    /// A walker of the code `code` describes.
+    pub fn new(code: CodeCache) -> Self {
+        Self {
+            code,
+            by_pc: FxHashMap::default(),
+            bytecodes: FxHashMap::default(),
+        }
+    }
+
+    fn code_at(&mut self, mem: &impl Memory, l: &Layout, pc: u64) -> Code {
+        if self.code.in_interpreter(pc) {
+            return Code::Interpreter;
+        }
+        if let Some(known) = self.by_pc.get(&pc) {
+            match known {
+                Code::Compiled {
+                    blob, compile_id, ..
+                } => {
+                    if mem.u32(blob + l.code.nmethod_compile_id).ok() == Some(*compile_id) {
+                        return known.clone();
+                    }
+                }
+                _ => return known.clone(),
+            }
+        }
+        let code = self.learn(mem, l, pc);
+        if self.by_pc.len() >= MAX_CACHED {
+            self.by_pc.clear();
+        }
+        self.by_pc.insert(pc, code.clone());
+        code
+    }
+
+    fn learn(&self, mem: &impl Memory, l: &Layout, pc: u64) -> Code {
+        let Some(blob) = self.code.blob_at(mem, &l.code, pc) else {
+            return Code::Native;
+        };
+        let name = mem
+            .u64(blob + l.code.blob_name)
+            .and_then(|p| mem.c_string(p))
+            .unwrap_or_default();
+        if !name.contains("nmethod") {
+            return Code::Stub(name);
+        }
+        let (Ok(method), Ok(frame_size), Ok(compile_id)) = (
+            mem.u64(blob + l.code.nmethod_method),
+            mem.u32(blob + l.code.blob_frame_size),
+            mem.u32(blob + l.code.nmethod_compile_id),
+        ) else {
+            return Code::Stub(format!("unreadable nmethod at {blob:#x}"));
+        };
+        let excluded = l.methods.unsigned5_excluded;
+        let frames = match scopes_at(mem, &l.scopes, excluded, blob, method, pc) {
+            Some(chain) => {
+                let outermost = chain.len() - 1;
+                chain
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        let kind = if i == outermost {
                             FrameKind::Compiled
                         } else {
                             FrameKind::Inlined
-                        },
-                        bci: s.bci,
+                        };
+                        (s.method, kind, s.bci)
+                    })
+                    .collect()
+            }
+            None => vec![(method, FrameKind::Compiled, None)],
+        };
+        Code::Compiled {
+            blob,
+            compile_id,
+            frame_size,
+            frames,
+        }
+    }
+
+    fn bytecodes(&mut self, mem: &impl Memory, l: &Layout, method: u64) -> Option<(u64, u64)> {
+        if let Some(&b) = self.bytecodes.get(&method) {
+            return Some(b);
+        }
+        let b = bytecodes(mem, &l.methods, method).ok()?;
+        if self.bytecodes.len() >= MAX_CACHED {
+            self.bytecodes.clear();
+        }
+        self.bytecodes.insert(method, b);
+        Some(b)
+    }
+
+    /// Walks the Java frames from `anchor`, innermost first. The stack is
+    /// read once, from the anchor's sp up.
+    pub fn walk(&mut self, mem: &impl Memory, l: &Layout, anchor: Anchor) -> Walk {
+        let stack = Buffered::read(mem, anchor.sp);
+        let mut frames = Vec::new();
+        let lost = |frames: Vec<JavaFrame>, why: String| Walk {
+            frames,
+            end: WalkEnd::Lost(why),
+        };
+        let (mut sp, mut fp) = (anchor.sp, anchor.fp);
+        let mut pc = anchor.pc;
+        if pc == 0 {
+            match stack.u64(sp.wrapping_sub(8)) {
+                Ok(p) => pc = p,
+                Err(e) => return lost(frames, e.to_string()),
+            }
+        }
+        let top = anchor.sp.saturating_add(MAX_STACK);
+        while frames.len() < MAX_FRAMES {
+            let (sender_sp, sender_pc, sender_fp) = match self.code_at(mem, l, pc) {
+                Code::Interpreter => {
+                    let slot = |words: u64| stack.u64(fp.wrapping_sub(words * 8));
+                    let (Ok(method), Ok(bcp)) = (slot(INTERPRETER_METHOD), slot(INTERPRETER_BCP))
+                    else {
+                        let why = format!("interpreted frame at fp {fp:#x} unreadable");
+                        return lost(frames, why);
+                    };
+                    let bci = match self.bytecodes(mem, l, method) {
+                        // A native method's interpreted frame keeps no bcp.
+                        Some(_) if bcp == 0 => None,
+                        Some((start, len)) if start <= bcp && bcp <= start + len => {
+                            Some((bcp - start) as u32)
+                        }
+                        _ => {
+                            let why = format!(
+                                "interpreted frame at fp {fp:#x}: bcp {bcp:#x} not in method {method:#x}"
+                            );
+                            return lost(frames, why);
+                        }
+                    };
+                    frames.push(JavaFrame {
+                        method,
+                        kind: FrameKind::Interpreted,
+                        bci,
+                        pc,
+                    });
+                    let (Ok(ssp), Ok(spc), Ok(sfp)) = (
+                        slot(INTERPRETER_SENDER_SP),
+                        stack.u64(fp.wrapping_add(8)),
+                        stack.u64(fp),
+                    ) else {
+                        let why = format!("interpreted frame at fp {fp:#x}: no sender");
+                        return lost(frames, why);
+                    };
+                    (ssp, spc, sfp)
+                }
+                Code::Compiled {
+                    frame_size,
+                    frames: at_pc,
+                    ..
+                } => {
+                    frames.extend(at_pc.iter().map(|&(method, kind, bci)| JavaFrame {
+                        method,
+                        kind,
+                        bci,
                         pc,
                     }));
+                    let ssp = sp.wrapping_add(u64::from(frame_size) * 8);
+                    let (Ok(spc), Ok(sfp)) = (
+                        stack.u64(ssp.wrapping_sub(8)),
+                        stack.u64(ssp.wrapping_sub(16)),
+                    ) else {
+                        return lost(frames, format!("compiled frame at sp {sp:#x}: no sender"));
+                    };
+                    (ssp, spc, sfp)
                 }
-                None => frames.push(JavaFrame {
-                    method,
-                    kind: FrameKind::Compiled,
-                    bci: None,
-                    pc,
-                }),
+                Code::Stub(name) => {
+                    return Walk {
+                        frames,
+                        end: WalkEnd::Stub(name),
+                    }
+                }
+                Code::Native => {
+                    return Walk {
+                        frames,
+                        end: WalkEnd::Native(pc),
+                    }
+                }
+            };
+            if sender_sp <= sp || sender_sp > top {
+                let why = format!("sender sp {sender_sp:#x} not above {sp:#x}");
+                return lost(frames, why);
             }
-            let ssp = sp.wrapping_add(u64::from(size) * 8);
-            let (Ok(spc), Ok(sfp)) = (mem.u64(ssp.wrapping_sub(8)), mem.u64(ssp.wrapping_sub(16)))
-            else {
-                return lost(frames, format!("compiled frame at sp {sp:#x}: no sender"));
-            };
-            (ssp, spc, sfp)
-        } else {
-            return Walk {
-                frames,
-                end: WalkEnd::Native(pc),
-            };
-        };
-        if sender_sp <= sp || sender_sp > top {
-            return lost(
-                frames,
-                format!("sender sp {sender_sp:#x} not above {sp:#x}"),
-            );
+            (sp, pc, fp) = (sender_sp, sender_pc, sender_fp);
         }
-        (sp, pc, fp) = (sender_sp, sender_pc, sender_fp);
+        Walk {
+            frames,
+            end: WalkEnd::Deep,
+        }
     }
-    Walk {
-        frames,
-        end: WalkEnd::Deep,
-    }
+}
+
+/// Walks the Java frames from `anchor` with nothing remembered (a
+/// [`Walker`] used once).
+pub fn walk(mem: &impl Memory, l: &Layout, code: &CodeCache, anchor: Anchor) -> Walk {
+    Walker::new(code.clone()).walk(mem, l, anchor)
 }
 
 #[cfg(test)]

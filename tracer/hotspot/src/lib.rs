@@ -23,7 +23,7 @@ pub mod vmstructs;
 
 use std::path::PathBuf;
 
-pub use frames::{CodeCache, FrameKind, JavaFrame, Walk, WalkEnd};
+pub use frames::{CodeCache, FrameKind, JavaFrame, Walk, WalkEnd, Walker};
 pub use layout::{Layout, MissingNames};
 pub use memory::{Memory, MemoryError, ProcessMemory};
 pub use names::{MethodName, Names};
@@ -119,6 +119,26 @@ impl Jvm {
     /// line number table, or it could not be read).
     pub fn line(&self, method: u64, bci: u32) -> Option<u32> {
         names::line(&self.mem, &self.layout.methods, method, bci)
+    }
+
+    /// A walker that remembers what it learns of this JVM's code (for
+    /// many walks: see [`Walker`]).
+    pub fn walker(&self) -> Result<Walker, MemoryError> {
+        Ok(Walker::new(self.code_cache()?))
+    }
+
+    /// The Java frames from `anchor`, with `walker`'s memory.
+    pub fn walk_with(&self, walker: &mut Walker, anchor: Anchor) -> Walk {
+        walker.walk(&self.mem, &self.layout, anchor)
+    }
+
+    /// The names of the method at `method`, with `names`' memory.
+    pub fn method_name_with<'a>(
+        &self,
+        names: &'a mut Names,
+        method: u64,
+    ) -> Option<&'a MethodName> {
+        names.get(&self.mem, &self.layout.methods, method)
     }
 
     /// The names of the method at `method`.

@@ -261,6 +261,13 @@ fn java_frames_are_walked_and_named_from_outside_interpreted_and_compiled() {
                 std::thread::sleep(std::time::Duration::from_millis(200));
             };
             eprintln!("{home} {flags:?}: {names:?} {:?}", walk.end);
+            // A walker that remembers the code it saw walks the same, the
+            // second time from what it remembered.
+            let mut walker = jvm.walker().unwrap();
+            let anchor = jvm.thread(tid).unwrap().unwrap().anchor.unwrap();
+            for _ in 0..2 {
+                assert_eq!(jvm.walk_with(&mut walker, anchor), walk, "{home} {flags:?}");
+            }
             let at = names.iter().position(|n| n == "Probe.level3").unwrap();
             assert_eq!(
                 names[at - 1..at + 3],
