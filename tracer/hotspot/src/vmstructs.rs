@@ -230,7 +230,7 @@ impl VmStructs {
         let name_at = member("gHotSpotVMTypeEntryTypeNameOffset", t.stride, 8)?;
         let size_at = member("gHotSpotVMTypeEntrySizeOffset", t.stride, 8)?;
         for_each_entry(mem, &t, |e| {
-            let name = ptr(e, name_at);
+            let name = word(e, name_at);
             if name == 0 {
                 return Ok(false);
             }
@@ -246,11 +246,11 @@ impl VmStructs {
         let offset_at = member("gHotSpotVMStructEntryOffsetOffset", t.stride, 8)?;
         let address_at = member("gHotSpotVMStructEntryAddressOffset", t.stride, 8)?;
         for_each_entry(mem, &t, |e| {
-            let ty = ptr(e, type_at);
+            let ty = word(e, type_at);
             if ty == 0 {
                 return Ok(false);
             }
-            let field = ptr(e, field_at);
+            let field = word(e, field_at);
             if field == 0 {
                 return Ok(true);
             }
@@ -286,7 +286,7 @@ impl VmStructs {
             let name_at = member(name, t.stride, 8)?;
             let value_at = member(value, t.stride, if long { 8 } else { 4 })?;
             for_each_entry(mem, &t, |e| {
-                let name = ptr(e, name_at);
+                let name = word(e, name_at);
                 if name == 0 {
                     return Ok(false);
                 }
@@ -340,10 +340,6 @@ fn for_each_entry(
 
 fn word(e: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(e[at..at + 8].try_into().unwrap())
-}
-
-fn ptr(e: &[u8], at: usize) -> u64 {
-    word(e, at)
 }
 
 #[cfg(test)]
