@@ -233,6 +233,7 @@ fn options(args: &RecordArgs) -> Options {
             waits: java(JavaMode::Waits),
             tree: java(JavaMode::Tree),
             stacks: java(JavaMode::Stacks),
+            vm: java(JavaMode::Vm),
             wait_threshold_ms: args.wait_threshold,
             monitor_threshold_ms: args.monitor_threshold.unwrap_or(args.wait_threshold),
             all_waits_below: args.all_waits_below,

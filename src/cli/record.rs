@@ -191,7 +191,11 @@ pub struct RecordArgs {
     /// the agent's light mode, which records no method entries or exits and
     /// only writes the JVM's perf map (/tmp/perf-PID.map) as it compiles;
     /// --pid's JVMs are asked for theirs when the window closes (`jcmd PID
-    /// Compiler.perfmap`).
+    /// Compiler.perfmap`). `vm` reads the Java frames of each switch-out
+    /// from the JVM's own structures (HotSpot's exported VMStructs tables,
+    /// through /proc/PID/mem) while the thread is still blocked: methods,
+    /// lines, inlining, with nothing loaded into the JVM, no flag and no
+    /// attach (docs/JAVA.md; eBPF recording only).
     #[arg(
         long,
         value_enum,
@@ -399,6 +403,10 @@ pub enum JavaMode {
     /// HotSpot's frame pointers and the agent's light mode (the perf map
     /// only, no entries or exits).
     Stacks,
+    /// Java frames of the switch-outs read from the JVMs' own structures
+    /// while the thread is still blocked: nothing loaded, no flag, no
+    /// attach (works with -XX:+DisableAttachMechanism).
+    Vm,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

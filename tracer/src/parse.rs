@@ -207,6 +207,12 @@ pub struct UserStackCopy {
     pub bp: u64,
     /// DI: inside a system call, its first argument (a futex's address).
     pub di: u64,
+    /// The times the thread had come onto a CPU (eBPF only; `None` where
+    /// not counted).
+    pub runs: Option<u64>,
+    /// A Java thread's last Java frame (sp, fp, pc) at the switch (eBPF,
+    /// for the threads `recorder/java.rs` told the programs of).
+    pub java_anchor: Option<[u64; 3]>,
     /// Bytes asked for.
     pub requested: u32,
     /// The bytes the kernel could copy.
@@ -236,6 +242,8 @@ fn user_stack(b: &[u8]) -> Option<Option<Box<UserStackCopy>>> {
         sp,
         bp,
         di,
+        runs: None,
+        java_anchor: None,
         requested: size as u32,
         bytes: data[..dyn_size].to_vec(),
     })))

@@ -34,6 +34,7 @@ use std::path::PathBuf;
 mod blocking;
 mod bpf;
 mod emit;
+mod java;
 mod open;
 mod output;
 mod pending;
@@ -253,6 +254,10 @@ enum Merged {
     WakeStack(SwitchStack),
     SwitchArg(SwitchArg),
     StackCopy(Box<StackCopy>),
+    /// A walked Java stack met for the first time (`recorder/java.rs`).
+    WalkedStack(Box<idleflow_format::WalkedStack>),
+    /// The Java frames of a switch-out, before its stack copy.
+    SwitchJavaStack(SwitchStack),
     Module(Box<ModuleMap>),
     Wakeup(Wakeup),
     /// A waking and the next dispatch of its CPU (`recorder/round.rs`'s
@@ -348,6 +353,9 @@ pub struct Recorder {
     pending: Vec<pending::Pending>,
     /// The newest time written, and the records written late.
     written: (u64, u64),
+    /// Java frames walked from the JVMs' structures at the switch-outs
+    /// ([`Recorder::walk_java_frames`]).
+    java: Option<java::JavaWalks>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -360,6 +368,15 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
+    /// Walks the Java frames of each JVM thread whose switch-out stack is
+    /// copied, from its JVM's own structures (`recorder/java.rs`): needs
+    /// the eBPF source, whose records carry each thread's count of runs.
+    /// Call before [`Recorder::enable`].
+    pub fn walk_java_frames(&mut self) {
+        let anchors = self.bpf.as_ref().and_then(|b| b.rec.java_anchors().ok());
+        self.java = Some(java::JavaWalks::new(anchors));
+    }
+
     /// The CPUs recorded.
     pub fn cpus(&self) -> &[u32] {
         &self.cpus
@@ -697,6 +714,9 @@ impl Recorder {
         exit_code: Option<i32>,
     ) -> Result<(PathBuf, RunSummary), RecorderError> {
         self.stop()?;
+        if let Some(j) = self.java.as_ref() {
+            self.summary.java_walks = Some(j.counts.clone());
+        }
         self.summary.stop_reason = stop_reason.to_string();
         self.summary.exit_code = exit_code;
         self.summary.lost_per_cpu = self.lost_per_cpu();

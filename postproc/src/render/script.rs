@@ -52,6 +52,8 @@ fn print_record(out: &mut impl Write, rec: &Record, start: u64) -> std::io::Resu
         | Record::ModuleMap(_)
         | Record::UserStack(_)
         | Record::UserSymbols(_)
+        | Record::SwitchJavaStack(_)
+        | Record::WalkedStack(_)
         | Record::KernelStack(_)
         | Record::KernelSymbols(_) => print_stacks(out, rec, start),
         Record::TreeHead(_)
@@ -204,6 +206,25 @@ fn print_stacks(out: &mut impl Write, rec: &Record, start: u64) -> std::io::Resu
                 } else {
                     format!(" inode {}", m.ino)
                 }
+            )?,
+            Record::SwitchJavaStack(st) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} jstack   {:>7} walked {}",
+                rel(st.time),
+                st.cpu,
+                st.tid,
+                st.stack
+            )?,
+            Record::WalkedStack(w) => writeln!(
+                out,
+                "                         walked   {} ({}): {}",
+                w.id,
+                if w.complete { "complete" } else { "cut short" },
+                w.frames
+                    .iter()
+                    .map(|f| format!("{}:{}", f.method, f.line))
+                    .collect::<Vec<_>>()
+                    .join(" < ")
             )?,
             Record::UserStack(u) => writeln!(
                 out,

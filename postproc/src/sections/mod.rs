@@ -460,7 +460,11 @@ fn call_paths(a: &Analysis) -> Option<crate::sections::call_paths::CallPathsSect
                 .any(|f| f.kind == crate::path::FrameKind::Unknown)
         });
         let jvms = a.jvm_pids();
-        if unknown && !perf_maps && !jvms.is_empty() {
+        let walked = a.summary.java_walks.as_ref();
+        if let Some(w) = walked {
+            cp.notes.push(java_walks_note(w));
+        }
+        if unknown && !perf_maps && !jvms.is_empty() && walked.is_none_or(|w| w.walked == 0) {
             cp.notes.push(format!(
                 "JVM {}: its JIT-compiled frames show as [unknown]; `record --java waits,stacks` \
                  names them (HotSpot's frame pointers and perf map, no agent)",
@@ -472,6 +476,24 @@ fn call_paths(a: &Analysis) -> Option<crate::sections::call_paths::CallPathsSect
         }
     }
     section
+}
+
+/// What the walks of blocked Java threads found (`record --java vm`).
+fn java_walks_note(w: &idleflow_format::JavaWalkCounts) -> String {
+    let jvms = if w.jvms.is_empty() {
+        "no HotSpot JVM seen".to_string()
+    } else {
+        w.jvms.join("; ")
+    };
+    format!(
+        "Java frames from the JVMs' own structures ({jvms}): {} of {} switch-outs of their threads          walked, {} ran again first, {} without Java frames, {} failed; {:.1} µs a walk",
+        w.walked,
+        w.copies,
+        w.ran_first,
+        w.no_java_frames,
+        w.failed,
+        w.walk_ns as f64 / 1e3 / w.walked.max(1) as f64
+    )
 }
 
 /// What went wrong with the JVMs' flight recordings: the recorder's notes,

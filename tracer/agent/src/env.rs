@@ -24,14 +24,13 @@
 //! up to two local references until that thread returns to Java.
 //!
 //! Beside it: `env/lent.rs` (what the JVM lends a callback, copied into
-//! owned values) and `env/signatures.rs` (type signatures in Java source
-//! form).
+//! owned values); type signatures in Java source form are
+//! `idleflow_format::signatures` (shared with `idleflow-hotspot`).
 
 mod lent;
-mod signatures;
 
+pub use idleflow_format::signatures::{java_class_name, java_parameters};
 pub use lent::{agent_options, borrowed_text, inline_records, InlinePc};
-pub use signatures::{java_class_name, java_parameters};
 
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr::{self, NonNull};

@@ -69,7 +69,9 @@ pub use record::{
     decode, split_size, stacks, DecodeError, RecordStacks, SchedEvent, Switch, UserCopy, Wake,
     FLAG_STACKS, RECORD_BYTES, STACK_HEAD_BYTES,
 };
-pub use recorder::{CpuLost, Lost, SchedRecorder, RING_BYTES_PER_RECORD, WAKEUP_BYTES};
+pub use recorder::{
+    CpuLost, JavaAnchors, Lost, SchedRecorder, RING_BYTES_PER_RECORD, WAKEUP_BYTES,
+};
 pub use ringmap::{framed_len, records, ring_record_at, ring_records};
 pub use rings::RingDrain;
 pub use stack_config::StackConfig;

@@ -11,7 +11,7 @@
 //!
 //! A record with [`FLAG_STACKS`] goes on: a [`STACK_HEAD_BYTES`]-byte head
 //! (`kernel_bytes u32 | user_bytes u32 | user_asked u32 | has_regs u32 |
-//! ip sp bp di u64 | kernel[48] u64`) and `user_asked` bytes of room for
+//! ip sp bp di u64 | runs u64 | anchor[3] u64 | kernel[48] u64`) and `user_asked` bytes of room for
 //! the user stack copy; [`stacks`] reads them as [`RecordStacks`].
 //!
 //! Records without stacks come in batches: one ring record of n × 32
@@ -46,7 +46,7 @@ pub const FLAG_STACKS: u8 = 4;
 /// The most kernel frames a record holds.
 pub const KERNEL_FRAMES: usize = 48;
 /// The size of a record with stacks before its user stack copy.
-pub const STACK_HEAD_BYTES: usize = RECORD_BYTES + 48 + KERNEL_FRAMES * 8;
+pub const STACK_HEAD_BYTES: usize = RECORD_BYTES + 80 + KERNEL_FRAMES * 8;
 
 /// One event, as read from the ring of the CPU it happened on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,6 +204,12 @@ pub struct UserCopy<'a> {
     pub bp: u64,
     /// DI (in a system call, its first argument).
     pub di: u64,
+    /// The times the thread had come onto a CPU (`None`: the kernel does
+    /// not count them).
+    pub runs: Option<u64>,
+    /// A Java thread's last Java frame at the switch (sp, fp, pc), where
+    /// user space told the programs where its JVM keeps it.
+    pub java_anchor: Option<[u64; 3]>,
     /// Bytes the copy asked for.
     pub asked: u32,
     /// The bytes copied (fewer than asked where the stack's mapping ends
@@ -239,12 +245,15 @@ pub fn stacks(bytes: &[u8]) -> Result<Option<RecordStacks<'_>>, DecodeError> {
     {
         return Err(DecodeError::Stacks(bytes.len()));
     }
-    let kernel = &bytes[80..80 + kernel_bytes];
-    let user = (has_regs != 0).then(|| UserCopy {
+    let kernel = &bytes[112..112 + kernel_bytes];
+    let user = (has_regs & 1 != 0).then(|| UserCopy {
         ip: u64_at(bytes, 48),
         sp: u64_at(bytes, 56),
         bp: u64_at(bytes, 64),
         di: u64_at(bytes, 72),
+        runs: (has_regs & 2 != 0).then(|| u64_at(bytes, 80)),
+        java_anchor: (has_regs & 4 != 0)
+            .then(|| [u64_at(bytes, 88), u64_at(bytes, 96), u64_at(bytes, 104)]),
         asked: asked as u32,
         bytes: &bytes[STACK_HEAD_BYTES..STACK_HEAD_BYTES + user_bytes],
     });
@@ -529,17 +538,21 @@ mod tests {
         put32(&mut r, 32, 16); // two kernel frames
         put32(&mut r, 36, 32); // 32 of 64 bytes copied
         put32(&mut r, 40, 64);
-        put32(&mut r, 44, 1);
+        put32(&mut r, 44, 1 | 2 | 4);
         for (at, v) in [
             (48, 0x401000u64),
             (56, 0x7ffd_0000),
             (64, 0x7ffd_0100),
             (72, 0xdead),
+            (80, 77),
+            (88, 0x7ffd_0400),
+            (96, 0x7ffd_0500),
+            (104, 0x7f00_1234),
         ] {
             r[at..at + 8].copy_from_slice(&v.to_ne_bytes());
         }
-        r[80..88].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
-        r[88..96].copy_from_slice(&0xffff_ffff_8100_1000u64.to_ne_bytes());
+        r[112..120].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
+        r[120..128].copy_from_slice(&0xffff_ffff_8100_1000u64.to_ne_bytes());
         r[STACK_HEAD_BYTES] = 7;
         let SchedEvent::Switch(s) = decode(&r).unwrap() else {
             panic!("a switch")
@@ -552,11 +565,16 @@ mod tests {
         );
         let u = st.user.expect("user registers");
         assert_eq!(
-            (u.ip, u.sp, u.bp, u.di, u.asked),
-            (0x401000, 0x7ffd_0000, 0x7ffd_0100, 0xdead, 64)
+            (u.ip, u.sp, u.bp, u.di, u.runs, u.asked),
+            (0x401000, 0x7ffd_0000, 0x7ffd_0100, 0xdead, Some(77), 64)
         );
+        assert_eq!(u.java_anchor, Some([0x7ffd_0400, 0x7ffd_0500, 0x7f00_1234]));
         assert_eq!(u.bytes.len(), 32);
         assert_eq!(u.bytes[0], 7);
+        // A kernel without run counts, a thread not a Java one's.
+        put32(&mut r, 44, 1);
+        let u = stacks(&r).unwrap().unwrap().user.unwrap();
+        assert_eq!((u.runs, u.java_anchor), (None, None));
         // A kernel thread's: no user registers.
         put32(&mut r, 44, 0);
         assert_eq!(stacks(&r).unwrap().unwrap().user, None);

@@ -74,6 +74,34 @@ pub struct CpuLost {
     pub context_unknown: u64,
 }
 
+/// Tells the programs where each Java thread's JVM keeps its frame anchor
+/// (`java_threads` in `sched.bpf.c`): a switch-out stack of a thread it
+/// holds carries the thread's last Java frame, read in the kernel at the
+/// switch.
+#[derive(Debug)]
+pub struct JavaAnchors {
+    map: libbpf_rs::MapHandle,
+}
+
+impl JavaAnchors {
+    /// Thread `tid`'s anchor words (sp, fp, pc) are at `at`.
+    pub fn insert(&self, tid: u32, at: [u64; 3]) -> Result<(), BpfError> {
+        let mut value = [0u8; 24];
+        for (i, a) in at.iter().enumerate() {
+            value[i * 8..i * 8 + 8].copy_from_slice(&a.to_ne_bytes());
+        }
+        self.map
+            .update(&tid.to_ne_bytes(), &value, MapFlags::ANY)
+            .map_err(|e| BpfError::kernel("adding a Java thread", e))
+    }
+
+    /// Forgets thread `tid` (it exited).
+    pub fn remove(&self, tid: u32) {
+        // A thread that was never added is no error.
+        let _ = self.map.delete(&tid.to_ne_bytes());
+    }
+}
+
 /// An eBPF recording of every switch and wake-up on a set of CPUs.
 #[derive(Debug)]
 pub struct SchedRecorder {
@@ -136,6 +164,14 @@ impl SchedRecorder {
             cpus,
             possible,
         })
+    }
+
+    /// Where the programs find Java threads' frame anchors (a handle of
+    /// its own on the map, for the thread that reads the records).
+    pub fn java_anchors(&self) -> Result<JavaAnchors, BpfError> {
+        let map = libbpf_rs::MapHandle::try_from(&self.loaded.skel.maps.java_threads)
+            .map_err(|e| BpfError::kernel("opening the Java threads' map", e))?;
+        Ok(JavaAnchors { map })
     }
 
     /// The CPUs recorded, in order.

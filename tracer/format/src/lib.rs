@@ -30,10 +30,12 @@ pub mod files;
 pub mod names;
 mod reader;
 mod record;
+pub mod signatures;
 pub mod stacks;
 pub mod tree;
 pub mod ustacks;
 pub mod waits;
+pub mod walked;
 mod writer;
 
 pub use amend::add_after_stream;
@@ -50,6 +52,7 @@ pub use ustacks::{
     UserSymbols,
 };
 pub use waits::{FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, WaitReason};
+pub use walked::{JavaWalkCounts, WalkedFrame, WalkedStack};
 pub use writer::Writer;
 
 /// The eight bytes every recording starts with.
@@ -93,7 +96,7 @@ pub mod kind {
     /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (21–127) are reserved for
     /// timed records of later versions: their payload starts with the time
     /// delta, which a reader that does not know the kind still applies.
-    pub const FIRST_FUTURE_TIMED: u8 = 21;
+    pub const FIRST_FUTURE_TIMED: u8 = 22;
     /// [`crate::SwitchStack`]: the kernel stack of the thread that left at
     /// the dispatch just before (timed: delta, cpu, tid, stack id).
     pub const SWITCH_STACK: u8 = 10;
@@ -130,6 +133,11 @@ pub mod kind {
     /// by the wake-up; read as the [`crate::Wakeup`] and, at its own time,
     /// the [`crate::Dispatch`] (format 1.18).
     pub const WOKEN_DISPATCH: u8 = 20;
+    /// [`crate::SwitchStack`] naming a [`crate::WalkedStack`]: the Java
+    /// frames of the thread that left at the dispatch just before, read
+    /// from its JVM's structures (timed; written just before that
+    /// switch-out's stack copy).
+    pub const SWITCH_JAVA_STACK: u8 = 21;
     /// Kinds 128–255 are reserved for untimed records of later versions: a
     /// reader that does not know them skips them whole.
     pub const FIRST_UNTIMED: u8 = 128;
@@ -169,4 +177,7 @@ pub mod kind {
     /// runs through them. A flight recorder's dump keeps its segments so
     /// ([`crate::Writer::append_compressed`]).
     pub const BLOCK: u8 = 138;
+    /// [`crate::WalkedStack`], binary: an interned stack of Java frames
+    /// read from a JVM's structures.
+    pub const WALKED_STACK: u8 = 139;
 }

@@ -444,6 +444,9 @@ pub struct RunSummary {
     /// has no Java waits (`record --java waits`).
     #[serde(default)]
     pub java_notes: Vec<String>,
+    /// What the walks of blocked Java threads found (`record --java vm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub java_walks: Option<crate::JavaWalkCounts>,
     /// How the thread that drains the rings ran: `SCHED_FIFO 10`, or
     /// ordinary and why (empty in older files).
     #[serde(default)]
@@ -584,6 +587,12 @@ pub enum Record {
     WakeUserStack(crate::SwitchStack),
     /// See [`crate::SwitchArg`].
     SwitchArg(crate::SwitchArg),
+    /// The Java frames of the thread that left at the dispatch just
+    /// before, read from its JVM's structures (`stack` is a
+    /// [`crate::WalkedStack`] id).
+    SwitchJavaStack(crate::SwitchStack),
+    /// See [`crate::WalkedStack`].
+    WalkedStack(Box<crate::WalkedStack>),
 }
 
 impl Record {
@@ -600,14 +609,16 @@ impl Record {
             Record::SwitchStack(s)
             | Record::SwitchUserStack(s)
             | Record::WakeStack(s)
-            | Record::WakeUserStack(s) => s.time,
+            | Record::WakeUserStack(s)
+            | Record::SwitchJavaStack(s) => s.time,
             Record::SwitchArg(s) => s.time,
             Record::StackCopy(c) => c.time,
             Record::ModuleMap(m) => m.time,
             Record::KernelStack(_)
             | Record::KernelSymbols(_)
             | Record::UserStack(_)
-            | Record::UserSymbols(_) => 0,
+            | Record::UserSymbols(_)
+            | Record::WalkedStack(_) => 0,
             Record::TreeThread(_)
             | Record::TreeThreadEncoded(_)
             | Record::JvmWaits(_)

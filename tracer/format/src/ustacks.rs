@@ -217,6 +217,10 @@ pub struct UserStackCounts {
     /// its compiled code away (`idleflow_unwind::StaleJitBefore`).
     #[serde(skip_serializing_if = "no_copies")]
     pub stale_jit: u64,
+    /// Copies whose Java frames came from their JVM's structures (walked
+    /// by the recorder while the thread was blocked: `record --java vm`).
+    #[serde(skip_serializing_if = "no_copies")]
+    pub java_walked: u64,
 }
 
 fn no_copies(n: &u64) -> bool {

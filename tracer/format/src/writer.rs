@@ -194,6 +194,14 @@ impl<W: Write> Writer<W> {
                 crate::ustacks::encode_user_stack(st, &mut self.buf);
                 kind::USER_STACK
             }
+            Record::SwitchJavaStack(st) => {
+                self.put_stack_ref(st);
+                kind::SWITCH_JAVA_STACK
+            }
+            Record::WalkedStack(st) => {
+                crate::walked::encode_walked_stack(st, &mut self.buf);
+                kind::WALKED_STACK
+            }
             Record::UserSymbols(u) => {
                 self.buf.truncate(start);
                 return self.write_json(kind::USER_SYMBOLS, u);

@@ -179,6 +179,12 @@ enum Code {
         /// Method, kind and bci of each frame at the pc, innermost first.
         frames: Vec<(u64, FrameKind, Option<u32>)>,
     },
+    /// The VM's own code called from Java code (C1's and C2's runtime
+    /// stubs: monitor enter, allocation, …): a frame of `frame_size` words
+    /// with no Java method, stepped over as a compiled frame is.
+    Runtime {
+        frame_size: u32,
+    },
     Stub(String),
     Native,
 }
@@ -234,6 +240,10 @@ pub struct Walker {
     bytecodes: FxHashMap<u64, (u64, u64)>,
 }
 
+/// The largest runtime stub frame stepped over, in words (HotSpot's are
+/// tens of words; a larger one is not believed).
+const MAX_STUB_FRAME: u32 = 4096;
+
 /// The most pcs and methods a [`Walker`] remembers before it starts over.
 pub const MAX_CACHED: usize = 1 << 16;
 
@@ -280,7 +290,13 @@ impl Walker {
             .and_then(|p| mem.c_string(p))
             .unwrap_or_default();
         if !name.contains("nmethod") {
-            return Code::Stub(name);
+            // The call stub (the thread's first frame) and the VM's buffers
+            // end the walk; a runtime stub with a frame is stepped over.
+            let frame_size = mem.u32(blob + l.code.blob_frame_size).unwrap_or(0);
+            if frame_size == 0 || name.contains("StubRoutines") || frame_size > MAX_STUB_FRAME {
+                return Code::Stub(name);
+            }
+            return Code::Runtime { frame_size };
         }
         let (Ok(method), Ok(frame_size), Ok(compile_id)) = (
             mem.u64(blob + l.code.nmethod_method),
@@ -401,6 +417,19 @@ impl Walker {
                         stack.u64(ssp.wrapping_sub(16)),
                     ) else {
                         return lost(frames, format!("compiled frame at sp {sp:#x}: no sender"));
+                    };
+                    (ssp, spc, sfp)
+                }
+                Code::Runtime { frame_size } => {
+                    let ssp = sp.wrapping_add(u64::from(frame_size) * 8);
+                    let (Ok(spc), Ok(sfp)) = (
+                        stack.u64(ssp.wrapping_sub(8)),
+                        stack.u64(ssp.wrapping_sub(16)),
+                    ) else {
+                        return lost(
+                            frames,
+                            format!("runtime stub frame at sp {sp:#x}: no sender"),
+                        );
                     };
                     (ssp, spc, sfp)
                 }

@@ -13,6 +13,7 @@
 //! Invariant: the target's memory is untrusted input; every read is
 //! bounded and every failure is a typed error, never a panic.
 
+pub mod blocked;
 pub mod frames;
 pub mod layout;
 pub mod memory;
@@ -23,6 +24,7 @@ pub mod vmstructs;
 
 use std::path::PathBuf;
 
+pub use blocked::{BlockedThreads, Found};
 pub use frames::{CodeCache, FrameKind, JavaFrame, Walk, WalkEnd, Walker};
 pub use layout::{Layout, MissingNames};
 pub use memory::{Memory, MemoryError, ProcessMemory};
@@ -103,6 +105,11 @@ impl Jvm {
     /// Its memory.
     pub fn memory(&self) -> &ProcessMemory {
         &self.mem
+    }
+
+    /// The names of its thread states (`_thread_blocked`, …) by value.
+    pub fn states(&self) -> &[(u32, String)] {
+        &self.states
     }
 
     /// Where its code is (read anew: cheap, and fixed once the JVM runs).

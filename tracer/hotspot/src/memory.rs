@@ -174,9 +174,83 @@ impl Memory for Snapshot {
     }
 }
 
+/// A live process's memory with one range as it was earlier: a thread's
+/// stack copied at a switch-out over the process's memory now. A read
+/// inside the range is the copy's bytes; one across its edge is the live
+/// bytes with the copy's laid over them.
+#[derive(Debug)]
+pub struct Overlay<'a, M: Memory> {
+    /// The memory now.
+    pub base: &'a M,
+    /// Where the copy starts.
+    pub start: u64,
+    /// The copy.
+    pub bytes: &'a [u8],
+}
+
+impl<M: Memory> Memory for Overlay<'_, M> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), MemoryError> {
+        let unmapped = MemoryError::Unmapped {
+            addr,
+            len: buf.len(),
+        };
+        let end = addr.checked_add(buf.len() as u64).ok_or(unmapped)?;
+        let stop = self.start.saturating_add(self.bytes.len() as u64);
+        let (from, to) = (addr.max(self.start), end.min(stop));
+        if from >= to {
+            return self.base.read(addr, buf);
+        }
+        if (from, to) != (addr, end) {
+            self.base.read(addr, buf)?;
+        }
+        let (src, dst) = ((from - self.start) as usize, (from - addr) as usize);
+        let n = (to - from) as usize;
+        buf[dst..dst + n].copy_from_slice(&self.bytes[src..src + n]);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_overlay_lays_its_copy_over_the_memory_now() {
+        let mut now = Snapshot::new();
+        now.add(0x1000, vec![1; 32]);
+        let copy = [9u8; 8];
+        let o = Overlay {
+            base: &now,
+            start: 0x1008,
+            bytes: &copy,
+        };
+        assert_eq!(o.u64(0x1000).unwrap(), u64::from_le_bytes([1; 8]));
+        assert_eq!(o.u64(0x1008).unwrap(), u64::from_le_bytes([9; 8]));
+        // Across the copy's edges: live bytes around the copy's.
+        assert_eq!(
+            o.u64(0x1004).unwrap(),
+            u64::from_le_bytes([1, 1, 1, 1, 9, 9, 9, 9])
+        );
+        assert_eq!(
+            o.u64(0x100c).unwrap(),
+            u64::from_le_bytes([9, 9, 9, 9, 1, 1, 1, 1])
+        );
+        let mut all = [0u8; 32];
+        o.read(0x1000, &mut all).unwrap();
+        assert_eq!(&all[8..16], &[9; 8]);
+        assert_eq!(&all[16..], &[1; 16]);
+        // Outside the memory, even next to the copy: an error.
+        assert!(o.u64(0x1020).is_err());
+        assert!(o.u64(u64::MAX - 3).is_err());
+        // Inside the copy where nothing lives now: the copy.
+        let empty = Snapshot::new();
+        let o = Overlay {
+            base: &empty,
+            start: 0x1008,
+            bytes: &copy,
+        };
+        assert_eq!(o.u32(0x100a).unwrap(), u32::from_le_bytes([9; 4]));
+    }
 
     #[test]
     fn a_snapshot_reads_inside_its_regions_only() {

@@ -32,6 +32,18 @@ impl MethodName {
     pub fn dotted(&self) -> String {
         format!("{}.{}", self.class.replace('/', "."), self.name)
     }
+
+    /// `a.b.C.name(int, java.lang.String)`: as HotSpot's perf map and
+    /// idleflow's agent name a method (a hidden class without its
+    /// address: `idleflow_format::names::class`).
+    pub fn perf_map_name(&self) -> String {
+        format!(
+            "{}.{}{}",
+            idleflow_format::names::class(&self.class),
+            self.name,
+            idleflow_format::signatures::java_parameters(&self.signature)
+        )
+    }
 }
 
 /// Reads the Symbol at `sym`.

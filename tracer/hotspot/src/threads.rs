@@ -86,7 +86,8 @@ pub fn java_threads(
     Ok(out)
 }
 
-fn read_thread(
+/// Reads the Java thread at `addr` (`None`: unreadable).
+pub fn read_thread(
     mem: &impl Memory,
     l: &ThreadLayout,
     states: &[(u32, String)],

@@ -80,6 +80,9 @@ pub struct JavaOptions {
     pub tree: bool,
     /// Name the JIT-compiled frames of the user stacks (frame pointers, perf maps).
     pub stacks: bool,
+    /// Walk the Java frames of the switch-outs from the JVMs' own
+    /// structures (no agent, no flag, no attach).
+    pub vm: bool,
     /// Waits shorter than this are not recorded, ms.
     pub wait_threshold_ms: f64,
     /// Contended monitor enters shorter than this are not recorded, ms.

@@ -165,6 +165,9 @@ pub fn record(
 ) -> Result<Recorded, SessionError> {
     check(opts)?;
     let mut recorder = Recorder::open(&opts.recorder)?;
+    if opts.java.vm {
+        recorder.walk_java_frames();
+    }
     recorder.enable()?;
     let started = Instant::now();
     let java = prepare_java(opts, &mut recorder, None, progress)?;

@@ -211,6 +211,8 @@ impl BpfSide {
                 sp: u.sp,
                 bp: u.bp,
                 di: u.di,
+                runs: u.runs,
+                java_anchor: u.java_anchor,
                 requested: u.asked,
                 bytes: u.bytes.to_vec(),
             })

@@ -92,6 +92,8 @@ impl Emit<'_> {
                 }
                 return;
             }
+            Merged::WalkedStack(st) => Record::WalkedStack(st),
+            Merged::SwitchJavaStack(st) => Record::SwitchJavaStack(st),
             Merged::Module(m) => Record::ModuleMap(m),
             Merged::Wakeup(w) => Record::Wakeup(w),
             Merged::Exit(e) => Record::Exit(e),

@@ -259,6 +259,7 @@ impl Recorder {
                 .map(|_| Default::default())
                 .collect(),
             written: (0, 0),
+            java: None,
             bpf,
             cpus,
             layout,

@@ -55,6 +55,7 @@ macro_rules! round_sink {
             bpf: $rec.bpf.as_mut().map(|b| &mut b.side),
             pending: &mut $rec.pending,
             fold: $fold,
+            java: $rec.java.as_mut(),
         }
     };
 }
@@ -84,6 +85,8 @@ pub(super) struct RoundSink<'a> {
     /// file, no flight recorder, no work area (those look at each record
     /// as it is released, in time order).
     pub(super) fold: bool,
+    /// Java frames walked at the switch-outs (`recorder/java.rs`).
+    pub(super) java: Option<&'a mut super::java::JavaWalks>,
 }
 
 /// The longest a waking waits for its CPU's next switch to be folded into
@@ -268,16 +271,21 @@ impl RoundSink<'_> {
                     ptid,
                 })),
             ),
-            PerfRecord::Exit { id, pid, tid } => self.put.put(
-                self.summary,
-                slot,
-                id.time,
-                Merged::Exit(ThreadExit {
-                    time: id.time,
-                    tid,
-                    pid,
-                }),
-            ),
+            PerfRecord::Exit { id, pid, tid } => {
+                if let Some(java) = self.java.as_mut() {
+                    java.exited(tid);
+                }
+                self.put.put(
+                    self.summary,
+                    slot,
+                    id.time,
+                    Merged::Exit(ThreadExit {
+                        time: id.time,
+                        tid,
+                        pid,
+                    }),
+                )
+            }
             PerfRecord::Lost { id, count } => {
                 *lost += count;
                 self.put.put(
@@ -332,6 +340,22 @@ impl RoundSink<'_> {
         // idleflow's own threads are never a cause: their copies are not
         // kept.
         if let Some(u) = st.user.filter(|_| st.pid != self.own_pid) {
+            if let Some(java) = self.java.as_mut() {
+                if let Some(w) = java.switch_out(st.pid, tid, &u) {
+                    if let Some(new) = w.new_stack {
+                        self.put
+                            .put(self.summary, slot, time, Merged::WalkedStack(new));
+                    }
+                    let st = SwitchStack {
+                        time,
+                        cpu,
+                        tid,
+                        stack: w.stack,
+                    };
+                    self.put
+                        .put(self.summary, slot, time, Merged::SwitchJavaStack(st));
+                }
+            }
             self.put.put(
                 self.summary,
                 slot,

@@ -16,6 +16,7 @@
 //! the new one is complete.
 
 pub mod elf;
+pub mod java;
 pub mod maps;
 pub mod perfmap;
 pub mod symbols;
@@ -129,6 +130,10 @@ pub fn resolve_with(
                         Some(Record::Thread(t)) if t.tid == t.pid => {
                             state.spaces.forked(t.pid, t.ppid)
                         }
+                        Some(Record::WalkedStack(s)) => {
+                            state.walked.insert(s.id, *s);
+                        }
+                        Some(Record::SwitchJavaStack(st)) => state.java_at = Some(st),
                         _ => {}
                     }
                     writer.write_raw(&raw)?;
@@ -186,6 +191,11 @@ struct State {
     unwound: FxHashMap<UnwindKey, CachedUnwind>,
     counts: UserStackCounts,
     stale_jit_before: StaleJitBefore,
+    /// The walked Java stacks met so far, by id.
+    walked: FxHashMap<u64, idleflow_format::WalkedStack>,
+    /// The last `SWITCH_JAVA_STACK`: the Java frames of the switch-out
+    /// whose copy comes next.
+    java_at: Option<SwitchStack>,
 }
 
 impl State {
@@ -223,65 +233,86 @@ impl State {
             bp: c.bp,
             stale_jit,
         };
-        if let Some(hit) = self.unwound.get(&key).filter(|u| {
+        // The Java frames walked at this switch-out, if any.
+        let java = self
+            .java_at
+            .take()
+            .filter(|j| !c.at_wakeup && (j.time, j.cpu, j.tid) == (c.time, c.cpu, c.tid))
+            .and_then(|j| self.walked.get(&j.stack));
+        let hit = self.unwound.get(&key).filter(|u| {
             u.reads
                 .iter()
                 .all(|&(addr, v)| unwind::stack_word(bytes, c.sp, addr) == v)
-        }) {
-            let hit = hit.stack;
-            return match hit {
-                Some((id, end)) => self.write_switch(c, id, end, writer),
-                None => Ok(()),
-            };
-        }
-        let mut unwound =
-            self.unwinders
-                .unwind(owner, space, &mut self.elves, c.ip, c.sp, c.bp, bytes);
-        if stale_jit {
-            // The stack ends before its first frame outside the files.
-            if let Some(i) = unwound
-                .addrs
-                .iter()
-                .position(|&a| space.find(a).is_none_or(|m| !m.is_file()))
-            {
-                unwound.addrs.truncate(i);
-                unwound.end = idleflow_format::UnwindEnd::Stopped;
-                self.counts.stale_jit += 1;
+        });
+        let (mut frames, mut end, native) = match hit {
+            Some(hit) => (hit.frames.clone(), hit.end, hit.native),
+            None => {
+                let mut unwound =
+                    self.unwinders
+                        .unwind(owner, space, &mut self.elves, c.ip, c.sp, c.bp, bytes);
+                // Where the stack leaves the files: JIT code, the
+                // interpreter, the JVM's stubs.
+                let native = unwound
+                    .addrs
+                    .iter()
+                    .position(|&a| space.find(a).is_none_or(|m| !m.is_file()))
+                    .unwrap_or(unwound.addrs.len());
+                if stale_jit && native < unwound.addrs.len() {
+                    // The stack ends before its first frame outside the files.
+                    unwound.addrs.truncate(native);
+                    unwound.end = idleflow_format::UnwindEnd::Stopped;
+                    self.counts.stale_jit += 1;
+                }
+                let frames: Vec<u64> = unwound
+                    .addrs
+                    .iter()
+                    .map(|&a| self.frames.frame(c.pid, space, &mut self.elves, a))
+                    .collect();
+                if self.unwound.len() >= MAX_CACHED_UNWINDS {
+                    self.unwound.clear();
+                }
+                self.unwound.insert(
+                    key,
+                    CachedUnwind {
+                        reads: self.unwinders.reads().to_vec(),
+                        frames: frames.clone(),
+                        end: unwound.end,
+                        native,
+                    },
+                );
+                (frames, unwound.end, native)
             }
-        }
-        if self.unwound.len() >= MAX_CACHED_UNWINDS {
-            self.unwound.clear();
-        }
-        let mut cached = CachedUnwind {
-            reads: self.unwinders.reads().to_vec(),
-            stack: None,
         };
-        if unwound.addrs.is_empty() {
-            self.unwound.insert(key, cached);
+        if let Some(walked) = java {
+            // The native frames down to the first outside the files, then
+            // the Java frames as the JVM's structures name them.
+            frames.truncate(native);
+            frames.extend(java::user_frames(&mut self.frames, walked));
+            end = if walked.complete {
+                idleflow_format::UnwindEnd::Complete
+            } else {
+                idleflow_format::UnwindEnd::Stopped
+            };
+            self.counts.java_walked += 1;
+        }
+        if frames.is_empty() {
             return Ok(());
         }
-        let frames: Vec<u64> = unwound
-            .addrs
-            .iter()
-            .map(|&a| self.frames.frame(c.pid, space, &mut self.elves, a))
-            .collect();
         let next = self.stacks.len() as u64 + 1;
-        let stack_key = (frames, unwound.end);
+        let stack_key = (frames, end);
         let id = match self.stacks.get(&stack_key) {
             Some(&id) => id,
             None => {
                 writer.write(&Record::UserStack(Box::new(UserStack {
                     id: next,
-                    end: unwound.end,
+                    end,
                     frames: stack_key.0.clone(),
                 })))?;
                 self.stacks.insert(stack_key, next);
                 next
             }
         };
-        cached.stack = Some((id, unwound.end));
-        self.unwound.insert(key, cached);
-        self.write_switch(c, id, unwound.end, writer)
+        self.write_switch(c, id, end, writer)
     }
 
     /// Counts a copy unwound to stack `id` and writes its `SWITCH_USER_STACK`
@@ -329,10 +360,13 @@ struct UnwindKey {
     stale_jit: bool,
 }
 
-/// An unwind remembered: the words it read, and the stack it gave (`None`:
-/// no frame).
+/// An unwind remembered: the words it read, and the frames it gave, how
+/// it ended, and how many of its frames lie in files (before the first in
+/// JIT code, the interpreter or a stub).
 #[derive(Debug)]
 struct CachedUnwind {
     reads: Vec<(u64, Option<u64>)>,
-    stack: Option<(u64, idleflow_format::UnwindEnd)>,
+    frames: Vec<u64>,
+    end: idleflow_format::UnwindEnd,
+    native: usize,
 }

@@ -37,6 +37,8 @@ pub struct Frames {
     ids: FxHashMap<(u64, u64), u64>,
     frames: Vec<UserFrame>,
     perf_maps: FxHashMap<u32, Option<(u64, Arc<PerfMap>)>>,
+    /// Java frames walked from a JVM's structures, by what names them.
+    java_ids: FxHashMap<(CodeKind, String, Vec<String>, u32), u64>,
     /// When the recording began, ns since the epoch.
     since_unix_ns: u64,
     /// Frames in no module and no perf map.
@@ -112,6 +114,28 @@ impl Frames {
             line: 0,
         });
         self.ids.insert((module, addr), id);
+        id
+    }
+
+    /// A Java frame named from its JVM's structures (`crate::java`): no
+    /// module, no address; one id per name, inlined methods, line and kind.
+    pub fn java(&mut self, kind: CodeKind, name: String, inlined: Vec<String>, line: u32) -> u64 {
+        let key = (kind, name, inlined, line);
+        if let Some(&id) = self.java_ids.get(&key) {
+            return id;
+        }
+        let id = self.frames.len() as u64 + 1;
+        self.frames.push(UserFrame {
+            id,
+            kind,
+            module: 0,
+            addr: 0,
+            name: key.1.clone(),
+            inlined: key.2.clone(),
+            file: String::new(),
+            line,
+        });
+        self.java_ids.insert(key, id);
         id
     }
 

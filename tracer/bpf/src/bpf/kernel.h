@@ -29,6 +29,7 @@ typedef _Bool bool;
 
 /* include/uapi/linux/bpf.h: stable ABI numbers. */
 enum {
+	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_ARRAY_OF_MAPS = 12,
@@ -87,6 +88,11 @@ struct mm_struct {
 	unsigned long task_size;
 };
 
+/* CONFIG_SCHED_INFO: how many times the task came onto a CPU. */
+struct sched_info {
+	unsigned long pcount;
+};
+
 struct task_struct {
 	struct thread_info thread_info;
 	unsigned int flags;
@@ -98,6 +104,7 @@ struct task_struct {
 	int exit_state;
 	int pid;
 	int tgid;
+	struct sched_info sched_info;
 };
 
 #pragma clang attribute pop

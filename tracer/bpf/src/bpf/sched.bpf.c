@@ -28,12 +28,19 @@
  *  32  u32 kernel_bytes   bytes of kernel[] written (0: none)
  *  36  u32 user_bytes     bytes of the user stack copied (0: none)
  *  40  u32 user_asked     bytes the copy asked for (room after the head)
- *  44  u32 has_regs       1: ip..di hold the thread's user registers
+ *  44  u32 has_regs       bit 0: ip..di hold the thread's user registers;
+ *                         bit 1: runs holds its count of runs
  *  48  u64 ip, sp, bp, di the user registers at the kernel's entry
- *  80  u64 kernel[48]     the kernel call chain, innermost first (it
+ *                         bit 2: anchor holds its Java frame anchor
+ *  80  u64 runs           the times the thread came onto a CPU so far
+ *                         (sched_info.pcount): user space tells from it
+ *                         whether a thread it reads later ran since
+ *  88  u64 anchor[3]      a Java thread's last Java frame (sp, fp, pc),
+ *                         read where `java_threads` says its JVM keeps it
+ * 112  u64 kernel[48]     the kernel call chain, innermost first (it
  *                         starts in this program; user space strips the
  *                         tracing glue)
- * 464  u8  user[user_asked]  the top of the user stack, from sp up
+ * 496  u8  user[user_asked]  the top of the user stack, from sp up
  *
  * The stacks are those perf's samples would carry at the same switch or
  * waking: the leaving thread's (the waker's), with the user registers
@@ -117,10 +124,27 @@ struct stack_record {
 	__u64 sp;
 	__u64 bp;
 	__u64 di;
+	__u64 runs;
+	__u64 anchor[3];
 	__u64 kernel[KERNEL_FRAMES];
 };
 
-_Static_assert(sizeof(struct stack_record) == 464, "the stack head is 464 bytes");
+_Static_assert(sizeof(struct stack_record) == 496, "the stack head is 496 bytes");
+
+/* Where a Java thread's JVM keeps its frame anchor's three words (the
+ * addresses of JavaFrameAnchor's _last_Java_sp, _last_Java_fp and
+ * _last_Java_pc in its JavaThread), by tid: written by user space, which
+ * reads the JVM's structures (idleflow-hotspot). */
+struct java_anchor {
+	__u64 at[3];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 16);
+	__type(key, __u32);
+	__type(value, struct java_anchor);
+} java_threads SEC(".maps");
 
 /* Per CPU: the chance of a switch to idle to get its stacks, for the
  * current window, and what the window saw. */
@@ -549,7 +573,11 @@ static __always_inline void fill_stacks(void *ctx, struct stack_record *r, struc
 	r->user_bytes = 0;
 	r->user_asked = user_asked;
 	r->has_regs = 0;
-	r->ip = r->sp = r->bp = r->di = 0;
+	struct java_anchor *java;
+	__u32 tid;
+
+	r->ip = r->sp = r->bp = r->di = r->runs = 0;
+	r->anchor[0] = r->anchor[1] = r->anchor[2] = 0;
 	if (kernel) {
 		n = bpf_get_stack(ctx, r->kernel, sizeof(r->kernel), 0);
 		if (n > 0)
@@ -565,6 +593,16 @@ static __always_inline void fill_stacks(void *ctx, struct stack_record *r, struc
 	r->bp = regs->bp;
 	r->di = regs->di;
 	r->has_regs = 1;
+	if (bpf_core_field_exists(t->sched_info)) {
+		r->runs = BPF_CORE_READ(t, sched_info.pcount);
+		r->has_regs |= 2;
+	}
+	tid = t->pid;
+	java = bpf_map_lookup_elem(&java_threads, &tid);
+	if (java && bpf_probe_read_user(&r->anchor[0], 8, (void *)java->at[0]) == 0 &&
+	    bpf_probe_read_user(&r->anchor[1], 8, (void *)java->at[1]) == 0 &&
+	    bpf_probe_read_user(&r->anchor[2], 8, (void *)java->at[2]) == 0)
+		r->has_regs |= 4;
 	r->user_bytes = copy_user_stack(r + 1, user_asked, r->sp);
 }
 

@@ -363,6 +363,12 @@ impl<R: Read> Reader<R> {
                 kind::WAKE_USER_STACK => {
                     Record::WakeUserStack(decode::stack_ref(&mut p, last_time)?)
                 }
+                kind::SWITCH_JAVA_STACK => {
+                    Record::SwitchJavaStack(decode::stack_ref(&mut p, last_time)?)
+                }
+                kind::WALKED_STACK => {
+                    Record::WalkedStack(Box::new(crate::walked::decode_walked_stack(&mut p)?))
+                }
                 kind::SWITCH_ARG => Record::SwitchArg(decode::switch_arg(&mut p, last_time)?),
                 kind::USER_STACK => {
                     Record::UserStack(Box::new(crate::ustacks::decode_user_stack(&mut p)?))
@@ -453,7 +459,7 @@ impl<R: Read> Reader<R> {
 /// right after it.
 fn held_back_by(r: &Record, time: u64) -> bool {
     match r {
-        Record::KernelStack(_) | Record::UserStack(_) => false,
+        Record::KernelStack(_) | Record::UserStack(_) | Record::WalkedStack(_) => false,
         Record::Dispatch(_)
         | Record::Wakeup(_)
         | Record::Thread(_)
@@ -464,6 +470,7 @@ fn held_back_by(r: &Record, time: u64) -> bool {
         | Record::WakeStack(_)
         | Record::WakeUserStack(_)
         | Record::SwitchArg(_)
+        | Record::SwitchJavaStack(_)
         | Record::StackCopy(_)
         | Record::ModuleMap(_) => r.time() > time,
         _ => true,

@@ -42,16 +42,28 @@ pub struct RawOther<'a> {
 
 impl RawOther<'_> {
     /// The record, for the kinds a pass over raw records needs decoded
-    /// (`THREAD`, `EXIT`, `MODULE_MAP`); `None` for the others.
+    /// (`THREAD`, `EXIT`, `MODULE_MAP`, `SWITCH_JAVA_STACK`,
+    /// `WALKED_STACK`); `None` for the others.
     pub fn decode(&self) -> Result<Option<Record>, FormatError> {
-        let Some(time) = self.time else {
-            return Ok(None);
-        };
         let mut p = Payload {
             data: self.body,
             offset: self.offset,
         };
+        let Some(time) = self.time else {
+            return Ok(match self.kind {
+                kind::WALKED_STACK => Some(Record::WalkedStack(Box::new(
+                    crate::walked::decode_walked_stack(&mut p)?,
+                ))),
+                _ => None,
+            });
+        };
         Ok(Some(match self.kind {
+            kind::SWITCH_JAVA_STACK => Record::SwitchJavaStack(crate::SwitchStack {
+                time,
+                cpu: p.cpu()?,
+                tid: p.u32()?,
+                stack: p.uint()?,
+            }),
             kind::THREAD => Record::Thread(decode::thread(time, &mut p)?),
             kind::EXIT => Record::Exit(decode::exit(time, &mut p)?),
             kind::MODULE_MAP => {

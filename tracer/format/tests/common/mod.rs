@@ -187,6 +187,35 @@ pub fn records() -> Vec<Record> {
         tid: 78,
         stack: 3,
     }));
+    v.push(Record::WalkedStack(Box::new(
+        idleflow_format::WalkedStack {
+            id: 1,
+            complete: true,
+            frames: vec![
+                idleflow_format::WalkedFrame {
+                    kind: idleflow_format::FrameKind::Native,
+                    method: "jdk.internal.misc.Unsafe.park(boolean, long)".into(),
+                    line: 0,
+                },
+                idleflow_format::WalkedFrame {
+                    kind: idleflow_format::FrameKind::Inlined,
+                    method: "java.util.concurrent.locks.LockSupport.park(java.lang.Object)".into(),
+                    line: 221,
+                },
+                idleflow_format::WalkedFrame {
+                    kind: idleflow_format::FrameKind::Jit,
+                    method: "Kiln.main(java.lang.String[])".into(),
+                    line: 1 << 20,
+                },
+            ],
+        },
+    )));
+    v.push(Record::SwitchJavaStack(idleflow_format::SwitchStack {
+        time: 1_000_006_500,
+        cpu: 1,
+        tid: 78,
+        stack: 1,
+    }));
     v.push(Record::UserSymbols(Box::new(
         idleflow_format::UserSymbols {
             modules: vec![idleflow_format::UserModule {

@@ -175,6 +175,9 @@ pub fn fly(
     }
     let dumps_dir = Arc::new(dumps_dir(&flight.dir, progress)?);
     let mut recorder = Recorder::open(&opts.recorder)?;
+    if opts.java.vm {
+        recorder.walk_java_frames();
+    }
     recorder.enable()?;
     let started = Instant::now();
     // The JVMs' flight recorders keep the window, its tail and a margin for

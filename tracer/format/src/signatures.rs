@@ -31,9 +31,7 @@ pub fn java_class_name(signature: &str) -> String {
         {
             // Hidden classes lose their address and lambda number
             // (`idleflow_format::names`), as in the flight recorder's stacks.
-            Some(binary_name) if !binary_name.is_empty() => {
-                idleflow_format::names::class(binary_name)
-            }
+            Some(binary_name) if !binary_name.is_empty() => crate::names::class(binary_name),
             _ => return signature.replace('/', "."),
         },
     };

@@ -1,0 +1,152 @@
+//! End to end through the CLI: `record --java vm` names the Java frames of
+//! a JVM's idle-causing switch-outs from the JVM's own structures, with
+//! nothing from the JVM — here one started with
+//! `-XX:+DisableAttachMechanism`, where no flight recorder can start and no
+//! agent can load — on OpenJDK 17 and Temurin 25, launched and `--pid`.
+//! `examples/java/LockedIo.java`'s workers sleep in `fetch` under a lock
+//! and wait for it in `process`: every idle-causing wait of theirs has
+//! `LockedIo.process` and `Thread.run` on its stack.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+/// A path's frame names, innermost first, without parameter lists.
+fn names(p: &Value) -> Vec<String> {
+    p["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let n = f["name"].as_str().unwrap();
+            n.split_once('(').map_or(n, |(m, _)| m).to_string()
+        })
+        .collect()
+}
+
+/// Whether `want` appear in `frames` in this order (others may lie between).
+fn in_order(frames: &[String], want: &[&str]) -> bool {
+    let mut it = frames.iter();
+    want.iter().all(|w| it.any(|f| f == w))
+}
+
+/// The walks the report's note counts: (JVM pid, walked, switch-outs).
+fn walks(r: &Value) -> (u32, u64, u64) {
+    let text = r.to_string();
+    let at = text
+        .find("Java frames from the JVMs' own structures (")
+        .unwrap_or_else(|| panic!("no note of the walks in {text:.2000}"));
+    let note = &text[at..];
+    let pid: u32 = note["Java frames from the JVMs' own structures (".len()..]
+        .split(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the JVM's pid in the note");
+    let counts = note.split("): ").nth(1).expect("counts");
+    let mut words = counts.split_whitespace();
+    let walked = words.next().and_then(|n| n.parse().ok()).expect("walked");
+    let copies = words.nth(1).and_then(|n| n.parse().ok()).expect("copies");
+    (pid, walked, copies)
+}
+
+/// Checks a recording of LockedIo's workers: the walks, the Java frames of
+/// the program's paths, and that nothing was asked of the JVM.
+fn assert_named_from_the_structures(rec: &Path, jdk: &str) {
+    let r = report_json(rec);
+    let (pid, walked, copies) = walks(&r);
+    assert!(
+        copies > 100 && walked as f64 >= 0.8 * copies as f64,
+        "{jdk}: {walked} of {copies} switch-outs walked"
+    );
+    let paths = program_paths(&r);
+    let total: u64 = paths.iter().map(|p| u(p, "idle_ns")).sum();
+    let named: u64 = paths
+        .iter()
+        .filter(|p| in_order(&names(p), &["LockedIo.process", "java.lang.Thread.run"]))
+        .map(|p| u(p, "idle_ns"))
+        .sum();
+    let rows: Vec<(String, f64, Vec<String>)> = paths
+        .iter()
+        .take(6)
+        .map(|p| (p["reason"].to_string(), f(p, "share_pct"), names(p)))
+        .collect();
+    assert!(
+        named as f64 >= 0.8 * total as f64,
+        "{jdk}: {named} of the program's {total} idle ns have LockedIo.process < Thread.run: {rows:#?}"
+    );
+    // The sleep under the lock, by its Java frames.
+    let sleep: u64 = paths
+        .iter()
+        .filter(|p| {
+            p["reason"] == "sleep"
+                && in_order(
+                    &names(p),
+                    &[
+                        "java.lang.Thread.sleep",
+                        "LockedIo.fetch",
+                        "LockedIo.process",
+                    ],
+                )
+        })
+        .map(|p| u(p, "idle_ns"))
+        .sum();
+    assert!(
+        sleep as f64 >= 0.2 * total as f64,
+        "{jdk}: the sleep in fetch has {sleep} of {total} ns: {rows:#?}"
+    );
+    // No agent wrote a perf map for it.
+    let map = format!("/tmp/perf-{pid}.map");
+    assert!(!Path::new(&map).exists(), "{jdk}: {map} exists");
+}
+
+#[test]
+fn a_jvm_with_attach_disabled_is_named_from_its_own_structures_on_jdk_17_and_25() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in [JDK17, JDK25] {
+        let java = Path::new(jdk).join("bin/java");
+        assert!(java.exists(), "{} is missing", java.display());
+        let rec = dir.path().join("vm.idleflow");
+        let out = run(idleflow()
+            .args(["record", "-q", "--java", "vm", "-o"])
+            .arg(&rec)
+            .arg("--")
+            .arg(&java)
+            .arg("-XX:+DisableAttachMechanism")
+            .arg("-cp")
+            .arg(classes.path())
+            .args(["LockedIo", "4", "3"]));
+        assert!(out.status.success(), "record: {}", stderr(&out));
+        assert_named_from_the_structures(&rec, jdk);
+    }
+}
+
+#[test]
+fn a_running_jvm_with_attach_disabled_recorded_by_pid_is_named_from_its_structures() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    let mut jvm = std::process::Command::new(Path::new(JDK17).join("bin/java"))
+        .arg("-XX:+DisableAttachMechanism")
+        .arg("-cp")
+        .arg(classes.path())
+        .args(["LockedIo", "4", "8"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Its workers have run for a while (and some of their code is compiled).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let rec = dir.path().join("pid.idleflow");
+    let out = run(idleflow()
+        .args(["record", "-q", "--java", "vm", "-d", "3", "-o"])
+        .arg(&rec)
+        .args(["--pid", &jvm.id().to_string()]));
+    let _ = jvm.kill();
+    let _ = jvm.wait();
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    assert_named_from_the_structures(&rec, JDK17);
+}

@@ -1,0 +1,205 @@
+//! The Java frames of a thread that left a CPU, read while it is still
+//! blocked: what `record --java vm` keeps for each switch-out stack copy
+//! of a JVM's thread.
+//!
+//! A blocked thread's frames cannot change: the JVM keeps its last Java
+//! frame in the thread's anchor, and its compiled frames' code cannot be
+//! freed while they are on its stack. The recorder reads the thread's
+//! count of runs (`sched_info.pcount`) at the switch-out, in the kernel;
+//! [`BlockedThreads::walk`] reads the anchor and walks the frames, then
+//! reads the count again (`/proc/PID/task/TID/schedstat`): the same count
+//! means the thread did not come onto a CPU between the switch-out and the
+//! walk's end, so the frames are exactly the switch-out's. A thread that
+//! ran meanwhile is [`Found::RanFirst`], never a guess.
+//!
+//! Invariant: a [`Found::Walked`] walk began after the switch-out and
+//! ended before the thread ran again; everything read is bounded (the
+//! caches too: [`MAX_CACHED`] entries each).
+
+use std::io::Read;
+
+use rustc_hash::FxHashMap;
+
+use crate::frames::{JavaFrame, Walk, Walker, MAX_CACHED};
+use crate::memory::{MemoryError, Overlay};
+use crate::names::Names;
+use crate::threads::{read_thread, Anchor, JavaThread};
+use crate::Jvm;
+
+/// What [`BlockedThreads::walk`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// The frames of the switch-out.
+    Walked(Walk),
+    /// The thread came onto a CPU again before the walk ended.
+    RanFirst,
+    /// Not a Java thread of this JVM, or one without a Java frame (the
+    /// JVM's own threads, a thread blocked before its first Java call).
+    NoJavaFrames,
+    /// The thread's count of runs or memory could not be read (it exited).
+    Failed(String),
+}
+
+/// One JVM's threads, walked at their switch-outs.
+#[derive(Debug)]
+pub struct BlockedThreads {
+    jvm: Jvm,
+    walker: Walker,
+    names: Names,
+    /// `JavaThread*` by tid, as last read from the JVM's thread list.
+    threads: FxHashMap<u32, u64>,
+}
+
+impl BlockedThreads {
+    /// Walks the threads of `jvm`.
+    pub fn new(jvm: Jvm) -> Result<Self, MemoryError> {
+        let walker = jvm.walker()?;
+        Ok(Self {
+            jvm,
+            walker,
+            names: Names::default(),
+            threads: FxHashMap::default(),
+        })
+    }
+
+    /// The JVM.
+    pub fn jvm(&self) -> &Jvm {
+        &self.jvm
+    }
+
+    /// The Java frames of thread `tid`, which left a CPU with its user
+    /// stack pointer at `sp` after coming onto one `runs` times.
+    pub fn walk(&mut self, tid: u32, sp: u64, runs: u64) -> Found {
+        let Some(thread) = self.thread(tid) else {
+            return Found::NoJavaFrames;
+        };
+        let Some(anchor) = thread.anchor else {
+            return Found::NoJavaFrames;
+        };
+        // The Java frames are the switch-out's native frames' callers: an
+        // anchor below the stack pointer of then is a later one.
+        if anchor.sp < sp {
+            return self.checked(tid, runs, Found::RanFirst);
+        }
+        let walk = self.jvm.walk_with(&mut self.walker, anchor);
+        self.checked(tid, runs, Found::Walked(walk))
+    }
+
+    /// The Java frames from `anchor`, the thread's last Java frame read in
+    /// the kernel at its switch-out, with its user stack at `sp` as copied
+    /// then (`bytes`) laid over its memory now: exact however long ago the
+    /// switch-out was, for the frames inside the copy (outer frames beyond
+    /// it are read as they are now: a thread returns from its innermost
+    /// frames first).
+    pub fn walk_copy(&mut self, anchor: Anchor, sp: u64, bytes: &[u8]) -> Found {
+        if anchor.sp == 0 {
+            return Found::NoJavaFrames;
+        }
+        if anchor.sp < sp {
+            return Found::Failed(format!(
+                "anchor sp {:#x} below the stack pointer {sp:#x}",
+                anchor.sp
+            ));
+        }
+        let mem = Overlay {
+            base: self.jvm.memory(),
+            start: sp,
+            bytes,
+        };
+        Found::Walked(self.walker.walk(&mem, &self.jvm.layout, anchor))
+    }
+
+    /// Where thread `tid`'s JVM keeps its frame anchor's sp, fp and pc
+    /// (`None`: not one of its Java threads).
+    pub fn anchor_at(&mut self, tid: u32) -> Option<[u64; 3]> {
+        let addr = match self.threads.get(&tid) {
+            Some(&a) => a,
+            None => self.thread(tid)?.addr,
+        };
+        let l = &self.jvm.layout.threads;
+        Some([
+            addr.checked_add(l.last_java_sp)?,
+            addr.checked_add(l.last_java_fp)?,
+            addr.checked_add(l.last_java_pc)?,
+        ])
+    }
+
+    /// The tids of its Java threads now, remembered for [`Self::anchor_at`].
+    pub fn thread_ids(&mut self) -> Vec<u32> {
+        let Ok(all) = self.jvm.threads() else {
+            return Vec::new();
+        };
+        if self.threads.len() + all.len() >= MAX_CACHED {
+            self.threads.clear();
+        }
+        all.iter()
+            .filter(|t| t.tid != 0)
+            .map(|t| {
+                self.threads.insert(t.tid, t.addr);
+                t.tid
+            })
+            .collect()
+    }
+
+    /// `found`, if thread `tid` has still come onto a CPU `runs` times.
+    fn checked(&self, tid: u32, runs: u64, found: Found) -> Found {
+        match run_count(self.jvm.pid(), tid) {
+            Ok(now) if now == runs => found,
+            Ok(_) => Found::RanFirst,
+            Err(e) => Found::Failed(e),
+        }
+    }
+
+    /// Java thread `tid` now, read anew (its `JavaThread*` remembered; the
+    /// JVM's list read again for a thread not seen before, or one whose
+    /// structure no longer names it).
+    fn thread(&mut self, tid: u32) -> Option<JavaThread> {
+        let mem = self.jvm.memory();
+        let l = &self.jvm.layout.threads;
+        if let Some(&addr) = self.threads.get(&tid) {
+            if let Some(t) = read_thread(mem, l, self.jvm.states(), addr).filter(|t| t.tid == tid) {
+                return Some(t);
+            }
+        }
+        let all = self.jvm.threads().ok()?;
+        if self.threads.len() + all.len() >= MAX_CACHED {
+            self.threads.clear();
+        }
+        let mut found = None;
+        for t in all {
+            self.threads.insert(t.tid, t.addr);
+            if t.tid == tid {
+                found = Some(t);
+            }
+        }
+        found
+    }
+
+    /// Frame `f`'s method as HotSpot's perf map names it
+    /// (`a.b.C.name(int)`) and the source line of its bytecode index (0:
+    /// not known); `None` where its metadata could not be read.
+    pub fn name(&mut self, f: &JavaFrame) -> Option<(String, u32)> {
+        let name = self.jvm.method_name_with(&mut self.names, f.method)?;
+        let text = name.perf_map_name();
+        let line = f
+            .bci
+            .and_then(|bci| self.jvm.line(f.method, bci))
+            .unwrap_or(0);
+        Some((text, line))
+    }
+}
+
+/// The times thread `tid` of `pid` came onto a CPU so far: the third field
+/// of `/proc/PID/task/TID/schedstat` (`sched_info.pcount`, the count the
+/// recorder reads in the kernel).
+pub fn run_count(pid: u32, tid: u32) -> Result<u64, String> {
+    let path = format!("/proc/{pid}/task/{tid}/schedstat");
+    let mut text = String::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(256).read_to_string(&mut text))
+        .map_err(|e| format!("cannot read {path}: {e}"))?;
+    text.split_whitespace()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("{path}: no run count in {text:?}"))
+}

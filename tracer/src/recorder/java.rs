@@ -1,0 +1,236 @@
+//! Java frames from the JVMs' own structures (`record --java vm`): for each
+//! switch-out stack copy of a JVM's thread, its Java frames
+//! (`idleflow_hotspot::BlockedThreads`), written just before the copy as a
+//! `SWITCH_JAVA_STACK` naming an interned `WALKED_STACK`
+//! (`idleflow_format::walked`).
+//!
+//! Each Java thread's anchor (where its JVM keeps its last Java frame) is
+//! handed to the eBPF programs (`JavaAnchors`), which read it at the
+//! switch-out with the stack copy: the walk then reads the stack as the
+//! copy has it, however late. A copy without the anchor (a thread not yet
+//! known to the programs) is walked only if the thread has not run since
+//! its switch-out (its count of runs then and now).
+//!
+//! A process is looked at once: a JVM is one that maps a HotSpot libjvm.so
+//! whose tables idleflow can read; a JVM still starting (tables not yet
+//! filled) is tried again a little later, a few times.
+//!
+//! Invariant: nothing is written for a copy whose frames are not the
+//! switch-out's; every copy of a JVM's thread is counted once in
+//! [`JavaWalkCounts`] (walked, ran first, no Java frames, failed).
+
+use std::time::{Duration, Instant};
+
+use idleflow_bpf::JavaAnchors;
+use idleflow_format::{FrameKind, JavaWalkCounts, WalkedFrame, WalkedStack};
+use idleflow_hotspot::{Anchor, BlockedThreads, Found, HotspotError, Jvm, VmStructsError, WalkEnd};
+
+use crate::parse::UserStackCopy;
+use rustc_hash::FxHashMap;
+
+/// A process whose tables could not be read yet is tried again after this.
+const RETRY: Duration = Duration::from_millis(500);
+/// …at most this many times.
+const TRIES: u32 = 10;
+/// Distinct walked stacks remembered (then forgotten all at once: a stack
+/// met again is written again).
+const MAX_STACKS: usize = 1 << 16;
+
+/// What is known of one process.
+#[derive(Debug)]
+enum Process {
+    Jvm(Box<BlockedThreads>),
+    NotJvm,
+    /// Its tables could not be read: when last tried, and how often.
+    Unreadable {
+        at: Instant,
+        tries: u32,
+    },
+}
+
+/// The walks of one recording.
+#[derive(Debug, Default)]
+pub struct JavaWalks {
+    /// Where the eBPF programs learn the Java threads' anchors.
+    anchors: Option<JavaAnchors>,
+    /// The threads they know, by process.
+    known: FxHashMap<u32, u32>,
+    processes: FxHashMap<u32, Process>,
+    stacks: FxHashMap<(bool, Vec<WalkedFrame>), u64>,
+    next_id: u64,
+    /// What the walks found.
+    pub counts: JavaWalkCounts,
+}
+
+/// What goes before a switch-out's stack copy: a stack met for the first
+/// time, and the id of the copy's stack.
+pub struct Walked {
+    pub new_stack: Option<Box<WalkedStack>>,
+    pub stack: u64,
+}
+
+impl JavaWalks {
+    /// Walks whose threads' anchors the eBPF programs read through
+    /// `anchors` (`None`: the perf source, which cannot).
+    pub fn new(anchors: Option<JavaAnchors>) -> Self {
+        Self {
+            anchors,
+            ..Self::default()
+        }
+    }
+
+    /// The Java frames of thread `tid` of `pid` at the switch-out whose
+    /// stack copy is `u`.
+    pub fn switch_out(&mut self, pid: u32, tid: u32, u: &UserStackCopy) -> Option<Walked> {
+        let (threads, new) = jvm(&mut self.processes, &mut self.counts.jvms, pid)?;
+        if new {
+            // The programs read the anchors of its threads from now on.
+            if let Some(anchors) = &self.anchors {
+                for t in threads.thread_ids() {
+                    if let Some(at) = threads.anchor_at(t) {
+                        if anchors.insert(t, at).is_ok() {
+                            self.known.insert(t, pid);
+                        }
+                    }
+                }
+            }
+        }
+        let started = Instant::now();
+        let found = match (u.java_anchor, u.runs) {
+            (Some([sp, fp, pc]), _) => threads.walk_copy(Anchor { sp, fp, pc }, u.sp, &u.bytes),
+            (None, Some(runs)) => {
+                let found = threads.walk(tid, u.sp, runs);
+                // From now on the programs read its anchor.
+                if let (Some(anchors), Some(at)) = (&self.anchors, threads.anchor_at(tid)) {
+                    if anchors.insert(tid, at).is_ok() {
+                        self.known.insert(tid, pid);
+                    }
+                }
+                found
+            }
+            (None, None) => return None,
+        };
+        let counts = &mut self.counts;
+        counts.copies += 1;
+        let walk = match found {
+            Found::Walked(w) if !w.frames.is_empty() => w,
+            Found::Walked(_) | Found::NoJavaFrames => {
+                counts.no_java_frames += 1;
+                return None;
+            }
+            Found::RanFirst => {
+                counts.ran_first += 1;
+                return None;
+            }
+            Found::Failed(_) => {
+                counts.failed += 1;
+                return None;
+            }
+        };
+        let frames: Vec<WalkedFrame> = walk
+            .frames
+            .iter()
+            .map(|f| {
+                let (method, line) = threads
+                    .name(f)
+                    .unwrap_or_else(|| ("<unreadable method>".into(), 0));
+                let kind = match f.kind {
+                    idleflow_hotspot::FrameKind::Inlined => FrameKind::Inlined,
+                    _ if f.bci.is_none() && f.kind != idleflow_hotspot::FrameKind::Inlined => {
+                        FrameKind::Native
+                    }
+                    idleflow_hotspot::FrameKind::Interpreted => FrameKind::Interpreted,
+                    idleflow_hotspot::FrameKind::Compiled => FrameKind::Jit,
+                };
+                WalkedFrame { kind, method, line }
+            })
+            .collect();
+        let complete = matches!(walk.end, WalkEnd::Stub(_) | WalkEnd::Native(_));
+        counts.walked += 1;
+        counts.walk_ns += started.elapsed().as_nanos() as u64;
+        let key = (complete, frames);
+        if let Some(&stack) = self.stacks.get(&key) {
+            return Some(Walked {
+                new_stack: None,
+                stack,
+            });
+        }
+        if self.stacks.len() >= MAX_STACKS {
+            self.stacks.clear();
+        }
+        self.next_id += 1;
+        let stack = self.next_id;
+        counts.stacks += 1;
+        let new_stack = Box::new(WalkedStack {
+            id: stack,
+            complete: key.0,
+            frames: key.1.clone(),
+        });
+        self.stacks.insert(key, stack);
+        Some(Walked {
+            new_stack: Some(new_stack),
+            stack,
+        })
+    }
+}
+
+impl JavaWalks {
+    /// Thread `tid` exited: the programs forget it.
+    pub fn exited(&mut self, tid: u32) {
+        if self.known.remove(&tid).is_some() {
+            if let Some(a) = &self.anchors {
+                a.remove(tid);
+            }
+        }
+    }
+}
+
+/// The walker of process `pid`, if it is a JVM whose tables could be read,
+/// and whether it was opened just now (`notes`: what is said of each JVM).
+fn jvm<'a>(
+    processes: &'a mut FxHashMap<u32, Process>,
+    notes: &mut Vec<String>,
+    pid: u32,
+) -> Option<(&'a mut BlockedThreads, bool)> {
+    let tries = match processes.get(&pid) {
+        None => Some(1),
+        Some(Process::Unreadable { at, tries }) => {
+            (*tries < TRIES && at.elapsed() >= RETRY).then_some(*tries + 1)
+        }
+        Some(_) => None,
+    };
+    let mut new = false;
+    if let Some(tries) = tries {
+        let unreadable = |notes: &mut Vec<String>, why: String| {
+            if tries == TRIES {
+                notes.push(format!("{pid}: its structures could not be read ({why})"));
+            }
+            Process::Unreadable {
+                at: Instant::now(),
+                tries,
+            }
+        };
+        let process = match Jvm::open(pid) {
+            Ok(jvm) => {
+                let note = format!("{pid}: HotSpot {}, frames from its structures", jvm.release);
+                match BlockedThreads::new(jvm) {
+                    Ok(t) => {
+                        notes.push(note);
+                        new = true;
+                        Process::Jvm(Box::new(t))
+                    }
+                    Err(e) => unreadable(notes, e.to_string()),
+                }
+            }
+            Err(HotspotError::Tables(VmStructsError::NoLibjvm(_)) | HotspotError::Maps { .. }) => {
+                Process::NotJvm
+            }
+            Err(e) => unreadable(notes, e.to_string()),
+        };
+        processes.insert(pid, process);
+    }
+    match processes.get_mut(&pid) {
+        Some(Process::Jvm(t)) => Some((t, new)),
+        _ => None,
+    }
+}
