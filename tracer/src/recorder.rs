@@ -15,7 +15,7 @@
 //! reader's [`idleflow_format::Reader::next_complete_record`]); dropped
 //! before `finish`, the recorder flushes and keeps that file.
 //!
-//! Opening the events lives in `recorder/open.rs`, reading each drained
+//! The options live in `recorder/options.rs`, opening the events in `recorder/open.rs`, reading each drained
 //! round into the merge in `recorder/round.rs`, choosing the event source
 //! (perf or eBPF) in `recorder/source.rs`, the eBPF source's recorder,
 //! pairing and losses in `recorder/bpf.rs`, where the recording goes (the
@@ -24,7 +24,8 @@
 //! `recorder/pending.rs`, where released records go (the merge or the
 //! output) in `recorder/emit.rs`, the counts of watched processes'
 //! blocking switch-outs (for the JVM policy) in `recorder/blocking.rs`, the deferred merge (`IDLEFLOW_DEFER=1`) in
-//! `recorder/spool.rs`; this file keeps the recorder's state and the rest
+//! `recorder/spool.rs`, the Java frames walked at the switch-outs in
+//! `recorder/java.rs`; this file keeps the recorder's state and the rest
 //! of its life cycle (writing what the merge releases, stopping,
 //! finishing).
 
@@ -36,6 +37,7 @@ mod bpf;
 mod emit;
 mod java;
 mod open;
+mod options;
 mod output;
 mod pending;
 mod round;
@@ -47,6 +49,10 @@ use blocking::BlockingCount;
 pub use blocking::Counted;
 use emit::{Discard, Emit, Put};
 pub use open::{IRQ_WAKE_FILTER, TASK_WAKE_FILTER};
+pub use options::{
+    RecordOptions, DEFAULT_RING_BYTES, DEFAULT_STACK_BUDGET, DEFAULT_USER_STACK_BYTES,
+    DEFAULT_WAKER_SAMPLE_PERIOD, DEFAULT_WAKER_STACK_BUDGET, DEFAULT_WAKER_STACK_BYTES,
+};
 use output::{Output, Sink};
 pub use source::{choose, Chosen, EventSource, Recorded};
 
@@ -71,9 +77,6 @@ use std::sync::Arc;
 /// The longest written records wait in memory before they are handed to
 /// the kernel, ns: a recorder killed at any instant loses at most this much.
 pub const FLUSH_NS: u64 = 1_000_000_000;
-
-/// Default ring size per CPU.
-pub const DEFAULT_RING_BYTES: usize = 4 << 20;
 
 /// The drain thread ([`crate::drain`]) wakes when a ring is half full, and
 /// otherwise after a period that adapts to the traffic (10–250 ms), so a
@@ -124,97 +127,6 @@ pub enum RecorderError {
     /// A ring size that is not a power-of-two number of pages.
     #[error("ring size {0} bytes is not a power-of-two number of pages (e.g. 1M, 4M, 16M)")]
     RingSize(usize),
-}
-
-/// How to record.
-#[derive(Debug, Clone)]
-pub struct RecordOptions {
-    /// Bytes of ring buffer per CPU (a power-of-two number of pages).
-    pub ring_bytes: usize,
-    /// `SCHED_FIFO` priority of the drain thread; 0 for ordinary priority.
-    pub drain_priority: i32,
-    /// Have the kernel write a `sched_switch` sample for every switch, not
-    /// only for the states a switch-out record cannot tell
-    /// ([`crate::join::SWITCH_SAMPLE_FILTER`]).
-    pub all_switch_samples: bool,
-    /// Take the kernel's call chain at each switch that leaves a CPU idle
-    /// (and at each uninterruptible wait).
-    pub kernel_stacks: bool,
-    /// At the same switches, copy this many bytes of the leaving thread's
-    /// user stack with its registers, and record executable mappings, for
-    /// unwinding once the window closed (0: no user stacks).
-    pub user_stack_bytes: u32,
-    /// Take the stacks at every blocking switch-out too (a sleep, not a
-    /// preemption), not only at those that leave a CPU idle: where the
-    /// threads wait, by blocked time (`record --stacks waits`).
-    pub stacks_at_waits: bool,
-    /// With `stacks_at_waits`: the stacks of one interruptible sleep in
-    /// this many (per CPU); the others are counted, not copied. 0 and 1:
-    /// every one.
-    pub wait_sample_period: u32,
-    /// Stacks at wake-ups, with the stack kinds asked for above, at one
-    /// wake-up in `waker_sample_period` per CPU of each context: an
-    /// interrupt's kernel call chain (which device), a thread's kernel and
-    /// user stacks (its release site).
-    pub waker_stacks: bool,
-    /// One thread-context wake-up in this many (per CPU) carries the
-    /// waker's stacks; 0 and 1: every one.
-    pub waker_sample_period: u32,
-    /// With the eBPF source: about this many of those a second per CPU at
-    /// most, each wake-up with the same chance when they come faster; 0:
-    /// no budget.
-    pub waker_stack_budget: u32,
-    /// Bytes of the waker's user stack to copy (0: kernel stacks only; at
-    /// most `user_stack_bytes`): the release site is the innermost frames.
-    pub waker_stack_bytes: u32,
-    /// Which kernel events record the dispatches and wake-ups.
-    pub events: EventSource,
-    /// With the eBPF source and stacks at the switches to idle only: about
-    /// this many of those switches a second per CPU get their stacks, each
-    /// with the same chance (the others stand for their thread's previous
-    /// stacks in the report); 0: every one.
-    pub stack_budget: u32,
-}
-
-/// Default [`RecordOptions::stack_budget`]: a stack at a switch to idle
-/// costs the programs about 10 µs (a kernel call chain and an 8 KiB user
-/// copy), so 250 a second is ≤ 0.25 % of each CPU (1,000 took 0.9 % on
-/// `perf bench sched pipe`: PERFORMANCE.md §5e).
-pub const DEFAULT_STACK_BUDGET: u32 = 250;
-
-/// Default [`RecordOptions::waker_stack_bytes`].
-pub const DEFAULT_WAKER_STACK_BYTES: u32 = 2048;
-
-/// Default [`RecordOptions::waker_sample_period`].
-pub const DEFAULT_WAKER_SAMPLE_PERIOD: u32 = 16;
-
-/// Default [`RecordOptions::waker_stack_budget`]: a loopback server's
-/// 80 k wakings a second at one in 16 took 2.2 % of a CPU in the kernel
-/// (PERFORMANCE.md §5e).
-pub const DEFAULT_WAKER_STACK_BUDGET: u32 = 200;
-
-/// Default user stack copy, bytes: held the wait and park stacks of a JVM
-/// (19–22 frames) and the native examples' blocking chains here.
-pub const DEFAULT_USER_STACK_BYTES: u32 = 8192;
-
-impl Default for RecordOptions {
-    fn default() -> Self {
-        RecordOptions {
-            ring_bytes: DEFAULT_RING_BYTES,
-            drain_priority: crate::drain::DRAIN_PRIORITY,
-            all_switch_samples: false,
-            kernel_stacks: true,
-            user_stack_bytes: DEFAULT_USER_STACK_BYTES,
-            stacks_at_waits: false,
-            wait_sample_period: 1,
-            waker_stacks: true,
-            waker_sample_period: DEFAULT_WAKER_SAMPLE_PERIOD,
-            waker_stack_budget: DEFAULT_WAKER_STACK_BUDGET,
-            waker_stack_bytes: DEFAULT_WAKER_STACK_BYTES,
-            events: EventSource::Perf,
-            stack_budget: DEFAULT_STACK_BUDGET,
-        }
-    }
 }
 
 struct CpuRing {

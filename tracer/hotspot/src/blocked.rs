@@ -12,11 +12,17 @@
 //! walk's end, so the frames are exactly the switch-out's. A thread that
 //! ran meanwhile is [`Found::RanFirst`], never a guess.
 //!
+//! Most walks need no such luck: where the kernel read the thread's anchor
+//! at the switch-out with its stack copy, [`BlockedThreads::walk_copy`]
+//! walks from it over the copy laid over the memory now
+//! ([`crate::memory::Overlay`]), exact however late.
+//!
 //! Invariant: a [`Found::Walked`] walk began after the switch-out and
 //! ended before the thread ran again; everything read is bounded (the
 //! caches too: [`MAX_CACHED`] entries each).
 
 use std::io::Read;
+use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
@@ -48,7 +54,16 @@ pub struct BlockedThreads {
     names: Names,
     /// `JavaThread*` by tid, as last read from the JVM's thread list.
     threads: FxHashMap<u32, u64>,
+    /// Tids the list did not hold (the JVM's own threads: GC, compiler
+    /// and VM threads block too), and when: the list is read again for
+    /// one of them only after [`NOT_JAVA_AGAIN`].
+    not_java: FxHashMap<u32, Instant>,
 }
+
+/// How long a tid the JVM's thread list did not hold is believed not to
+/// be a Java thread (a thread is in the list from before its first Java
+/// frame, so only a native thread attached later comes in after it).
+const NOT_JAVA_AGAIN: Duration = Duration::from_secs(1);
 
 impl BlockedThreads {
     /// Walks the threads of `jvm`.
@@ -59,6 +74,7 @@ impl BlockedThreads {
             walker,
             names: Names::default(),
             threads: FxHashMap::default(),
+            not_java: FxHashMap::default(),
         })
     }
 
@@ -161,9 +177,19 @@ impl BlockedThreads {
                 return Some(t);
             }
         }
+        if self
+            .not_java
+            .get(&tid)
+            .is_some_and(|at| at.elapsed() < NOT_JAVA_AGAIN)
+        {
+            return None;
+        }
         let all = self.jvm.threads().ok()?;
         if self.threads.len() + all.len() >= MAX_CACHED {
             self.threads.clear();
+        }
+        if self.not_java.len() >= MAX_CACHED {
+            self.not_java.clear();
         }
         let mut found = None;
         for t in all {
@@ -171,6 +197,9 @@ impl BlockedThreads {
             if t.tid == tid {
                 found = Some(t);
             }
+        }
+        if found.is_none() {
+            self.not_java.insert(tid, Instant::now());
         }
         found
     }

@@ -220,6 +220,11 @@ pub struct Names {
 impl Names {
     /// The names of `method` (`None` where its metadata could not be read).
     pub fn get(&mut self, mem: &impl Memory, l: &MethodLayout, method: u64) -> Option<&MethodName> {
+        if self.by_method.len() >= crate::frames::MAX_CACHED
+            && !self.by_method.contains_key(&method)
+        {
+            self.by_method.clear();
+        }
         self.by_method
             .entry(method)
             .or_insert_with(|| method_name(mem, l, method).ok())

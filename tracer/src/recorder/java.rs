@@ -53,7 +53,7 @@ enum Process {
 pub struct JavaWalks {
     /// Where the eBPF programs learn the Java threads' anchors.
     anchors: Option<JavaAnchors>,
-    /// The threads they know, by process.
+    /// The threads they know (tid → process).
     known: FxHashMap<u32, u32>,
     processes: FxHashMap<u32, Process>,
     stacks: FxHashMap<(bool, Vec<WalkedFrame>), u64>,
@@ -134,11 +134,11 @@ impl JavaWalks {
                 let (method, line) = threads
                     .name(f)
                     .unwrap_or_else(|| ("<unreadable method>".into(), 0));
+                // A physical frame without a bytecode index is a native
+                // method's (its wrapper, or its interpreted entry).
                 let kind = match f.kind {
                     idleflow_hotspot::FrameKind::Inlined => FrameKind::Inlined,
-                    _ if f.bci.is_none() && f.kind != idleflow_hotspot::FrameKind::Inlined => {
-                        FrameKind::Native
-                    }
+                    _ if f.bci.is_none() => FrameKind::Native,
                     idleflow_hotspot::FrameKind::Interpreted => FrameKind::Interpreted,
                     idleflow_hotspot::FrameKind::Compiled => FrameKind::Jit,
                 };
