@@ -71,7 +71,7 @@ pub struct JavaWalkCounts {
     pub stacks: u64,
     /// Time spent walking and naming, ns.
     pub walk_ns: u64,
-    /// Per JVM: `PID: OpenJDK 17.0.15+6 (frames from its structures)`, or
+    /// Per JVM: `PID: HotSpot 17.0.15+6-Debian-1deb12u1`, or
     /// why its structures could not be read.
     pub jvms: Vec<String>,
 }

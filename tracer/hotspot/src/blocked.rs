@@ -58,6 +58,8 @@ pub struct BlockedThreads {
     /// and VM threads block too), and when: the list is read again for
     /// one of them only after [`NOT_JAVA_AGAIN`].
     not_java: FxHashMap<u32, Instant>,
+    /// Each frame's text and line, by method and bytecode index.
+    named: FxHashMap<(u64, Option<u32>), (String, u32)>,
 }
 
 /// How long a tid the JVM's thread list did not hold is believed not to
@@ -75,6 +77,7 @@ impl BlockedThreads {
             names: Names::default(),
             threads: FxHashMap::default(),
             not_java: FxHashMap::default(),
+            named: FxHashMap::default(),
         })
     }
 
@@ -207,13 +210,23 @@ impl BlockedThreads {
     /// Frame `f`'s method as HotSpot's perf map names it
     /// (`a.b.C.name(int)`) and the source line of its bytecode index (0:
     /// not known); `None` where its metadata could not be read.
+    /// Remembered per method and bytecode index (metadata stays where it
+    /// is while its class is loaded), as the method's names are.
     pub fn name(&mut self, f: &JavaFrame) -> Option<(String, u32)> {
+        let key = (f.method, f.bci);
+        if let Some((text, line)) = self.named.get(&key) {
+            return Some((text.clone(), *line));
+        }
         let name = self.jvm.method_name_with(&mut self.names, f.method)?;
         let text = name.perf_map_name();
         let line = f
             .bci
             .and_then(|bci| self.jvm.line(f.method, bci))
             .unwrap_or(0);
+        if self.named.len() >= MAX_CACHED {
+            self.named.clear();
+        }
+        self.named.insert(key, (text.clone(), line));
         Some((text, line))
     }
 }

@@ -212,7 +212,7 @@ fn jvm<'a>(
         };
         let process = match Jvm::open(pid) {
             Ok(jvm) => {
-                let note = format!("{pid}: HotSpot {}, frames from its structures", jvm.release);
+                let note = format!("{pid}: HotSpot {}", jvm.release);
                 match BlockedThreads::new(jvm) {
                     Ok(t) => {
                         notes.push(note);
