@@ -6,6 +6,8 @@
 # prints the first N lines of each report (docs/examples.md shows them).
 # Run as root from the repository root after `cargo build --release`.
 # usage: examples.sh [tomcat] [h2] [postgres]      (default: all three)
+# RECORD_OPTS adds options to `record` (`--java vm`: Java frames from the
+# JVMs' own structures); DIR is where the recordings go (default /tmp).
 set -u
 N=${SHOWN:-20}; W=${WINDOW:-10}
 IF=${IDLEFLOW:-target/release/idleflow}
@@ -19,7 +21,7 @@ record_under_load() {
   "$@" > $D/example-load.log 2>&1 &
   local load=$!
   sleep 2
-  $IF record -q --pid $pid --duration $W -o $out
+  $IF record -q ${RECORD_OPTS:-} --pid $pid --duration $W -o $out
   wait $load
 }
 show() {
