@@ -12,6 +12,9 @@ use rustc_hash::FxHashMap;
 use crate::layout::MethodLayout;
 use crate::memory::{Memory, MemoryError};
 
+/// The most methods a [`Names`] remembers before it starts over.
+pub const MAX_NAMES: usize = 1 << 16;
+
 /// The longest Symbol read (Java names are far shorter).
 pub const MAX_SYMBOL: u64 = 65535;
 
@@ -220,9 +223,7 @@ pub struct Names {
 impl Names {
     /// The names of `method` (`None` where its metadata could not be read).
     pub fn get(&mut self, mem: &impl Memory, l: &MethodLayout, method: u64) -> Option<&MethodName> {
-        if self.by_method.len() >= crate::frames::MAX_CACHED
-            && !self.by_method.contains_key(&method)
-        {
+        if self.by_method.len() >= MAX_NAMES && !self.by_method.contains_key(&method) {
             self.by_method.clear();
         }
         self.by_method
