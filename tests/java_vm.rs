@@ -5,7 +5,8 @@
 //! agent can load — on OpenJDK 17 and Temurin 25, launched and `--pid`.
 //! `examples/java/LockedIo.java`'s workers sleep in `fetch` under a lock
 //! and wait for it in `process`: every idle-causing wait of theirs has
-//! `LockedIo.process` and `Thread.run` on its stack.
+//! `LockedIo.process` and `Thread.run` on its stack, and a wait for the
+//! lock names it (`java.lang.Object`) and the worker that held it.
 
 mod common;
 
@@ -97,6 +98,31 @@ fn assert_named_from_the_structures(rec: &Path, jdk: &str) {
         sleep as f64 >= 0.2 * total as f64,
         "{jdk}: the sleep in fetch has {sleep} of {total} ns: {rows:#?}"
     );
+    // The monitor waited on, and who held it, from the JVM's structures
+    // (what the flight recorder's monitor events say, without it).
+    let enter: Vec<&Value> = paths
+        .iter()
+        .filter(|p| p["reason"] == "monitor enter")
+        .collect();
+    let enter_ns: u64 = enter.iter().map(|p| u(p, "idle_ns")).sum();
+    let on_lock: u64 = enter
+        .iter()
+        .filter(|p| p["object"] == "java.lang.Object")
+        .filter(|p| {
+            p["held_by"]
+                .as_array()
+                .is_some_and(|h| h.iter().any(|o| o["name"] == "worker-*"))
+        })
+        .map(|p| u(p, "idle_ns"))
+        .sum();
+    assert!(
+        enter_ns as f64 >= 0.2 * total as f64 && on_lock as f64 >= 0.9 * enter_ns as f64,
+        "{jdk}: of {total} ns, {enter_ns} in monitor enters, {on_lock} of them on \
+         java.lang.Object held by a worker: {rows:#?}"
+    );
+    let jvms = &r["java_waits"]["jvms"];
+    assert_eq!(jvms[0]["source"], "vm", "{jdk}: {jvms}");
+    assert!(u(&jvms[0], "waits") > 100, "{jdk}: {jvms}");
     // No agent wrote a perf map for it.
     let map = format!("/tmp/perf-{pid}.map");
     assert!(!Path::new(&map).exists(), "{jdk}: {map} exists");

@@ -213,6 +213,9 @@ pub struct UserStackCopy {
     /// A Java thread's last Java frame (sp, fp, pc) at the switch (eBPF,
     /// for the threads `recorder/java.rs` told the programs of).
     pub java_anchor: Option<[u64; 3]>,
+    /// Its monitor words at the switch (pending, waiting, the pending
+    /// one's owner; eBPF, as `java_anchor`).
+    pub java_monitors: Option<[u64; 3]>,
     /// Bytes asked for.
     pub requested: u32,
     /// The bytes the kernel could copy.
@@ -244,6 +247,7 @@ fn user_stack(b: &[u8]) -> Option<Option<Box<UserStackCopy>>> {
         di,
         runs: None,
         java_anchor: None,
+        java_monitors: None,
         requested: size as u32,
         bytes: data[..dyn_size].to_vec(),
     })))

@@ -44,6 +44,7 @@ mod round;
 mod source;
 mod spool;
 mod trees;
+mod vm_waits;
 
 use blocking::BlockingCount;
 pub use blocking::Counted;
@@ -626,8 +627,14 @@ impl Recorder {
         exit_code: Option<i32>,
     ) -> Result<(PathBuf, RunSummary), RecorderError> {
         self.stop()?;
-        if let Some(j) = self.java.as_ref() {
+        if let Some(j) = self.java.take() {
             self.summary.java_walks = Some(j.counts.clone());
+            // The waits the walks showed, after the stream, as a flight
+            // recorder's are (`recorder/vm_waits.rs`).
+            let end = self.summary.stop_ns;
+            for r in j.waits.records(end) {
+                self.write_after(&r)?;
+            }
         }
         self.summary.stop_reason = stop_reason.to_string();
         self.summary.exit_code = exit_code;

@@ -407,14 +407,19 @@ impl<'o> Pass<'o> {
         if tid == IDLE_TID {
             return None;
         }
+        let carried_from = self.previous.carried_from(ci, tid, time);
+        let java = &self.a.java;
         let c = Charge {
             tid,
             state,
             time,
             stacks: self.a.kernel.stacks_at(ci, tid, time),
-            stacks_carried: self.previous.carried_at(ci, tid, time),
+            stacks_carried: carried_from.is_some(),
             node: self.a.idle_paths.node_at(ci, tid, time),
-            wait: self.a.java.wait_at(tid, time).copied(),
+            wait: java
+                .wait_at(tid, time)
+                .or_else(|| carried_from.and_then(|from| java.carried_wait(tid, from)))
+                .copied(),
         };
         self.charge(ci, &c, idle_ns, 1, span);
         Some(c)

@@ -56,6 +56,8 @@ struct ToIdle {
     own: bool,
     /// Its thread's previous stacks were carried to it.
     carried: bool,
+    /// When the switch-out they were taken at left (if carried).
+    from: u64,
 }
 
 /// What to tell the handlers: a stack (CPU slot, the record, which stack),
@@ -111,6 +113,7 @@ impl PreviousStacks {
             tid: d.prev_tid,
             own: false,
             carried: false,
+            from: 0,
         });
         if !self.waiting.contains(&ci) {
             self.waiting.push(ci);
@@ -179,6 +182,7 @@ impl PreviousStacks {
                 continue;
             };
             sw.carried = true;
+            sw.from = p.time;
             let at = |stack| SwitchStack {
                 time: sw.time,
                 cpu: sw.cpu,
@@ -205,11 +209,18 @@ impl PreviousStacks {
     /// Whether `tid`'s switch-out to idle from CPU slot `ci` at `time` had
     /// its thread's previous stacks carried to it.
     pub fn carried_at(&self, ci: usize, tid: u32, time: u64) -> bool {
+        self.carried_from(ci, tid, time).is_some()
+    }
+
+    /// When the switch-out left whose stacks were carried to `tid`'s
+    /// switch-out to idle from CPU slot `ci` at `time` (`None`: none were).
+    pub fn carried_from(&self, ci: usize, tid: u32, time: u64) -> Option<u64> {
         self.slots
             .get(ci)
             .copied()
             .flatten()
-            .is_some_and(|sw| sw.carried && sw.time == time && sw.tid == tid)
+            .filter(|sw| sw.carried && sw.time == time && sw.tid == tid)
+            .map(|sw| sw.from)
     }
 
     /// Thread `tid` exited: its stacks are carried to no other thread that

@@ -11,7 +11,7 @@
 //!
 //! A record with [`FLAG_STACKS`] goes on: a [`STACK_HEAD_BYTES`]-byte head
 //! (`kernel_bytes u32 | user_bytes u32 | user_asked u32 | has_regs u32 |
-//! ip sp bp di u64 | runs u64 | anchor[3] u64 | kernel[48] u64`) and `user_asked` bytes of room for
+//! ip sp bp di u64 | runs u64 | anchor[3] u64 | monitor[3] u64 | kernel[48] u64`) and `user_asked` bytes of room for
 //! the user stack copy; [`stacks`] reads them as [`RecordStacks`].
 //!
 //! Records without stacks come in batches: one ring record of n × 32
@@ -46,7 +46,10 @@ pub const FLAG_STACKS: u8 = 4;
 /// The most kernel frames a record holds.
 pub const KERNEL_FRAMES: usize = 48;
 /// The size of a record with stacks before its user stack copy.
-pub const STACK_HEAD_BYTES: usize = RECORD_BYTES + 80 + KERNEL_FRAMES * 8;
+pub const STACK_HEAD_BYTES: usize = KERNEL_AT + KERNEL_FRAMES * 8;
+
+/// Where the kernel call chain begins in a record with stacks.
+const KERNEL_AT: usize = 136;
 
 /// One event, as read from the ring of the CPU it happened on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,6 +213,11 @@ pub struct UserCopy<'a> {
     /// A Java thread's last Java frame at the switch (sp, fp, pc), where
     /// user space told the programs where its JVM keeps it.
     pub java_anchor: Option<[u64; 3]>,
+    /// The Java thread's monitor words at the switch: the ObjectMonitor it
+    /// blocked entering, the one it waited in (0: none), and the first
+    /// one's owner word, where user space told the programs where its JVM
+    /// keeps them.
+    pub java_monitors: Option<[u64; 3]>,
     /// Bytes the copy asked for.
     pub asked: u32,
     /// The bytes copied (fewer than asked where the stack's mapping ends
@@ -245,7 +253,7 @@ pub fn stacks(bytes: &[u8]) -> Result<Option<RecordStacks<'_>>, DecodeError> {
     {
         return Err(DecodeError::Stacks(bytes.len()));
     }
-    let kernel = &bytes[112..112 + kernel_bytes];
+    let kernel = &bytes[KERNEL_AT..KERNEL_AT + kernel_bytes];
     let user = (has_regs & 1 != 0).then(|| UserCopy {
         ip: u64_at(bytes, 48),
         sp: u64_at(bytes, 56),
@@ -254,6 +262,8 @@ pub fn stacks(bytes: &[u8]) -> Result<Option<RecordStacks<'_>>, DecodeError> {
         runs: (has_regs & 2 != 0).then(|| u64_at(bytes, 80)),
         java_anchor: (has_regs & 4 != 0)
             .then(|| [u64_at(bytes, 88), u64_at(bytes, 96), u64_at(bytes, 104)]),
+        java_monitors: (has_regs & 8 != 0)
+            .then(|| [u64_at(bytes, 112), u64_at(bytes, 120), u64_at(bytes, 128)]),
         asked: asked as u32,
         bytes: &bytes[STACK_HEAD_BYTES..STACK_HEAD_BYTES + user_bytes],
     });
@@ -538,7 +548,7 @@ mod tests {
         put32(&mut r, 32, 16); // two kernel frames
         put32(&mut r, 36, 32); // 32 of 64 bytes copied
         put32(&mut r, 40, 64);
-        put32(&mut r, 44, 1 | 2 | 4);
+        put32(&mut r, 44, 1 | 2 | 4 | 8);
         for (at, v) in [
             (48, 0x401000u64),
             (56, 0x7ffd_0000),
@@ -548,11 +558,14 @@ mod tests {
             (88, 0x7ffd_0400),
             (96, 0x7ffd_0500),
             (104, 0x7f00_1234),
+            (112, 0x7f00_5000),
+            (120, 0),
+            (128, 0x7f00_6000),
         ] {
             r[at..at + 8].copy_from_slice(&v.to_ne_bytes());
         }
-        r[112..120].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
-        r[120..128].copy_from_slice(&0xffff_ffff_8100_1000u64.to_ne_bytes());
+        r[136..144].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
+        r[144..152].copy_from_slice(&0xffff_ffff_8100_1000u64.to_ne_bytes());
         r[STACK_HEAD_BYTES] = 7;
         let SchedEvent::Switch(s) = decode(&r).unwrap() else {
             panic!("a switch")
@@ -569,12 +582,13 @@ mod tests {
             (0x401000, 0x7ffd_0000, 0x7ffd_0100, 0xdead, Some(77), 64)
         );
         assert_eq!(u.java_anchor, Some([0x7ffd_0400, 0x7ffd_0500, 0x7f00_1234]));
+        assert_eq!(u.java_monitors, Some([0x7f00_5000, 0, 0x7f00_6000]));
         assert_eq!(u.bytes.len(), 32);
         assert_eq!(u.bytes[0], 7);
         // A kernel without run counts, a thread not a Java one's.
         put32(&mut r, 44, 1);
         let u = stacks(&r).unwrap().unwrap().user.unwrap();
-        assert_eq!((u.runs, u.java_anchor), (None, None));
+        assert_eq!((u.runs, u.java_anchor, u.java_monitors), (None, None, None));
         // A kernel thread's: no user registers.
         put32(&mut r, 44, 0);
         assert_eq!(stacks(&r).unwrap().unwrap().user, None);

@@ -84,9 +84,11 @@ pub struct JavaAnchors {
 }
 
 impl JavaAnchors {
-    /// Thread `tid`'s anchor words (sp, fp, pc) are at `at`.
-    pub fn insert(&self, tid: u32, at: [u64; 3]) -> Result<(), BpfError> {
-        let mut value = [0u8; 24];
+    /// Thread `tid`'s anchor words (sp, fp, pc) are at `at[..3]`, its
+    /// pending and waiting monitor words at `at[3]` and `at[4]` (0: not
+    /// read), and an ObjectMonitor's owner word at offset `at[5]`.
+    pub fn insert(&self, tid: u32, at: [u64; 6]) -> Result<(), BpfError> {
+        let mut value = [0u8; 48];
         for (i, a) in at.iter().enumerate() {
             value[i * 8..i * 8 + 8].copy_from_slice(&a.to_ne_bytes());
         }

@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 
 use crate::frames::{JavaFrame, Walk, Walker, MAX_CACHED};
-use crate::memory::{MemoryError, Overlay};
+use crate::memory::{Memory, MemoryError, Overlay};
+use crate::monitors::MonitorLayout;
 use crate::names::Names;
 use crate::threads::{read_thread, Anchor, JavaThread};
 use crate::Jvm;
@@ -60,6 +61,57 @@ pub struct BlockedThreads {
     not_java: FxHashMap<u32, Instant>,
     /// Each frame's text and line, by method and bytecode index.
     named: FxHashMap<(u64, Option<u32>), (String, u32)>,
+    /// What names a monitor's owner, as the thread list was last read.
+    owners: Owners,
+}
+
+/// What names a monitor's owner: each Java thread's `JavaThread*`, owner
+/// id (JDK 24 and later) and stack, as the thread list was last read.
+#[derive(Debug, Default)]
+struct Owners {
+    by_word: FxHashMap<u64, u32>,
+    /// (stack's low end, its base, tid).
+    stacks: Vec<(u64, u64, u32)>,
+    read_at: Option<Instant>,
+}
+
+impl Owners {
+    fn read(mem: &impl Memory, m: &MonitorLayout, all: &[JavaThread]) -> Self {
+        let mut o = Owners {
+            read_at: Some(Instant::now()),
+            ..Owners::default()
+        };
+        for t in all.iter().filter(|t| t.tid != 0) {
+            match m.owner_id {
+                Some(at) => {
+                    if let Ok(id) = mem.u64(t.addr.wrapping_add(at)) {
+                        o.by_word.insert(id, t.tid);
+                    }
+                }
+                None => {
+                    o.by_word.insert(t.addr, t.tid);
+                }
+            }
+            if let Some((base_at, size_at)) = m.stack.filter(|_| m.owner_id.is_none()) {
+                if let (Ok(base), Ok(size)) = (
+                    mem.u64(t.addr.wrapping_add(base_at)),
+                    mem.u64(t.addr.wrapping_add(size_at)),
+                ) {
+                    o.stacks.push((base.saturating_sub(size), base, t.tid));
+                }
+            }
+        }
+        o
+    }
+
+    fn find(&self, owner: u64) -> Option<u32> {
+        self.by_word.get(&owner).copied().or_else(|| {
+            self.stacks
+                .iter()
+                .find(|&&(low, base, _)| low <= owner && owner < base)
+                .map(|s| s.2)
+        })
+    }
 }
 
 /// How long a tid the JVM's thread list did not hold is believed not to
@@ -78,6 +130,7 @@ impl BlockedThreads {
             threads: FxHashMap::default(),
             not_java: FxHashMap::default(),
             named: FxHashMap::default(),
+            owners: Owners::default(),
         })
     }
 
@@ -128,19 +181,61 @@ impl BlockedThreads {
         Found::Walked(self.walker.walk(&mem, &self.jvm.layout, anchor))
     }
 
-    /// Where thread `tid`'s JVM keeps its frame anchor's sp, fp and pc
-    /// (`None`: not one of its Java threads).
-    pub fn anchor_at(&mut self, tid: u32) -> Option<[u64; 3]> {
+    /// Where thread `tid`'s JVM keeps its frame anchor's sp, fp and pc,
+    /// then its pending and waiting monitors (0, 0 where the JVM's tables
+    /// do not say) and the offset of a monitor's owner word: what the eBPF
+    /// programs read at its switch-outs (`None`: not one of its Java
+    /// threads).
+    pub fn anchor_at(&mut self, tid: u32) -> Option<[u64; 6]> {
         let addr = match self.threads.get(&tid) {
             Some(&a) => a,
             None => self.thread(tid)?.addr,
         };
         let l = &self.jvm.layout.threads;
+        let [pending, waiting, owner] = self
+            .jvm
+            .monitors
+            .and_then(|m| m.words_at(addr))
+            .unwrap_or_default();
         Some([
             addr.checked_add(l.last_java_sp)?,
             addr.checked_add(l.last_java_fp)?,
             addr.checked_add(l.last_java_pc)?,
+            pending,
+            waiting,
+            owner,
         ])
+    }
+
+    /// The class of the object whose monitor is at `monitor`
+    /// ([`crate::monitors::object_class`]).
+    pub fn object_class(&self, monitor: u64) -> Option<String> {
+        let l = self.jvm.monitors?;
+        crate::monitors::object_class(self.jvm.memory(), &l, &self.jvm.layout.methods, monitor)
+    }
+
+    /// The thread (tid) a monitor's owner word `owner` names: a
+    /// `JavaThread*`, a stack lock on its stack, or its owner id (`None`:
+    /// no owner, an anonymous one, or a thread not found). The threads'
+    /// owner ids and stacks are read when the list is, and again at most
+    /// every [`NOT_JAVA_AGAIN`] for an owner not found.
+    pub fn owner_tid(&mut self, owner: u64) -> Option<u32> {
+        // NO_OWNER, ANONYMOUS_OWNER, DEFLATER_MARKER.
+        if owner <= 2 || self.jvm.monitors.is_none() {
+            return None;
+        }
+        if let Some(tid) = self.owners.find(owner) {
+            return Some(tid);
+        }
+        if self
+            .owners
+            .read_at
+            .is_some_and(|at| at.elapsed() < NOT_JAVA_AGAIN)
+        {
+            return None;
+        }
+        self.thread_ids();
+        self.owners.find(owner)
     }
 
     /// The tids of its Java threads now, remembered for [`Self::anchor_at`].
@@ -150,6 +245,9 @@ impl BlockedThreads {
         };
         if self.threads.len() + all.len() >= MAX_CACHED {
             self.threads.clear();
+        }
+        if let Some(m) = self.jvm.monitors {
+            self.owners = Owners::read(self.jvm.memory(), &m, &all);
         }
         all.iter()
             .filter(|t| t.tid != 0)

@@ -17,6 +17,7 @@ pub mod blocked;
 pub mod frames;
 pub mod layout;
 pub mod memory;
+pub mod monitors;
 pub mod names;
 pub mod scopes;
 pub mod threads;
@@ -28,6 +29,7 @@ pub use blocked::{BlockedThreads, Found};
 pub use frames::{CodeCache, FrameKind, JavaFrame, Walk, WalkEnd, Walker};
 pub use layout::{Layout, MissingNames};
 pub use memory::{Memory, MemoryError, ProcessMemory};
+pub use monitors::MonitorLayout;
 pub use names::{MethodName, Names};
 pub use threads::{Anchor, JavaThread};
 pub use vmstructs::{LibjvmMapping, VmStructs, VmStructsError};
@@ -64,6 +66,9 @@ pub struct Jvm {
     pub vm: VmStructs,
     /// The offsets idleflow uses.
     pub layout: Layout,
+    /// Where its threads' monitors are (`None`: its tables lack a name
+    /// that needs; its frames are read all the same).
+    pub monitors: Option<MonitorLayout>,
     /// Its release (`17.0.15+6-Debian-1deb12u1`, …).
     pub release: String,
     states: Vec<(u32, String)>,
@@ -87,11 +92,13 @@ impl Jvm {
         let security = mem.u32(layout.vm_security)?;
         layout.methods.unsigned5_excluded = u8::from((major, security) >= (20, 15));
         let states = threads::state_names(&vm);
+        let monitors = MonitorLayout::new(&vm);
         Ok(Self {
             mem,
             libjvm,
             vm,
             layout,
+            monitors,
             release,
             states,
         })

@@ -320,7 +320,7 @@ pub(crate) fn prepare_java(
     } else {
         None
     };
-    recorder.set_java_waits(waits.is_some());
+    recorder.set_java_waits(waits.is_some() || opts.java.vm);
     let mut tool_options: Vec<String> = agent.iter().map(|a| a.java_options.clone()).collect();
     if jit_stacks && has_command {
         tool_options.push(JIT_STACK_OPTIONS.to_string());

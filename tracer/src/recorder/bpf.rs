@@ -213,6 +213,7 @@ impl BpfSide {
                 di: u.di,
                 runs: u.runs,
                 java_anchor: u.java_anchor,
+                java_monitors: u.java_monitors,
                 requested: u.asked,
                 bytes: u.bytes.to_vec(),
             })

@@ -26,6 +26,7 @@ use idleflow_format::{FrameKind, JavaWalkCounts, WalkedFrame, WalkedStack};
 use idleflow_hotspot::{Anchor, BlockedThreads, Found, HotspotError, Jvm, VmStructsError, WalkEnd};
 
 use crate::parse::UserStackCopy;
+use crate::recorder::vm_waits::{Seen, VmWaits};
 use rustc_hash::FxHashMap;
 
 /// A process whose tables could not be read yet is tried again after this.
@@ -60,6 +61,10 @@ pub struct JavaWalks {
     next_id: u64,
     /// What the walks found.
     pub counts: JavaWalkCounts,
+    /// The waits they show.
+    pub waits: VmWaits,
+    /// Threads' names (`comm`), as first read.
+    names: FxHashMap<u32, String>,
 }
 
 /// What goes before a switch-out's stack copy: a stack met for the first
@@ -79,9 +84,15 @@ impl JavaWalks {
         }
     }
 
-    /// The Java frames of thread `tid` of `pid` at the switch-out whose
-    /// stack copy is `u`.
-    pub fn switch_out(&mut self, pid: u32, tid: u32, u: &UserStackCopy) -> Option<Walked> {
+    /// The Java frames of thread `tid` of `pid` at the switch-out at
+    /// `time` whose stack copy is `u`; its wait goes into [`Self::waits`].
+    pub fn switch_out(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        time: u64,
+        u: &UserStackCopy,
+    ) -> Option<Walked> {
         let (threads, new) = jvm(&mut self.processes, &mut self.counts.jvms, pid)?;
         if new {
             // The programs read the anchors of its threads from now on.
@@ -146,6 +157,11 @@ impl JavaWalks {
             })
             .collect();
         let complete = matches!(walk.end, WalkEnd::Stub(_) | WalkEnd::Native(_));
+        let seen = seen(threads, &mut self.names, pid, u.java_monitors);
+        let name = thread_name(&mut self.names, pid, tid);
+        self.waits
+            .switch_out((pid, tid, &name), time, &frames, &seen);
+        let counts = &mut self.counts;
         counts.walked += 1;
         counts.walk_ns += started.elapsed().as_nanos() as u64;
         let key = (complete, frames);
@@ -175,14 +191,64 @@ impl JavaWalks {
 }
 
 impl JavaWalks {
-    /// Thread `tid` exited: the programs forget it.
-    pub fn exited(&mut self, tid: u32) {
+    /// Thread `tid` came onto a CPU at `time`: its wait ended.
+    #[inline]
+    pub fn switched_in(&mut self, tid: u32, time: u64) {
+        self.waits.switched_in(tid, time);
+    }
+
+    /// Thread `tid` exited at `time`: its wait ended, the programs forget it.
+    pub fn exited(&mut self, tid: u32, time: u64) {
+        self.waits.switched_in(tid, time);
+        self.names.remove(&tid);
         if self.known.remove(&tid).is_some() {
             if let Some(a) = &self.anchors {
                 a.remove(tid);
             }
         }
     }
+}
+
+/// What thread of `threads`' JVM with monitor words `monitors` (read at
+/// its switch-out) waited on, and who owned it.
+fn seen(
+    threads: &mut BlockedThreads,
+    names: &mut FxHashMap<u32, String>,
+    pid: u32,
+    monitors: Option<[u64; 3]>,
+) -> Seen {
+    let Some([pending, waiting, owner]) = monitors else {
+        return Seen::default();
+    };
+    let monitor = if pending != 0 { pending } else { waiting };
+    let object = (monitor != 0)
+        .then(|| threads.object_class(monitor))
+        .flatten();
+    let owner = (pending != 0)
+        .then(|| threads.owner_tid(owner))
+        .flatten()
+        .map(|t| (t, thread_name(names, pid, t)));
+    Seen {
+        monitors,
+        object,
+        owner,
+    }
+}
+
+/// Thread `tid`'s name, as the kernel has it (the JVM gives each thread
+/// its Java name, cut to 15 bytes), read once.
+fn thread_name(names: &mut FxHashMap<u32, String>, pid: u32, tid: u32) -> String {
+    if let Some(n) = names.get(&tid) {
+        return n.clone();
+    }
+    if names.len() >= MAX_STACKS {
+        names.clear();
+    }
+    let n = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_default();
+    names.insert(tid, n.clone());
+    n
 }
 
 /// The walker of process `pid`, if it is a JVM whose tables could be read,

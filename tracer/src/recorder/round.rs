@@ -273,7 +273,7 @@ impl RoundSink<'_> {
             ),
             PerfRecord::Exit { id, pid, tid } => {
                 if let Some(java) = self.java.as_mut() {
-                    java.exited(tid);
+                    java.exited(tid, id.time);
                 }
                 self.put.put(
                     self.summary,
@@ -311,6 +311,9 @@ impl RoundSink<'_> {
         if let Some(wa) = self.work_area {
             wa.tag(&mut d, self.summary);
         }
+        if let Some(java) = self.java.as_mut() {
+            java.switched_in(d.next_tid, d.time);
+        }
         self.put
             .put(self.summary, slot, d.time, Merged::Dispatch(d));
         if let Some(st) = stack.take_if(|st| st.prev == d.prev_tid && st.next == d.next_tid) {
@@ -341,7 +344,7 @@ impl RoundSink<'_> {
         // kept.
         if let Some(u) = st.user.filter(|_| st.pid != self.own_pid) {
             if let Some(java) = self.java.as_mut() {
-                if let Some(w) = java.switch_out(st.pid, tid, &u) {
+                if let Some(w) = java.switch_out(st.pid, tid, time, &u) {
                     if let Some(new) = w.new_stack {
                         self.put
                             .put(self.summary, slot, time, Merged::WalkedStack(new));
@@ -606,6 +609,9 @@ impl RoundSink<'_> {
                 let mut d = sw.to_dispatch(cpu);
                 if let Some(wa) = self.work_area {
                     wa.tag(&mut d, self.summary);
+                }
+                if let Some(java) = self.java.as_mut() {
+                    java.switched_in(d.next_tid, d.time);
                 }
                 self.put
                     .put(self.summary, slot, d.time, Merged::Dispatch(d));

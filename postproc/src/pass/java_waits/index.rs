@@ -45,6 +45,9 @@ pub struct JavaWaits {
     pub(super) recorded: FxHashMap<u32, (u64, u64)>,
     /// The JVMs whose waits were read.
     pub(super) jvm_pids: FxHashSet<u32>,
+    /// Those whose waits were read from their structures at the sampled
+    /// switch-outs (source `vm`), not by their flight recorders.
+    pub(super) sampled: FxHashSet<u32>,
     /// Threads the JVMs named, with their Java names.
     pub(super) named: FxHashMap<u32, String>,
 }
@@ -83,6 +86,9 @@ impl JavaWaits {
                     Record::JvmWaits(h) => {
                         w.java_tids.extend(h.threads.iter().map(|t| (t.0, h.pid)));
                         w.jvm_pids.insert(h.pid);
+                        if h.source == "vm" {
+                            w.sampled.insert(h.pid);
+                        }
                         if h.recorded_to_ns > h.recorded_from_ns {
                             w.recorded
                                 .insert(h.pid, (h.recorded_from_ns, h.recorded_to_ns));
@@ -211,6 +217,15 @@ impl JavaWaits {
     pub fn wait_at(&self, tid: u32, time: u64) -> Option<&JavaWait> {
         let i = self.find(tid, time)?;
         Some(&self.per_thread[&tid][i])
+    }
+
+    /// The wait of `tid` that contains `from`, the switch-out whose stacks
+    /// were carried to a later one that had none, if its JVM's waits were
+    /// read at the sampled switch-outs (`vm`): such a wait goes with its
+    /// stacks, as a flight recorder's, which sees every wait, never does.
+    pub fn carried_wait(&self, tid: u32, from: u64) -> Option<&JavaWait> {
+        self.wait_at(tid, from)
+            .filter(|w| self.sampled.contains(&w.pid))
     }
 
     /// Whether `tid` (of process `pid`, where known) is a Java thread whose

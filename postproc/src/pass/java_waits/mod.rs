@@ -17,7 +17,7 @@
 
 pub mod index;
 
-use idleflow_format::{Dispatch, PrevState, WaitReason};
+use idleflow_format::{Dispatch, JavaWait, PrevState, WaitReason};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::pass::handler::{Context, Credit, DispatchEvent, Handler};
@@ -112,6 +112,21 @@ impl JavaIdle {
         idle_ns: u64,
         dispatches: u64,
     ) {
+        let wait = waits.wait_at(tid, time).copied();
+        self.credit_wait(waits, (tid, pid, time), wait, idle_ns, dispatches);
+    }
+
+    /// Credits as [`Self::credit_idle`] does, to the wait the pass found
+    /// for the dispatch (`wait`: its own, or the one that goes with its
+    /// carried stacks).
+    pub fn credit_wait(
+        &mut self,
+        waits: &JavaWaits,
+        (tid, pid, time): (u32, Option<u32>, u64),
+        wait: Option<JavaWait>,
+        idle_ns: u64,
+        dispatches: u64,
+    ) {
         match waits.recorded_at(tid, pid, time) {
             None => return,
             Some(false) => {
@@ -126,7 +141,7 @@ impl JavaIdle {
         // Saturating: idle times come from the file, which may be damaged.
         self.java_idle.0 += dispatches;
         self.java_idle.1 = self.java_idle.1.saturating_add(idle_ns);
-        let Some(w) = waits.wait_at(tid, time).copied() else {
+        let Some(w) = wait else {
             self.unjoined_idle.0 += dispatches;
             self.unjoined_idle.1 = self.unjoined_idle.1.saturating_add(idle_ns);
             return;
@@ -262,7 +277,8 @@ impl Handler for JavaIdle {
         if !ctx.java.is_empty() {
             let tid = c.charge.tid;
             let (time, pid) = (c.charge.time, ctx.pid_of(tid));
-            self.credit_idle(ctx.java, tid, pid, time, c.idle_ns, c.dispatches);
+            let at = (tid, pid, time);
+            self.credit_wait(ctx.java, at, c.charge.wait, c.idle_ns, c.dispatches);
         }
     }
 }

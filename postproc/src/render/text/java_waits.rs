@@ -36,12 +36,19 @@ pub(super) fn render_java_waits(
         return Ok(());
     }
     let thresholds: Vec<String> = jw.jvms.iter().map(jvm_thresholds).collect();
+    let from = if jw.jvms.iter().all(|j| j.source == "vm") {
+        "the JVMs' own structures at the sampled switch-outs"
+    } else if jw.jvms.iter().any(|j| j.source == "vm") {
+        "the JVMs' flight recorders and own structures"
+    } else {
+        "the JVMs' flight recorders"
+    };
     writeln!(
         o,
         "{}",
         fit(
             &format!(
-                "## Idle-causing Java waits (the JVMs' flight recorders; {})",
+                "## Idle-causing Java waits ({from}; {})",
                 thresholds.join(", ")
             ),
             WIDTH
@@ -67,6 +74,10 @@ pub(super) fn render_java_waits(
 /// A JVM's thresholds in words: `JVM 12: 1,234 waits ≥ 10 ms, monitor
 /// enters all`.
 fn jvm_thresholds(j: &JvmWaitsRow) -> String {
+    if j.source == "vm" {
+        // Every wait of a sampled switch-out, whatever its length.
+        return format!("JVM {}: {} waits", j.pid, count(j.waits));
+    }
     let enters = if j.monitor_enter_threshold_ns == j.threshold_ns {
         String::new()
     } else if j.monitor_enter_threshold_ns == 0 {
@@ -138,12 +149,17 @@ fn render_coverage(o: &mut String, jw: &JavaWaitsSection) -> fmt::Result {
         write_wrapped(o, &line, "#", "#  ")?;
     }
     if jw.unrecorded_idle_dispatches_to > 0 {
+        let when = if jw.jvms.iter().all(|j| j.source == "vm") {
+            "before a JVM's first wait was read (its start-up)"
+        } else {
+            "while no flight recording ran (a JVM's start-up, before idleflow could start it)"
+        };
         writeln!(
             o,
             "{}",
             fit(
                 &format!(
-                    "# while no flight recording ran (a JVM's start-up, before idleflow could start it): {} dispatches to idle, {} ms",
+                    "# {when}: {} dispatches to idle, {} ms",
                     count(jw.unrecorded_idle_dispatches_to),
                     ms(jw.unrecorded_idle_ns)
                 ),

@@ -37,10 +37,13 @@
  *                         whether a thread it reads later ran since
  *  88  u64 anchor[3]      a Java thread's last Java frame (sp, fp, pc),
  *                         read where `java_threads` says its JVM keeps it
- * 112  u64 kernel[48]     the kernel call chain, innermost first (it
+ * 112  u64 monitor[3]     bit 3: the monitor it blocks entering, the one
+ *                         it waits in (ObjectMonitor*, 0: none) and the
+ *                         first one's owner word, as its JVM had them
+ * 136  u64 kernel[48]     the kernel call chain, innermost first (it
  *                         starts in this program; user space strips the
  *                         tracing glue)
- * 496  u8  user[user_asked]  the top of the user stack, from sp up
+ * 520  u8  user[user_asked]  the top of the user stack, from sp up
  *
  * The stacks are those perf's samples would carry at the same switch or
  * waking: the leaving thread's (the waker's), with the user registers
@@ -126,17 +129,21 @@ struct stack_record {
 	__u64 di;
 	__u64 runs;
 	__u64 anchor[3];
+	__u64 monitor[3];
 	__u64 kernel[KERNEL_FRAMES];
 };
 
-_Static_assert(sizeof(struct stack_record) == 496, "the stack head is 496 bytes");
+_Static_assert(sizeof(struct stack_record) == 520, "the stack head is 520 bytes");
 
 /* Where a Java thread's JVM keeps its frame anchor's three words (the
  * addresses of JavaFrameAnchor's _last_Java_sp, _last_Java_fp and
- * _last_Java_pc in its JavaThread), by tid: written by user space, which
- * reads the JVM's structures (idleflow-hotspot). */
+ * _last_Java_pc in its JavaThread), then its two monitor words (the
+ * addresses of JavaThread's _current_pending_monitor and
+ * _current_waiting_monitor; 0: not read) and where an ObjectMonitor keeps
+ * its owner (ObjectMonitor::_owner's offset), by tid: written by user
+ * space, which reads the JVM's structures (idleflow-hotspot). */
 struct java_anchor {
-	__u64 at[3];
+	__u64 at[6];
 };
 
 struct {
@@ -578,6 +585,7 @@ static __always_inline void fill_stacks(void *ctx, struct stack_record *r, struc
 
 	r->ip = r->sp = r->bp = r->di = r->runs = 0;
 	r->anchor[0] = r->anchor[1] = r->anchor[2] = 0;
+	r->monitor[0] = r->monitor[1] = r->monitor[2] = 0;
 	if (kernel) {
 		n = bpf_get_stack(ctx, r->kernel, sizeof(r->kernel), 0);
 		if (n > 0)
@@ -603,6 +611,14 @@ static __always_inline void fill_stacks(void *ctx, struct stack_record *r, struc
 	    bpf_probe_read_user(&r->anchor[1], 8, (void *)java->at[1]) == 0 &&
 	    bpf_probe_read_user(&r->anchor[2], 8, (void *)java->at[2]) == 0)
 		r->has_regs |= 4;
+	if (java && java->at[3] && bpf_probe_read_user(&r->monitor[0], 8, (void *)java->at[3]) == 0 &&
+	    bpf_probe_read_user(&r->monitor[1], 8, (void *)java->at[4]) == 0) {
+		/* The owner as the blocked thread found it: who held it up. */
+		if (r->monitor[0] &&
+		    bpf_probe_read_user(&r->monitor[2], 8, (void *)(r->monitor[0] + java->at[5])) != 0)
+			r->monitor[2] = 0;
+		r->has_regs |= 8;
+	}
 	r->user_bytes = copy_user_stack(r + 1, user_asked, r->sp);
 }
 

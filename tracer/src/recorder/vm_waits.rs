@@ -1,0 +1,392 @@
+//! Java waits read from the JVMs' own structures (`record --java vm`):
+//! what the flight recorder's wait events say — the reason, the object
+//! waited on, the thread that held it, the Java stack — for each walked
+//! switch-out of a JVM's thread, without the flight recorder.
+//!
+//! A walked switch-out opens a wait of its thread: its reason from the
+//! thread's monitors as the eBPF programs read them at the switch-out (the
+//! monitor it blocked entering, the one it waits in) or else from the
+//! innermost Java frames (`Thread.sleep`, `Unsafe.park`, a socket's or a
+//! file's read, …); its object from the monitor's class; the other thread
+//! from the monitor's owner. The wait ends when its thread next comes onto
+//! a CPU (or exits, or the window ends). The waits go into the recording
+//! as the flight recorder's do (`JAVA_SYMBOL`, `JAVA_STACK`, `JAVA_WAIT`,
+//! then a `JVM_WAITS` head per JVM with source `vm`), after the stream: one
+//! model, the report joins them to the dispatches as it joins JFR's.
+//!
+//! Invariant: ids never collide with a flight recorder's of the same JVM
+//! (they start at [`FIRST_ID`]); memory holds the interned texts and
+//! stacks and at most [`MAX_WAITS`] waits (the rest counted, never dropped
+//! silently).
+
+use idleflow_format::{
+    JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, Record, WaitReason, WalkedFrame,
+};
+use rustc_hash::FxHashMap;
+
+/// The first id of a symbol or stack of these waits (a flight recorder's
+/// of the same JVM count from 1).
+pub const FIRST_ID: u64 = 1 << 40;
+/// Waits kept (≈ 56 bytes each); later ones are counted, not kept.
+pub const MAX_WAITS: usize = 1 << 21;
+
+/// What the walk of one switch-out found, besides its frames.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// The thread's pending monitor, waiting monitor and the pending one's
+    /// owner word, as read at the switch-out (`None`: not read).
+    pub monitors: Option<[u64; 3]>,
+    /// The class of the object of the monitor it waits on.
+    pub object: Option<String>,
+    /// The monitor's owner: tid and name.
+    pub owner: Option<(u32, String)>,
+}
+
+/// Why a thread waits, from its monitors at the switch-out, else from its
+/// innermost Java frames (`frames`, innermost first, as perf maps name
+/// them): `None` when neither says (a selector's poll, a JVM-internal
+/// wait, code that just ran out of its time slice).
+pub fn reason(frames: &[WalkedFrame], monitors: Option<[u64; 3]>) -> Option<WaitReason> {
+    match monitors {
+        Some([pending, _, _]) if pending != 0 => return Some(WaitReason::MonitorEnter),
+        Some([_, waiting, _]) if waiting != 0 => return Some(WaitReason::MonitorWait),
+        _ => {}
+    }
+    // The innermost few frames: a wait's method calls down through a
+    // frame or two of the library (park → parkNanos, read → implRead →
+    // timedRead → park).
+    frames
+        .iter()
+        .take(6)
+        .find_map(|f| frame_reason(method(&f.method)))
+}
+
+/// The reason a frame of method `m` (`pkg.Class.method`) waits for.
+fn frame_reason(m: &str) -> Option<WaitReason> {
+    let (class, name) = m.rsplit_once('.')?;
+    Some(match (class, name) {
+        ("java.lang.Thread", "sleep" | "sleep0" | "sleepNanos" | "sleepNanos0") => {
+            WaitReason::Sleep
+        }
+        ("jdk.internal.misc.Unsafe" | "sun.misc.Unsafe", "park") => WaitReason::Park,
+        ("java.lang.Object", "wait" | "wait0") => WaitReason::MonitorWait,
+        ("sun.nio.ch.NioSocketImpl", "read" | "implRead" | "timedRead")
+        | ("java.net.SocketInputStream", "socketRead0" | "read")
+        | ("sun.nio.ch.SocketChannelImpl", "read") => WaitReason::SocketRead,
+        ("sun.nio.ch.NioSocketImpl", "write" | "implWrite")
+        | ("sun.nio.ch.SocketChannelImpl", "write") => WaitReason::SocketWrite,
+        ("java.io.FileInputStream" | "java.io.RandomAccessFile", "readBytes" | "read0")
+        | ("sun.nio.ch.FileChannelImpl", "read") => WaitReason::FileRead,
+        ("java.io.FileOutputStream" | "java.io.RandomAccessFile", "writeBytes" | "write0")
+        | ("sun.nio.ch.FileChannelImpl", "write") => WaitReason::FileWrite,
+        ("sun.nio.ch.FileChannelImpl", "force") => WaitReason::FileForce,
+        _ => return None,
+    })
+}
+
+/// `pkg.Class.method` of a perf-map name `pkg.Class.method(params)`: the
+/// flight recorder's spelling.
+fn method(perf_map_name: &str) -> &str {
+    perf_map_name
+        .split_once('(')
+        .map_or(perf_map_name, |(m, _)| m)
+}
+
+/// What is known of one JVM's waits.
+#[derive(Debug, Default)]
+struct Jvm {
+    /// When its first wait began, ns.
+    from: u64,
+    /// Its threads that waited, with their names.
+    threads: FxHashMap<u32, String>,
+}
+
+/// The waits of one recording's JVMs, as their structures showed them.
+#[derive(Debug, Default)]
+pub struct VmWaits {
+    symbols: FxHashMap<(u32, String), u64>,
+    stacks: FxHashMap<(u32, Vec<JavaFrame>), u64>,
+    next_id: u64,
+    /// Per thread, its wait still open.
+    open: FxHashMap<u32, JavaWait>,
+    done: Vec<JavaWait>,
+    jvms: FxHashMap<u32, Jvm>,
+    /// Waits not kept (more than [`MAX_WAITS`]).
+    pub dropped: u64,
+}
+
+impl VmWaits {
+    /// Thread `tid` (named `name`) of JVM `pid` left a CPU at `time` with
+    /// Java frames `frames` (innermost first) and what its walk `seen`:
+    /// opens its wait, if the frames and monitors say why it waits.
+    pub fn switch_out(
+        &mut self,
+        (pid, tid, name): (u32, u32, &str),
+        time: u64,
+        frames: &[WalkedFrame],
+        seen: &Seen,
+    ) {
+        self.switched_in(tid, time);
+        let Some(reason) = reason(frames, seen.monitors) else {
+            return;
+        };
+        let jvm = self.jvms.entry(pid).or_insert_with(|| Jvm {
+            from: time,
+            ..Jvm::default()
+        });
+        jvm.threads.entry(tid).or_insert_with(|| name.to_string());
+        let frames: Vec<JavaFrame> = frames
+            .iter()
+            .map(|f| JavaFrame {
+                method: self.symbol(pid, method(&f.method)),
+                line: f.line,
+                kind: f.kind,
+            })
+            .collect();
+        let stack = self.stack(pid, frames);
+        let object = seen
+            .object
+            .as_deref()
+            .filter(|_| matches!(reason, WaitReason::MonitorEnter | WaitReason::MonitorWait))
+            .map_or(0, |o| self.symbol(pid, o));
+        let (other_tid, other) = match &seen.owner {
+            Some((t, n)) if reason == WaitReason::MonitorEnter && *t != tid => {
+                (*t, self.symbol(pid, n))
+            }
+            _ => (0, 0),
+        };
+        self.open.insert(
+            tid,
+            JavaWait {
+                pid,
+                tid,
+                start: time,
+                duration: 0,
+                reason,
+                stack,
+                object,
+                other_tid,
+                other,
+            },
+        );
+    }
+
+    /// Thread `tid` came onto a CPU (or exited) at `time`: its wait ended.
+    #[inline]
+    pub fn switched_in(&mut self, tid: u32, time: u64) {
+        if self.open.is_empty() {
+            return;
+        }
+        if let Some(mut w) = self.open.remove(&tid) {
+            w.duration = time.saturating_sub(w.start);
+            self.keep(w);
+        }
+    }
+
+    fn keep(&mut self, w: JavaWait) {
+        if self.done.len() < MAX_WAITS {
+            self.done.push(w);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    fn symbol(&mut self, pid: u32, text: &str) -> u64 {
+        if let Some(&id) = self.symbols.get(&(pid, text.to_string())) {
+            return id;
+        }
+        let id = FIRST_ID + self.next_id;
+        self.next_id += 1;
+        self.symbols.insert((pid, text.to_string()), id);
+        id
+    }
+
+    fn stack(&mut self, pid: u32, frames: Vec<JavaFrame>) -> u64 {
+        let next = FIRST_ID + self.next_id;
+        let id = *self.stacks.entry((pid, frames)).or_insert(next);
+        if id == next {
+            self.next_id += 1;
+        }
+        id
+    }
+
+    /// The records of every wait, the waits still open ending at `end`:
+    /// texts, stacks, waits, then each JVM's head (`notes`: what is said of
+    /// it).
+    pub fn records(mut self, end: u64) -> Vec<Record> {
+        let open: Vec<u32> = self.open.keys().copied().collect();
+        for tid in open {
+            self.switched_in(tid, end);
+        }
+        let mut out = Vec::with_capacity(self.symbols.len() + self.stacks.len() + self.done.len());
+        let mut symbols: Vec<_> = self.symbols.into_iter().collect();
+        symbols.sort_unstable_by_key(|s| s.1);
+        out.extend(
+            symbols.into_iter().map(|((pid, text), id)| {
+                Record::JavaSymbol(Box::new(JavaSymbol { pid, id, text }))
+            }),
+        );
+        let mut stacks: Vec<_> = self.stacks.into_iter().collect();
+        stacks.sort_unstable_by_key(|s| s.1);
+        out.extend(stacks.into_iter().map(|((pid, frames), id)| {
+            Record::JavaStack(Box::new(JavaStack {
+                pid,
+                id,
+                truncated: false,
+                frames,
+            }))
+        }));
+        self.done.sort_unstable_by_key(|w| (w.pid, w.tid, w.start));
+        let mut waits: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
+        for w in &self.done {
+            let e = waits.entry(w.pid).or_default();
+            e.0 += 1;
+            e.1 += u64::from(w.stack == 0);
+        }
+        out.extend(self.done.into_iter().map(Record::JavaWait));
+        let mut jvms: Vec<_> = self.jvms.into_iter().collect();
+        jvms.sort_unstable_by_key(|j| j.0);
+        let dropped = self.dropped;
+        for (pid, jvm) in jvms {
+            let (n, without_stack) = waits.get(&pid).copied().unwrap_or_default();
+            let mut threads: Vec<(u32, String)> = jvm.threads.into_iter().collect();
+            threads.sort_unstable();
+            let mut notes = Vec::new();
+            if dropped > 0 {
+                notes.push(format!(
+                    "{dropped} waits not kept: more than {MAX_WAITS} in the window"
+                ));
+            }
+            out.push(Record::JvmWaits(Box::new(JvmWaits {
+                pid,
+                source: "vm".into(),
+                waits: n,
+                waits_without_stack: without_stack,
+                recorded_from_ns: jvm.from,
+                recorded_to_ns: end.max(jvm.from),
+                threads,
+                notes,
+                ..JvmWaits::default()
+            })));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idleflow_format::FrameKind;
+
+    fn frame(method: &str) -> WalkedFrame {
+        WalkedFrame {
+            kind: FrameKind::Jit,
+            method: method.into(),
+            line: 7,
+        }
+    }
+
+    #[test]
+    fn the_monitors_say_first_then_the_innermost_frames() {
+        let sleep = [frame("java.lang.Thread.sleep(long)"), frame("a.B.run()")];
+        assert_eq!(reason(&sleep, None), Some(WaitReason::Sleep));
+        assert_eq!(
+            reason(&sleep, Some([0x10, 0, 0x20])),
+            Some(WaitReason::MonitorEnter)
+        );
+        assert_eq!(
+            reason(&sleep, Some([0, 0x10, 0])),
+            Some(WaitReason::MonitorWait)
+        );
+        assert_eq!(reason(&sleep, Some([0, 0, 0])), Some(WaitReason::Sleep));
+        let park = [
+            frame("jdk.internal.misc.Unsafe.park(boolean, long)"),
+            frame("java.util.concurrent.locks.LockSupport.park(java.lang.Object)"),
+        ];
+        assert_eq!(reason(&park, None), Some(WaitReason::Park));
+        let read = [
+            frame("sun.nio.ch.Net.poll(java.io.FileDescriptor, int, long)"),
+            frame("sun.nio.ch.NioSocketImpl.park(java.io.FileDescriptor, int, long)"),
+            frame("sun.nio.ch.NioSocketImpl.timedRead(java.io.FileDescriptor, byte[], int, int, long)"),
+        ];
+        assert_eq!(reason(&read, None), Some(WaitReason::SocketRead));
+        let poll = [frame("sun.nio.ch.EPoll.wait(int, long, int, int)")];
+        assert_eq!(reason(&poll, None), None);
+        assert_eq!(reason(&[], None), None);
+    }
+
+    #[test]
+    fn a_wait_runs_from_its_switch_out_to_its_next_switch_in() {
+        let mut w = VmWaits::default();
+        let frames = [frame("a.Ledger.post(long)"), frame("a.Main.run()")];
+        let seen = Seen {
+            monitors: Some([0x10, 0, 0x30]),
+            object: Some("a.Ledger".into()),
+            owner: Some((12, "worker-2".into())),
+        };
+        w.switch_out((100, 11, "worker-1"), 1_000, &frames, &seen);
+        w.switched_in(99, 1_500);
+        w.switched_in(11, 2_000);
+        // A switch-out no reason explains opens nothing.
+        w.switch_out((100, 11, "worker-1"), 3_000, &frames, &Seen::default());
+        w.switch_out(
+            (100, 12, "worker-2"),
+            4_000,
+            &[frame("java.lang.Thread.sleep(long)")],
+            &seen,
+        );
+        let recs = w.records(9_000);
+        let text = |id: u64| {
+            recs.iter()
+                .find_map(|r| match r {
+                    Record::JavaSymbol(s) if s.id == id => Some(s.text.clone()),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let waits: Vec<JavaWait> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Record::JavaWait(w) => Some(*w),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(waits.len(), 2, "{recs:?}");
+        let (a, b) = (waits[0], waits[1]);
+        assert_eq!(
+            (a.tid, a.start, a.duration, a.reason),
+            (11, 1_000, 1_000, WaitReason::MonitorEnter)
+        );
+        assert_eq!(text(a.object), "a.Ledger");
+        assert_eq!((a.other_tid, text(a.other)), (12, "worker-2".into()));
+        assert!(a.stack >= FIRST_ID);
+        // Its own monitor's owner is no other thread; open at the end: the
+        // window's end closes it.
+        assert_eq!(
+            (b.tid, b.start, b.duration, b.reason),
+            (12, 4_000, 5_000, WaitReason::MonitorEnter)
+        );
+        assert_eq!((b.other_tid, b.other), (0, 0));
+        let stack = recs
+            .iter()
+            .find_map(|r| match r {
+                Record::JavaStack(s) if s.id == a.stack => Some(s.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(text(stack.frames[0].method), "a.Ledger.post");
+        assert_eq!(
+            (stack.frames[0].line, stack.frames[0].kind),
+            (7, FrameKind::Jit)
+        );
+        let Some(Record::JvmWaits(h)) = recs.last() else {
+            panic!("the head last: {recs:?}")
+        };
+        assert_eq!((h.pid, h.source.as_str(), h.waits), (100, "vm", 2));
+        assert_eq!((h.recorded_from_ns, h.recorded_to_ns), (1_000, 9_000));
+        assert_eq!(
+            h.threads,
+            [(11, "worker-1".to_string()), (12, "worker-2".to_string())]
+        );
+    }
+}
