@@ -63,6 +63,10 @@ pub struct BlockedThreads {
     named: FxHashMap<(u64, Option<u32>), (String, u32)>,
     /// What names a monitor's owner, as the thread list was last read.
     owners: Owners,
+    /// The compressed class pointers' base and shift, once read.
+    narrow: Option<(u64, u32)>,
+    /// Class names by `Klass*`.
+    classes: FxHashMap<u64, String>,
 }
 
 /// What names a monitor's owner: each Java thread's `JavaThread*`, owner
@@ -131,6 +135,8 @@ impl BlockedThreads {
             not_java: FxHashMap::default(),
             named: FxHashMap::default(),
             owners: Owners::default(),
+            narrow: None,
+            classes: FxHashMap::default(),
         })
     }
 
@@ -208,10 +214,36 @@ impl BlockedThreads {
     }
 
     /// The class of the object whose monitor is at `monitor`
-    /// ([`crate::monitors::object_class`]).
-    pub fn object_class(&self, monitor: u64) -> Option<String> {
+    /// ([`crate::monitors::object_class`]), each class's name remembered
+    /// (a class's metadata stays where it is while it is loaded).
+    pub fn object_class(&mut self, monitor: u64) -> Option<String> {
         let l = self.jvm.monitors?;
-        crate::monitors::object_class(self.jvm.memory(), &l, &self.jvm.layout.methods, monitor)
+        let mem = self.jvm.memory();
+        let narrow = match self.narrow {
+            Some(n) => n,
+            None => {
+                let n = crate::monitors::narrow_klass(mem, &l)?;
+                self.narrow = Some(n);
+                n
+            }
+        };
+        let methods = &self.jvm.layout.methods;
+        for klass in crate::monitors::object_klasses(mem, &l, narrow, monitor)?
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = self.classes.get(&klass) {
+                return Some(name.clone());
+            }
+            if let Some(name) = crate::monitors::klass_name(mem, methods, klass) {
+                if self.classes.len() >= MAX_CACHED {
+                    self.classes.clear();
+                }
+                self.classes.insert(klass, name.clone());
+                return Some(name);
+            }
+        }
+        None
     }
 
     /// The thread (tid) a monitor's owner word `owner` names: a

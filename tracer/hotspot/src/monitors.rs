@@ -114,6 +114,31 @@ pub fn object_class(
     methods: &MethodLayout,
     monitor: u64,
 ) -> Option<String> {
+    let narrow = narrow_klass(mem, l)?;
+    object_klasses(mem, l, narrow, monitor)?
+        .into_iter()
+        .flatten()
+        .find_map(|klass| klass_name(mem, methods, klass))
+}
+
+/// The JVM's compressed class pointers' base and shift (fixed once it
+/// runs).
+pub fn narrow_klass(mem: &impl Memory, l: &MonitorLayout) -> Option<(u64, u32)> {
+    let base = mem.u64(l.narrow_base).ok()?;
+    let shift = mem.u32(l.narrow_shift).ok()?;
+    (shift < 32).then_some((base, shift))
+}
+
+/// Where the class of the object of monitor `monitor` may be: its class
+/// word decoded with `narrow` (base, shift), then read whole (a JVM
+/// without compressed class pointers); the first that names a class
+/// ([`klass_name`]) is it.
+pub fn object_klasses(
+    mem: &impl Memory,
+    l: &MonitorLayout,
+    (base, shift): (u64, u32),
+    monitor: u64,
+) -> Option<[Option<u64>; 2]> {
     if monitor == 0 {
         return None;
     }
@@ -125,22 +150,16 @@ pub fn object_class(
     if object == 0 {
         return None;
     }
-    let at = object.checked_add(l.klass_word)?;
-    let narrow = || -> Option<u64> {
-        let n = u64::from(mem.u32(at).ok()?);
-        let base = mem.u64(l.narrow_base).ok()?;
-        let shift = mem.u32(l.narrow_shift).ok()?;
-        (n != 0 && shift < 32).then(|| base.wrapping_add(n << shift))
-    };
-    let wide = || mem.u64(at).ok().filter(|&k| k != 0);
-    [narrow(), wide()]
-        .into_iter()
-        .flatten()
-        .find_map(|klass| klass_name(mem, methods, klass))
+    let word = mem.u64(object.checked_add(l.klass_word)?).ok()?;
+    let n = word & 0xffff_ffff;
+    Some([
+        (n != 0).then(|| base.wrapping_add(n << shift)),
+        (word != 0).then_some(word),
+    ])
 }
 
 /// The name of the class at `klass`, if it reads as one.
-fn klass_name(mem: &impl Memory, methods: &MethodLayout, klass: u64) -> Option<String> {
+pub fn klass_name(mem: &impl Memory, methods: &MethodLayout, klass: u64) -> Option<String> {
     let sym = mem.u64(klass.checked_add(methods.klass_name)?).ok()?;
     if sym == 0 {
         return None;
@@ -192,7 +211,8 @@ mod tests {
         mem.add(0x2000, 0x3000u64.to_le_bytes().to_vec());
         // base 0x40000, klass 0x40000 + (0x10 << shift).
         let klass = 0x40000u64 + (0x10u64 << shift);
-        mem.add(0x3008, 0x10u32.to_le_bytes().to_vec());
+        // The narrow class word, then the first field's bytes.
+        mem.add(0x3008, 0xdead_0000_0000_0010u64.to_le_bytes().to_vec());
         mem.add(0x9000, 0x40000u64.to_le_bytes().to_vec());
         mem.add(0x9008, shift.to_le_bytes().to_vec());
         mem.add(klass + methods.klass_name, 0x5000u64.to_le_bytes().to_vec());

@@ -57,7 +57,8 @@ pub struct JavaWalks {
     /// The threads they know (tid → process).
     known: FxHashMap<u32, u32>,
     processes: FxHashMap<u32, Process>,
-    stacks: FxHashMap<(bool, Vec<WalkedFrame>), u64>,
+    /// Walked stacks by JVM (its waits name its own: `recorder/vm_waits.rs`).
+    stacks: FxHashMap<(u32, bool, Vec<WalkedFrame>), u64>,
     next_id: u64,
     /// What the walks found.
     pub counts: JavaWalkCounts,
@@ -158,35 +159,33 @@ impl JavaWalks {
             .collect();
         let complete = matches!(walk.end, WalkEnd::Stub(_) | WalkEnd::Native(_));
         let seen = seen(threads, &mut self.names, pid, u.java_monitors);
+        let key = (pid, complete, frames);
+        let (stack, new_stack) = match self.stacks.get(&key) {
+            Some(&stack) => (stack, None),
+            None => {
+                if self.stacks.len() >= MAX_STACKS {
+                    self.stacks.clear();
+                }
+                self.next_id += 1;
+                let stack = self.next_id;
+                self.counts.stacks += 1;
+                let new_stack = Box::new(WalkedStack {
+                    id: stack,
+                    complete: key.1,
+                    frames: key.2.clone(),
+                });
+                self.stacks.insert(key, stack);
+                (stack, Some(new_stack))
+            }
+        };
+        let frames = new_stack.as_ref().map(|s| s.frames.as_slice());
         let name = thread_name(&mut self.names, pid, tid);
         self.waits
-            .switch_out((pid, tid, &name), time, &frames, &seen);
+            .switch_out((pid, tid, &name), time, (stack, frames), &seen);
         let counts = &mut self.counts;
         counts.walked += 1;
         counts.walk_ns += started.elapsed().as_nanos() as u64;
-        let key = (complete, frames);
-        if let Some(&stack) = self.stacks.get(&key) {
-            return Some(Walked {
-                new_stack: None,
-                stack,
-            });
-        }
-        if self.stacks.len() >= MAX_STACKS {
-            self.stacks.clear();
-        }
-        self.next_id += 1;
-        let stack = self.next_id;
-        counts.stacks += 1;
-        let new_stack = Box::new(WalkedStack {
-            id: stack,
-            complete: key.0,
-            frames: key.1.clone(),
-        });
-        self.stacks.insert(key, stack);
-        Some(Walked {
-            new_stack: Some(new_stack),
-            stack,
-        })
+        Some(Walked { new_stack, stack })
     }
 }
 

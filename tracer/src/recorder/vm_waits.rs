@@ -29,6 +29,8 @@ use rustc_hash::FxHashMap;
 pub const FIRST_ID: u64 = 1 << 40;
 /// Waits kept (≈ 56 bytes each); later ones are counted, not kept.
 pub const MAX_WAITS: usize = 1 << 21;
+/// Walked stacks remembered (then forgotten all at once).
+const MAX_WALKED: usize = 1 << 16;
 
 /// What the walk of one switch-out found, besides its frames.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,23 +113,56 @@ pub struct VmWaits {
     open: FxHashMap<u32, JavaWait>,
     done: Vec<JavaWait>,
     jvms: FxHashMap<u32, Jvm>,
+    /// Per (JVM, walked stack id): its stack here and the reason its
+    /// frames give.
+    walked: FxHashMap<(u32, u64), (u64, Option<WaitReason>)>,
     /// Waits not kept (more than [`MAX_WAITS`]).
     pub dropped: u64,
 }
 
 impl VmWaits {
     /// Thread `tid` (named `name`) of JVM `pid` left a CPU at `time` with
-    /// Java frames `frames` (innermost first) and what its walk `seen`:
-    /// opens its wait, if the frames and monitors say why it waits.
+    /// the Java frames of walked stack `walked` (its id, and its frames,
+    /// innermost first, the first time it is met: the recorder's walked
+    /// stacks are interned before) and what its walk `seen`: opens its
+    /// wait, if the frames and monitors say why it waits.
     pub fn switch_out(
         &mut self,
         (pid, tid, name): (u32, u32, &str),
         time: u64,
-        frames: &[WalkedFrame],
+        walked: (u64, Option<&[WalkedFrame]>),
         seen: &Seen,
     ) {
         self.switched_in(tid, time);
-        let Some(reason) = reason(frames, seen.monitors) else {
+        let (stack, reason) = match (walked.1, self.walked.get(&(pid, walked.0))) {
+            (None, Some(&(stack, reason))) => (stack, reason),
+            (Some(frames), _) => {
+                let reason = reason(frames, None);
+                let frames = frames
+                    .iter()
+                    .map(|f| JavaFrame {
+                        method: self.symbol(pid, method(&f.method)),
+                        line: f.line,
+                        kind: f.kind,
+                    })
+                    .collect();
+                let stack = self.stack(pid, frames);
+                if self.walked.len() >= MAX_WALKED {
+                    self.walked.clear();
+                }
+                self.walked.insert((pid, walked.0), (stack, reason));
+                (stack, reason)
+            }
+            // A walked stack met before this JVM's first wait of it, or
+            // forgotten: its frames are not at hand.
+            (None, None) => return,
+        };
+        let by_monitor = match seen.monitors {
+            Some([pending, _, _]) if pending != 0 => Some(WaitReason::MonitorEnter),
+            Some([_, waiting, _]) if waiting != 0 => Some(WaitReason::MonitorWait),
+            _ => None,
+        };
+        let Some(reason) = by_monitor.or(reason) else {
             return;
         };
         let jvm = self.jvms.entry(pid).or_insert_with(|| Jvm {
@@ -135,15 +170,6 @@ impl VmWaits {
             ..Jvm::default()
         });
         jvm.threads.entry(tid).or_insert_with(|| name.to_string());
-        let frames: Vec<JavaFrame> = frames
-            .iter()
-            .map(|f| JavaFrame {
-                method: self.symbol(pid, method(&f.method)),
-                line: f.line,
-                kind: f.kind,
-            })
-            .collect();
-        let stack = self.stack(pid, frames);
         let object = seen
             .object
             .as_deref()
@@ -324,17 +350,16 @@ mod tests {
             object: Some("a.Ledger".into()),
             owner: Some((12, "worker-2".into())),
         };
-        w.switch_out((100, 11, "worker-1"), 1_000, &frames, &seen);
+        w.switch_out((100, 11, "worker-1"), 1_000, (1, Some(&frames)), &seen);
         w.switched_in(99, 1_500);
         w.switched_in(11, 2_000);
-        // A switch-out no reason explains opens nothing.
-        w.switch_out((100, 11, "worker-1"), 3_000, &frames, &Seen::default());
-        w.switch_out(
-            (100, 12, "worker-2"),
-            4_000,
-            &[frame("java.lang.Thread.sleep(long)")],
-            &seen,
-        );
+        // A switch-out no reason explains opens nothing (its stack met
+        // before: its id alone).
+        w.switch_out((100, 11, "worker-1"), 3_000, (1, None), &Seen::default());
+        let sleep = [frame("java.lang.Thread.sleep(long)")];
+        w.switch_out((100, 12, "worker-2"), 4_000, (2, Some(&sleep)), &seen);
+        // A stack whose frames were never at hand opens nothing.
+        w.switch_out((100, 13, "worker-3"), 4_500, (3, None), &seen);
         let recs = w.records(9_000);
         let text = |id: u64| {
             recs.iter()
