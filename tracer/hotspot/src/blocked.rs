@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
+use crate::fields::reference;
 use crate::frames::{JavaFrame, Walk, Walker, MAX_CACHED};
 use crate::memory::{Memory, MemoryError, Overlay};
 use crate::monitors::MonitorLayout;
@@ -67,6 +68,12 @@ pub struct BlockedThreads {
     narrow: Option<(u64, u32)>,
     /// Class names by `Klass*`.
     classes: FxHashMap<u64, String>,
+    /// Where `Thread.parkBlocker` lies in a Thread (`None`: not looked
+    /// for yet; `Some(None)`: not found).
+    park_blocker: Option<Option<u64>>,
+    /// The compressed oops' base and shift, once read (`Some(None)`: not
+    /// compressed, or unreadable).
+    narrow_oop: Option<Option<(u64, u32)>>,
 }
 
 /// What names a monitor's owner: each Java thread's `JavaThread*`, owner
@@ -137,6 +144,8 @@ impl BlockedThreads {
             owners: Owners::default(),
             narrow: None,
             classes: FxHashMap::default(),
+            park_blocker: None,
+            narrow_oop: None,
         })
     }
 
@@ -218,6 +227,76 @@ impl BlockedThreads {
     /// (a class's metadata stays where it is while it is loaded).
     pub fn object_class(&mut self, monitor: u64) -> Option<String> {
         let l = self.jvm.monitors?;
+        let object = crate::monitors::monitor_object(self.jvm.memory(), &l, monitor)?;
+        self.class_of(object)
+    }
+
+    /// The class of the object thread `tid` parks on now (its
+    /// `Thread.parkBlocker`, which `LockSupport.park(blocker)` sets for the
+    /// park's length: a lock's `ReentrantLock$NonfairSync`, a queue's
+    /// `AbstractQueuedSynchronizer$ConditionObject`), read live: `None`
+    /// where it has none (or no longer), or it cannot be read.
+    pub fn park_blocker_class(&mut self, tid: u32) -> Option<String> {
+        let m = self.jvm.monitors?;
+        let offset = match self.park_blocker {
+            Some(o) => o?,
+            None => {
+                let o = self.park_blocker_offset(&m);
+                self.park_blocker = Some(o);
+                o?
+            }
+        };
+        let narrow_oop = match self.narrow_oop {
+            Some(n) => n,
+            None => {
+                let f = self.jvm.fields?;
+                let mem = self.jvm.memory();
+                let n = (|| {
+                    let base = mem.u64(f.narrow_oop.0).ok()?;
+                    let shift = mem.u32(f.narrow_oop.1).ok()?;
+                    (shift < 32).then_some((base, shift))
+                })();
+                self.narrow_oop = Some(n);
+                n
+            }
+        };
+        let addr = *self.threads.get(&tid)?;
+        let mem = self.jvm.memory();
+        let slot = mem.u64(addr.checked_add(m.thread_obj?)?).ok()?;
+        let thread = mem.u64(slot).ok().filter(|&t| t != 0)?;
+        let at = thread.checked_add(offset)?;
+        // A compressed reference first; a whole one where the JVM does not
+        // compress them (its heap over 32 GB).
+        let tries = [
+            narrow_oop.map(|n| reference(mem, at, Some(n))),
+            Some(reference(mem, at, None)),
+        ];
+        tries
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find_map(|object| self.class_of(object))
+    }
+
+    /// Where `java.lang.Thread` keeps `parkBlocker` in its objects.
+    fn park_blocker_offset(&self, m: &MonitorLayout) -> Option<u64> {
+        let f = self.jvm.fields?;
+        let mem = self.jvm.memory();
+        let klass = mem.u64(m.thread_klass?).ok().filter(|&k| k != 0)?;
+        let methods = &self.jvm.layout.methods;
+        crate::fields::field_offset(
+            mem,
+            &f,
+            methods,
+            klass,
+            "parkBlocker",
+            methods.unsigned5_excluded,
+        )
+    }
+
+    /// The class of the object at `object`, each class's name remembered.
+    fn class_of(&mut self, object: u64) -> Option<String> {
+        let l = self.jvm.monitors?;
         let mem = self.jvm.memory();
         let narrow = match self.narrow {
             Some(n) => n,
@@ -228,7 +307,7 @@ impl BlockedThreads {
             }
         };
         let methods = &self.jvm.layout.methods;
-        for klass in crate::monitors::object_klasses(mem, &l, narrow, monitor)?
+        for klass in crate::monitors::klasses_at(mem, &l, narrow, object)?
             .into_iter()
             .flatten()
         {

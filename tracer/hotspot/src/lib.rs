@@ -14,6 +14,7 @@
 //! bounded and every failure is a typed error, never a panic.
 
 pub mod blocked;
+pub mod fields;
 pub mod frames;
 pub mod layout;
 pub mod memory;
@@ -69,6 +70,9 @@ pub struct Jvm {
     /// Where its threads' monitors are (`None`: its tables lack a name
     /// that needs; its frames are read all the same).
     pub monitors: Option<MonitorLayout>,
+    /// Where classes keep their fields (`None`: its tables lack a name
+    /// that needs).
+    pub fields: Option<fields::FieldLayout>,
     /// Its release (`17.0.15+6-Debian-1deb12u1`, …).
     pub release: String,
     states: Vec<(u32, String)>,
@@ -93,12 +97,14 @@ impl Jvm {
         layout.methods.unsigned5_excluded = u8::from((major, security) >= (20, 15));
         let states = threads::state_names(&vm);
         let monitors = MonitorLayout::new(&vm);
+        let fields = fields::FieldLayout::new(&vm);
         Ok(Self {
             mem,
             libjvm,
             vm,
             layout,
             monitors,
+            fields,
             release,
             states,
         })

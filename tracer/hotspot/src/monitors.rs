@@ -52,6 +52,11 @@ pub struct MonitorLayout {
     pub owner_id: Option<u64>,
     /// `JavaThread::_stack_base` and `_stack_size`: a stack lock's owner.
     pub stack: Option<(u64, u64)>,
+    /// `JavaThread::_threadObj` (an OopHandle: the address of a slot that
+    /// holds its `java.lang.Thread`).
+    pub thread_obj: Option<u64>,
+    /// Address of the static that holds `java.lang.Thread`'s Klass*.
+    pub thread_klass: Option<u64>,
 }
 
 impl MonitorLayout {
@@ -86,6 +91,11 @@ impl MonitorLayout {
             stack: offset("JavaThread", "_stack_base")
                 .zip(offset("JavaThread", "_stack_size"))
                 .or_else(|| offset("Thread", "_stack_base").zip(offset("Thread", "_stack_size"))),
+            thread_obj: offset("JavaThread", "_threadObj"),
+            thread_klass: address(&[(
+                "vmClasses",
+                "_klasses[static_cast<int>(vmClassID::Thread_klass_knum)]",
+            )]),
         })
     }
 
@@ -115,7 +125,7 @@ pub fn object_class(
     monitor: u64,
 ) -> Option<String> {
     let narrow = narrow_klass(mem, l)?;
-    object_klasses(mem, l, narrow, monitor)?
+    klasses_at(mem, l, narrow, monitor_object(mem, l, monitor)?)?
         .into_iter()
         .flatten()
         .find_map(|klass| klass_name(mem, methods, klass))
@@ -129,16 +139,8 @@ pub fn narrow_klass(mem: &impl Memory, l: &MonitorLayout) -> Option<(u64, u32)> 
     (shift < 32).then_some((base, shift))
 }
 
-/// Where the class of the object of monitor `monitor` may be: its class
-/// word decoded with `narrow` (base, shift), then read whole (a JVM
-/// without compressed class pointers); the first that names a class
-/// ([`klass_name`]) is it.
-pub fn object_klasses(
-    mem: &impl Memory,
-    l: &MonitorLayout,
-    (base, shift): (u64, u32),
-    monitor: u64,
-) -> Option<[Option<u64>; 2]> {
+/// The object monitor `monitor` belongs to (`None`: none, or unreadable).
+pub fn monitor_object(mem: &impl Memory, l: &MonitorLayout, monitor: u64) -> Option<u64> {
     if monitor == 0 {
         return None;
     }
@@ -146,10 +148,19 @@ pub fn object_klasses(
     if slot == 0 {
         return None;
     }
-    let object = mem.u64(slot).ok()?;
-    if object == 0 {
-        return None;
-    }
+    mem.u64(slot).ok().filter(|&o| o != 0)
+}
+
+/// Where the class of the object at `object` may be: its class word
+/// decoded with `narrow` (base, shift), then read whole (a JVM without
+/// compressed class pointers); the first that names a class
+/// ([`klass_name`]) is it.
+pub fn klasses_at(
+    mem: &impl Memory,
+    l: &MonitorLayout,
+    (base, shift): (u64, u32),
+    object: u64,
+) -> Option<[Option<u64>; 2]> {
     let word = mem.u64(object.checked_add(l.klass_word)?).ok()?;
     let n = word & 0xffff_ffff;
     Some([
@@ -190,6 +201,8 @@ mod tests {
             narrow_shift: 0x9008,
             owner_id: None,
             stack: None,
+            thread_obj: None,
+            thread_klass: None,
         }
     }
 

@@ -181,7 +181,9 @@ impl JavaWalks {
         let frames = new_stack.as_ref().map(|s| s.frames.as_slice());
         let name = thread_name(&mut self.names, pid, tid);
         self.waits
-            .switch_out((pid, tid, &name), time, (stack, frames), &seen);
+            .switch_out((pid, tid, &name), time, (stack, frames), &seen, || {
+                threads.park_blocker_class(tid)
+            });
         let counts = &mut self.counts;
         counts.walked += 1;
         counts.walk_ns += started.elapsed().as_nanos() as u64;

@@ -125,13 +125,15 @@ impl VmWaits {
     /// the Java frames of walked stack `walked` (its id, and its frames,
     /// innermost first, the first time it is met: the recorder's walked
     /// stacks are interned before) and what its walk `seen`: opens its
-    /// wait, if the frames and monitors say why it waits.
+    /// wait, if the frames and monitors say why it waits; a park's object
+    /// is the class `park_blocker` reads.
     pub fn switch_out(
         &mut self,
         (pid, tid, name): (u32, u32, &str),
         time: u64,
         walked: (u64, Option<&[WalkedFrame]>),
         seen: &Seen,
+        park_blocker: impl FnOnce() -> Option<String>,
     ) {
         self.switched_in(tid, time);
         let (stack, reason) = match (walked.1, self.walked.get(&(pid, walked.0))) {
@@ -170,11 +172,12 @@ impl VmWaits {
             ..Jvm::default()
         });
         jvm.threads.entry(tid).or_insert_with(|| name.to_string());
-        let object = seen
-            .object
-            .as_deref()
-            .filter(|_| matches!(reason, WaitReason::MonitorEnter | WaitReason::MonitorWait))
-            .map_or(0, |o| self.symbol(pid, o));
+        let object = match reason {
+            WaitReason::MonitorEnter | WaitReason::MonitorWait => seen.object.clone(),
+            WaitReason::Park => park_blocker(),
+            _ => None,
+        }
+        .map_or(0, |o| self.symbol(pid, &o));
         let (other_tid, other) = match &seen.owner {
             Some((t, n)) if reason == WaitReason::MonitorEnter && *t != tid => {
                 (*t, self.symbol(pid, n))
@@ -350,16 +353,34 @@ mod tests {
             object: Some("a.Ledger".into()),
             owner: Some((12, "worker-2".into())),
         };
-        w.switch_out((100, 11, "worker-1"), 1_000, (1, Some(&frames)), &seen);
+        w.switch_out(
+            (100, 11, "worker-1"),
+            1_000,
+            (1, Some(&frames)),
+            &seen,
+            || None,
+        );
         w.switched_in(99, 1_500);
         w.switched_in(11, 2_000);
         // A switch-out no reason explains opens nothing (its stack met
         // before: its id alone).
-        w.switch_out((100, 11, "worker-1"), 3_000, (1, None), &Seen::default());
+        w.switch_out(
+            (100, 11, "worker-1"),
+            3_000,
+            (1, None),
+            &Seen::default(),
+            || None,
+        );
         let sleep = [frame("java.lang.Thread.sleep(long)")];
-        w.switch_out((100, 12, "worker-2"), 4_000, (2, Some(&sleep)), &seen);
+        w.switch_out(
+            (100, 12, "worker-2"),
+            4_000,
+            (2, Some(&sleep)),
+            &seen,
+            || None,
+        );
         // A stack whose frames were never at hand opens nothing.
-        w.switch_out((100, 13, "worker-3"), 4_500, (3, None), &seen);
+        w.switch_out((100, 13, "worker-3"), 4_500, (3, None), &seen, || None);
         let recs = w.records(9_000);
         let text = |id: u64| {
             recs.iter()
@@ -412,6 +433,31 @@ mod tests {
         assert_eq!(
             h.threads,
             [(11, "worker-1".to_string()), (12, "worker-2".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_park_names_its_blocker_and_only_a_park_asks_for_it() {
+        let mut w = VmWaits::default();
+        let park = [frame("jdk.internal.misc.Unsafe.park(boolean, long)")];
+        let sleep = [frame("java.lang.Thread.sleep(long)")];
+        let seen = Seen::default();
+        let blocker = || Some("java.util.concurrent.locks.ReentrantLock$NonfairSync".to_string());
+        w.switch_out((7, 1, "a"), 10, (1, Some(&park)), &seen, blocker);
+        w.switch_out((7, 2, "b"), 10, (2, Some(&sleep)), &seen, || {
+            panic!("a sleep has no blocker")
+        });
+        let recs = w.records(20);
+        let object = recs
+            .iter()
+            .find_map(|r| match r {
+                Record::JavaWait(w) if w.tid == 1 => Some(w.object),
+                _ => None,
+            })
+            .unwrap();
+        assert!(
+            recs.iter().any(|r| matches!(r, Record::JavaSymbol(s)
+            if s.id == object && s.text == "java.util.concurrent.locks.ReentrantLock$NonfairSync"))
         );
     }
 }
