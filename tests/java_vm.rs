@@ -176,3 +176,63 @@ fn a_running_jvm_with_attach_disabled_recorded_by_pid_is_named_from_its_structur
     assert!(out.status.success(), "record: {}", stderr(&out));
     assert_named_from_the_structures(&rec, JDK17);
 }
+
+/// `examples/java/Waits.java lock`: clerks take a `ReentrantLock` and
+/// sleep holding it; the others park on it. From the JVM's structures
+/// alone, the park names the lock's class (`Thread.parkBlocker`, found
+/// through `java.lang.Thread`'s own field table: JDK 17's slots, JDK 25's
+/// compressed stream) and the Java frames that took the lock.
+#[test]
+fn a_park_on_a_reentrant_lock_names_the_locks_class_on_jdk_17_and_25() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in [JDK17, JDK25] {
+        let rec = dir.path().join("lock.idleflow");
+        let out = run(idleflow()
+            .args(["record", "-q", "--java", "vm", "-o"])
+            .arg(&rec)
+            .arg("--")
+            .arg(Path::new(jdk).join("bin/java"))
+            .arg("-XX:+DisableAttachMechanism")
+            .arg("-cp")
+            .arg(classes.path())
+            .args(["Waits", "lock", "4"]));
+        assert!(out.status.success(), "record: {}", stderr(&out));
+        let r = report_json(&rec);
+        let paths = program_paths(&r);
+        let park: Vec<&Value> = paths.iter().filter(|p| p["reason"] == "park").collect();
+        let park_ns: u64 = park.iter().map(|p| u(p, "idle_ns")).sum();
+        let on_lock: u64 = park
+            .iter()
+            .filter(|p| p["object"] == "java.util.concurrent.locks.ReentrantLock$NonfairSync")
+            .filter(|p| {
+                in_order(
+                    &names(p),
+                    &[
+                        "jdk.internal.misc.Unsafe.park",
+                        "java.util.concurrent.locks.ReentrantLock.lock",
+                        "Waits.lockedPost",
+                    ],
+                )
+            })
+            .map(|p| u(p, "idle_ns"))
+            .sum();
+        let total: u64 = paths.iter().map(|p| u(p, "idle_ns")).sum();
+        let rows: Vec<(String, String, f64)> = paths
+            .iter()
+            .take(6)
+            .map(|p| {
+                (
+                    p["reason"].to_string(),
+                    p["object"].to_string(),
+                    f(p, "share_pct"),
+                )
+            })
+            .collect();
+        assert!(
+            park_ns as f64 >= 0.2 * total as f64 && on_lock as f64 >= 0.9 * park_ns as f64,
+            "{jdk}: of {total} ns, {park_ns} parked, {on_lock} of them on the lock: {rows:#?}"
+        );
+    }
+}

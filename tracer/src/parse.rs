@@ -216,6 +216,9 @@ pub struct UserStackCopy {
     /// Its monitor words at the switch (pending, waiting, the pending
     /// one's owner; eBPF, as `java_anchor`).
     pub java_monitors: Option<[u64; 3]>,
+    /// The compressed class word of its park blocker at the switch (eBPF,
+    /// as `java_anchor`; 0: none).
+    pub java_blocker: Option<u64>,
     /// Bytes asked for.
     pub requested: u32,
     /// The bytes the kernel could copy.
@@ -248,6 +251,7 @@ fn user_stack(b: &[u8]) -> Option<Option<Box<UserStackCopy>>> {
         runs: None,
         java_anchor: None,
         java_monitors: None,
+        java_blocker: None,
         requested: size as u32,
         bytes: data[..dyn_size].to_vec(),
     })))

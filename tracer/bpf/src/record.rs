@@ -11,7 +11,7 @@
 //!
 //! A record with [`FLAG_STACKS`] goes on: a [`STACK_HEAD_BYTES`]-byte head
 //! (`kernel_bytes u32 | user_bytes u32 | user_asked u32 | has_regs u32 |
-//! ip sp bp di u64 | runs u64 | anchor[3] u64 | monitor[3] u64 | kernel[48] u64`) and `user_asked` bytes of room for
+//! ip sp bp di u64 | runs u64 | anchor[3] u64 | monitor[3] u64 | blocker u64 | kernel[48] u64`) and `user_asked` bytes of room for
 //! the user stack copy; [`stacks`] reads them as [`RecordStacks`].
 //!
 //! Records without stacks come in batches: one ring record of n × 32
@@ -49,7 +49,7 @@ pub const KERNEL_FRAMES: usize = 48;
 pub const STACK_HEAD_BYTES: usize = KERNEL_AT + KERNEL_FRAMES * 8;
 
 /// Where the kernel call chain begins in a record with stacks.
-const KERNEL_AT: usize = 136;
+const KERNEL_AT: usize = 144;
 
 /// One event, as read from the ring of the CPU it happened on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,6 +218,10 @@ pub struct UserCopy<'a> {
     /// one's owner word, where user space told the programs where its JVM
     /// keeps them.
     pub java_monitors: Option<[u64; 3]>,
+    /// The compressed class word of the object its `Thread.parkBlocker`
+    /// held at the switch (0: none), where the programs were told where
+    /// to find it.
+    pub java_blocker: Option<u64>,
     /// Bytes the copy asked for.
     pub asked: u32,
     /// The bytes copied (fewer than asked where the stack's mapping ends
@@ -264,6 +268,7 @@ pub fn stacks(bytes: &[u8]) -> Result<Option<RecordStacks<'_>>, DecodeError> {
             .then(|| [u64_at(bytes, 88), u64_at(bytes, 96), u64_at(bytes, 104)]),
         java_monitors: (has_regs & 8 != 0)
             .then(|| [u64_at(bytes, 112), u64_at(bytes, 120), u64_at(bytes, 128)]),
+        java_blocker: (has_regs & 16 != 0).then(|| u64_at(bytes, 136)),
         asked: asked as u32,
         bytes: &bytes[STACK_HEAD_BYTES..STACK_HEAD_BYTES + user_bytes],
     });
@@ -548,7 +553,7 @@ mod tests {
         put32(&mut r, 32, 16); // two kernel frames
         put32(&mut r, 36, 32); // 32 of 64 bytes copied
         put32(&mut r, 40, 64);
-        put32(&mut r, 44, 1 | 2 | 4 | 8);
+        put32(&mut r, 44, 1 | 2 | 4 | 8 | 16);
         for (at, v) in [
             (48, 0x401000u64),
             (56, 0x7ffd_0000),
@@ -561,11 +566,12 @@ mod tests {
             (112, 0x7f00_5000),
             (120, 0),
             (128, 0x7f00_6000),
+            (136, 0x10_0040),
         ] {
             r[at..at + 8].copy_from_slice(&v.to_ne_bytes());
         }
-        r[136..144].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
-        r[144..152].copy_from_slice(&0xffff_ffff_8100_1000u64.to_ne_bytes());
+        r[144..152].copy_from_slice(&0xffff_ffff_8100_0000u64.to_ne_bytes());
+        r[152..160].copy_from_slice(&0xffff_ffff_8100_1000u64.to_ne_bytes());
         r[STACK_HEAD_BYTES] = 7;
         let SchedEvent::Switch(s) = decode(&r).unwrap() else {
             panic!("a switch")
@@ -583,6 +589,7 @@ mod tests {
         );
         assert_eq!(u.java_anchor, Some([0x7ffd_0400, 0x7ffd_0500, 0x7f00_1234]));
         assert_eq!(u.java_monitors, Some([0x7f00_5000, 0, 0x7f00_6000]));
+        assert_eq!(u.java_blocker, Some(0x10_0040));
         assert_eq!(u.bytes.len(), 32);
         assert_eq!(u.bytes[0], 7);
         // A kernel without run counts, a thread not a Java one's.

@@ -86,9 +86,13 @@ pub struct JavaAnchors {
 impl JavaAnchors {
     /// Thread `tid`'s anchor words (sp, fp, pc) are at `at[..3]`, its
     /// pending and waiting monitor words at `at[3]` and `at[4]` (0: not
-    /// read), and an ObjectMonitor's owner word at offset `at[5]`.
-    pub fn insert(&self, tid: u32, at: [u64; 6]) -> Result<(), BpfError> {
-        let mut value = [0u8; 48];
+    /// read), and an ObjectMonitor's owner word at offset `at[5]`; its
+    /// `java.lang.Thread`'s handle at `at[6]` (0: not read), whose
+    /// `parkBlocker` is at offset `at[7]`, compressed oops decoded with
+    /// base `at[8]` and shift `at[9]`, an object's class word at offset
+    /// `at[10]`.
+    pub fn insert(&self, tid: u32, at: [u64; 11]) -> Result<(), BpfError> {
+        let mut value = [0u8; 88];
         for (i, a) in at.iter().enumerate() {
             value[i * 8..i * 8 + 8].copy_from_slice(&a.to_ne_bytes());
         }

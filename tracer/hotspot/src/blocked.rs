@@ -68,9 +68,9 @@ pub struct BlockedThreads {
     narrow: Option<(u64, u32)>,
     /// Class names by `Klass*`.
     classes: FxHashMap<u64, String>,
-    /// Where `Thread.parkBlocker` lies in a Thread (`None`: not looked
-    /// for yet; `Some(None)`: not found).
-    park_blocker: Option<Option<u64>>,
+    /// Fields' offsets by (the static holding their class, name), once
+    /// looked for (`None`: not found).
+    offsets: FxHashMap<(u64, &'static str), Option<u64>>,
     /// The compressed oops' base and shift, once read (`Some(None)`: not
     /// compressed, or unreadable).
     narrow_oop: Option<Option<(u64, u32)>>,
@@ -125,6 +125,9 @@ impl Owners {
     }
 }
 
+/// The longest Java thread name read, bytes.
+const MAX_NAME_BYTES: u32 = 1024;
+
 /// How long a tid the JVM's thread list did not hold is believed not to
 /// be a Java thread (a thread is in the list from before its first Java
 /// frame, so only a native thread attached later comes in after it).
@@ -144,7 +147,7 @@ impl BlockedThreads {
             owners: Owners::default(),
             narrow: None,
             classes: FxHashMap::default(),
-            park_blocker: None,
+            offsets: FxHashMap::default(),
             narrow_oop: None,
         })
     }
@@ -201,17 +204,18 @@ impl BlockedThreads {
     /// do not say) and the offset of a monitor's owner word: what the eBPF
     /// programs read at its switch-outs (`None`: not one of its Java
     /// threads).
-    pub fn anchor_at(&mut self, tid: u32) -> Option<[u64; 6]> {
+    pub fn anchor_at(&mut self, tid: u32) -> Option<[u64; 11]> {
         let addr = match self.threads.get(&tid) {
             Some(&a) => a,
             None => self.thread(tid)?.addr,
         };
-        let l = &self.jvm.layout.threads;
+        let l = self.jvm.layout.threads;
         let [pending, waiting, owner] = self
             .jvm
             .monitors
             .and_then(|m| m.words_at(addr))
             .unwrap_or_default();
+        let blocker = self.blocker_words(addr).unwrap_or_default();
         Some([
             addr.checked_add(l.last_java_sp)?,
             addr.checked_add(l.last_java_fp)?,
@@ -219,7 +223,58 @@ impl BlockedThreads {
             pending,
             waiting,
             owner,
+            blocker[0],
+            blocker[1],
+            blocker[2],
+            blocker[3],
+            blocker[4],
         ])
+    }
+
+    /// Where the programs find the class of the thread at `addr`'s park
+    /// blocker: its `_threadObj` handle's address, `parkBlocker`'s offset,
+    /// the compressed oops' base and shift, the class word's offset.
+    fn blocker_words(&mut self, addr: u64) -> Option<[u64; 5]> {
+        let m = self.jvm.monitors?;
+        let offset = self.field_offset(m.thread_klass?, "parkBlocker")?;
+        let (base, shift) = self.narrow_oop()?;
+        Some([
+            addr.checked_add(m.thread_obj?)?,
+            offset,
+            base,
+            u64::from(shift),
+            m.klass_word,
+        ])
+    }
+
+    /// The class whose compressed class word is `narrow` (what the
+    /// programs read of a park blocker), each class's name remembered.
+    pub fn narrow_class(&mut self, narrow: u64) -> Option<String> {
+        let l = self.jvm.monitors?;
+        let (base, shift) = match self.narrow {
+            Some(n) => n,
+            None => {
+                let n = crate::monitors::narrow_klass(self.jvm.memory(), &l)?;
+                self.narrow = Some(n);
+                n
+            }
+        };
+        let n = narrow & 0xffff_ffff;
+        (n != 0).then_some(())?;
+        self.klass_class(base.wrapping_add(n << shift))
+    }
+
+    /// The name of the class at `klass`, remembered.
+    fn klass_class(&mut self, klass: u64) -> Option<String> {
+        if let Some(name) = self.classes.get(&klass) {
+            return Some(name.clone());
+        }
+        let name = crate::monitors::klass_name(self.jvm.memory(), &self.jvm.layout.methods, klass)?;
+        if self.classes.len() >= MAX_CACHED {
+            self.classes.clear();
+        }
+        self.classes.insert(klass, name.clone());
+        Some(name)
     }
 
     /// The class of the object whose monitor is at `monitor`
@@ -238,32 +293,10 @@ impl BlockedThreads {
     /// where it has none (or no longer), or it cannot be read.
     pub fn park_blocker_class(&mut self, tid: u32) -> Option<String> {
         let m = self.jvm.monitors?;
-        let offset = match self.park_blocker {
-            Some(o) => o?,
-            None => {
-                let o = self.park_blocker_offset(&m);
-                self.park_blocker = Some(o);
-                o?
-            }
-        };
-        let narrow_oop = match self.narrow_oop {
-            Some(n) => n,
-            None => {
-                let f = self.jvm.fields?;
-                let mem = self.jvm.memory();
-                let n = (|| {
-                    let base = mem.u64(f.narrow_oop.0).ok()?;
-                    let shift = mem.u32(f.narrow_oop.1).ok()?;
-                    (shift < 32).then_some((base, shift))
-                })();
-                self.narrow_oop = Some(n);
-                n
-            }
-        };
-        let addr = *self.threads.get(&tid)?;
+        let offset = self.field_offset(m.thread_klass?, "parkBlocker")?;
+        let thread = self.thread_object(&m, tid)?;
+        let narrow_oop = self.narrow_oop();
         let mem = self.jvm.memory();
-        let slot = mem.u64(addr.checked_add(m.thread_obj?)?).ok()?;
-        let thread = mem.u64(slot).ok().filter(|&t| t != 0)?;
         let at = thread.checked_add(offset)?;
         // A compressed reference first; a whole one where the JVM does not
         // compress them (its heap over 32 GB).
@@ -278,51 +311,105 @@ impl BlockedThreads {
             .find_map(|object| self.class_of(object))
     }
 
-    /// Where `java.lang.Thread` keeps `parkBlocker` in its objects.
-    fn park_blocker_offset(&self, m: &MonitorLayout) -> Option<u64> {
+    /// Thread `tid`'s Java name (`Thread.getName()`), read from its
+    /// `java.lang.Thread` and that String's bytes (`None`: it cannot be
+    /// read; a JVM run without compressed oops or class pointers, whose
+    /// layout of arrays this does not know).
+    pub fn java_name(&mut self, tid: u32) -> Option<String> {
+        let m = self.jvm.monitors?;
+        let name_at = self.field_offset(m.thread_klass?, "name")?;
+        let value_at = self.field_offset(m.string_klass?, "value")?;
+        let coder_at = self.field_offset(m.string_klass?, "coder")?;
+        let narrow = Some(self.narrow_oop()?);
+        let thread = self.thread_object(&m, tid)?;
+        let mem = self.jvm.memory();
+        let string = reference(mem, thread.checked_add(name_at)?, narrow)?;
+        let bytes = reference(mem, string.checked_add(value_at)?, narrow)?;
+        let mut coder = [0u8];
+        mem.read(string.checked_add(coder_at)?, &mut coder).ok()?;
+        // A byte[] with a compressed class word: its length after it, its
+        // elements from the next 8-byte boundary.
+        let len_at = m.klass_word + 4;
+        let len = mem
+            .u32(bytes.checked_add(len_at)?)
+            .ok()?
+            .min(MAX_NAME_BYTES);
+        let mut data = vec![0u8; len as usize];
+        mem.read(bytes.checked_add((len_at + 4 + 7) & !7)?, &mut data)
+            .ok()?;
+        let name = match coder[0] {
+            0 => data.iter().map(|&b| char::from(b)).collect(),
+            1 => {
+                let units: Vec<u16> = data
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect();
+                String::from_utf16_lossy(&units)
+            }
+            _ => return None,
+        };
+        (!name.is_empty()).then_some(name)
+    }
+
+    /// Thread `tid`'s `java.lang.Thread`.
+    fn thread_object(&mut self, m: &MonitorLayout, tid: u32) -> Option<u64> {
+        let addr = match self.threads.get(&tid) {
+            Some(&a) => a,
+            None => self.thread(tid)?.addr,
+        };
+        let mem = self.jvm.memory();
+        let slot = mem.u64(addr.checked_add(m.thread_obj?)?).ok()?;
+        mem.u64(slot).ok().filter(|&t| t != 0)
+    }
+
+    /// The compressed oops' base and shift (`None`: unreadable).
+    fn narrow_oop(&mut self) -> Option<(u64, u32)> {
+        if let Some(n) = self.narrow_oop {
+            return n;
+        }
         let f = self.jvm.fields?;
         let mem = self.jvm.memory();
-        let klass = mem.u64(m.thread_klass?).ok().filter(|&k| k != 0)?;
-        let methods = &self.jvm.layout.methods;
-        crate::fields::field_offset(
-            mem,
-            &f,
-            methods,
-            klass,
-            "parkBlocker",
-            methods.unsigned5_excluded,
-        )
+        let n = (|| {
+            let base = mem.u64(f.narrow_oop.0).ok()?;
+            let shift = mem.u32(f.narrow_oop.1).ok()?;
+            (shift < 32).then_some((base, shift))
+        })();
+        self.narrow_oop = Some(n);
+        n
+    }
+
+    /// Where the class whose Klass* the static at `klass_at` holds keeps
+    /// its field `name` in its objects, remembered.
+    fn field_offset(&mut self, klass_at: u64, name: &'static str) -> Option<u64> {
+        if let Some(&o) = self.offsets.get(&(klass_at, name)) {
+            return o;
+        }
+        let o = (|| {
+            let f = self.jvm.fields?;
+            let mem = self.jvm.memory();
+            let klass = mem.u64(klass_at).ok().filter(|&k| k != 0)?;
+            let methods = &self.jvm.layout.methods;
+            crate::fields::field_offset(mem, &f, methods, klass, name, methods.unsigned5_excluded)
+        })();
+        self.offsets.insert((klass_at, name), o);
+        o
     }
 
     /// The class of the object at `object`, each class's name remembered.
     fn class_of(&mut self, object: u64) -> Option<String> {
         let l = self.jvm.monitors?;
-        let mem = self.jvm.memory();
         let narrow = match self.narrow {
             Some(n) => n,
             None => {
-                let n = crate::monitors::narrow_klass(mem, &l)?;
+                let n = crate::monitors::narrow_klass(self.jvm.memory(), &l)?;
                 self.narrow = Some(n);
                 n
             }
         };
-        let methods = &self.jvm.layout.methods;
-        for klass in crate::monitors::klasses_at(mem, &l, narrow, object)?
+        crate::monitors::klasses_at(self.jvm.memory(), &l, narrow, object)?
             .into_iter()
             .flatten()
-        {
-            if let Some(name) = self.classes.get(&klass) {
-                return Some(name.clone());
-            }
-            if let Some(name) = crate::monitors::klass_name(mem, methods, klass) {
-                if self.classes.len() >= MAX_CACHED {
-                    self.classes.clear();
-                }
-                self.classes.insert(klass, name.clone());
-                return Some(name);
-            }
-        }
-        None
+            .find_map(|klass| self.klass_class(klass))
     }
 
     /// The thread (tid) a monitor's owner word `owner` names: a

@@ -57,6 +57,8 @@ pub struct MonitorLayout {
     pub thread_obj: Option<u64>,
     /// Address of the static that holds `java.lang.Thread`'s Klass*.
     pub thread_klass: Option<u64>,
+    /// Address of the static that holds `java.lang.String`'s Klass*.
+    pub string_klass: Option<u64>,
 }
 
 impl MonitorLayout {
@@ -95,6 +97,10 @@ impl MonitorLayout {
             thread_klass: address(&[(
                 "vmClasses",
                 "_klasses[static_cast<int>(vmClassID::Thread_klass_knum)]",
+            )]),
+            string_klass: address(&[(
+                "vmClasses",
+                "_klasses[static_cast<int>(vmClassID::String_klass_knum)]",
             )]),
         })
     }
@@ -203,6 +209,7 @@ mod tests {
             stack: None,
             thread_obj: None,
             thread_klass: None,
+            string_klass: None,
         }
     }
 

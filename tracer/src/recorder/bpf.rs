@@ -214,6 +214,7 @@ impl BpfSide {
                 runs: u.runs,
                 java_anchor: u.java_anchor,
                 java_monitors: u.java_monitors,
+                java_blocker: u.java_blocker,
                 requested: u.asked,
                 bytes: u.bytes.to_vec(),
             })

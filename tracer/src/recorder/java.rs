@@ -179,10 +179,15 @@ impl JavaWalks {
             }
         };
         let frames = new_stack.as_ref().map(|s| s.frames.as_slice());
-        let name = thread_name(&mut self.names, pid, tid);
+        let name = thread_name(threads, &mut self.names, pid, tid);
         self.waits
             .switch_out((pid, tid, &name), time, (stack, frames), &seen, || {
-                threads.park_blocker_class(tid)
+                // As the programs read it at the switch-out, else now.
+                match u.java_blocker {
+                    Some(0) => None,
+                    Some(klass) => threads.narrow_class(klass),
+                    None => threads.park_blocker_class(tid),
+                }
             });
         let counts = &mut self.counts;
         counts.walked += 1;
@@ -228,7 +233,7 @@ fn seen(
     let owner = (pending != 0)
         .then(|| threads.owner_tid(owner))
         .flatten()
-        .map(|t| (t, thread_name(names, pid, t)));
+        .map(|t| (t, thread_name(threads, names, pid, t)));
     Seen {
         monitors,
         object,
@@ -236,18 +241,26 @@ fn seen(
     }
 }
 
-/// Thread `tid`'s name, as the kernel has it (the JVM gives each thread
-/// its Java name, cut to 15 bytes), read once.
-fn thread_name(names: &mut FxHashMap<u32, String>, pid: u32, tid: u32) -> String {
+/// Thread `tid`'s Java name, read once from its `java.lang.Thread`; else
+/// its name as the kernel has it (the JVM gives each thread its Java name,
+/// cut to 15 bytes).
+fn thread_name(
+    threads: &mut BlockedThreads,
+    names: &mut FxHashMap<u32, String>,
+    pid: u32,
+    tid: u32,
+) -> String {
     if let Some(n) = names.get(&tid) {
         return n.clone();
     }
     if names.len() >= MAX_STACKS {
         names.clear();
     }
-    let n = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
-        .map(|s| s.trim_end().to_string())
-        .unwrap_or_default();
+    let n = threads.java_name(tid).unwrap_or_else(|| {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+            .map(|s| s.trim_end().to_string())
+            .unwrap_or_default()
+    });
     names.insert(tid, n.clone());
     n
 }

@@ -97,9 +97,9 @@ fn method(perf_map_name: &str) -> &str {
 /// What is known of one JVM's waits.
 #[derive(Debug, Default)]
 struct Jvm {
-    /// When its first wait began, ns.
+    /// When its first thread was walked, ns.
     from: u64,
-    /// Its threads that waited, with their names.
+    /// Its threads walked, with their names.
     threads: FxHashMap<u32, String>,
 }
 
@@ -136,6 +136,12 @@ impl VmWaits {
         park_blocker: impl FnOnce() -> Option<String>,
     ) {
         self.switched_in(tid, time);
+        // Every walked thread is one of the JVM's Java threads, named.
+        let jvm = self.jvms.entry(pid).or_insert_with(|| Jvm {
+            from: time,
+            ..Jvm::default()
+        });
+        jvm.threads.entry(tid).or_insert_with(|| name.to_string());
         let (stack, reason) = match (walked.1, self.walked.get(&(pid, walked.0))) {
             (None, Some(&(stack, reason))) => (stack, reason),
             (Some(frames), _) => {
@@ -167,11 +173,6 @@ impl VmWaits {
         let Some(reason) = by_monitor.or(reason) else {
             return;
         };
-        let jvm = self.jvms.entry(pid).or_insert_with(|| Jvm {
-            from: time,
-            ..Jvm::default()
-        });
-        jvm.threads.entry(tid).or_insert_with(|| name.to_string());
         let object = match reason {
             WaitReason::MonitorEnter | WaitReason::MonitorWait => seen.object.clone(),
             WaitReason::Park => park_blocker(),
@@ -179,7 +180,7 @@ impl VmWaits {
         }
         .map_or(0, |o| self.symbol(pid, &o));
         let (other_tid, other) = match &seen.owner {
-            Some((t, n)) if reason == WaitReason::MonitorEnter && *t != tid => {
+            Some((t, n)) if reason == WaitReason::MonitorEnter && *t != tid && !n.is_empty() => {
                 (*t, self.symbol(pid, n))
             }
             _ => (0, 0),
@@ -430,9 +431,14 @@ mod tests {
         };
         assert_eq!((h.pid, h.source.as_str(), h.waits), (100, "vm", 2));
         assert_eq!((h.recorded_from_ns, h.recorded_to_ns), (1_000, 9_000));
+        // Every walked thread is named, a wait of its own or not.
         assert_eq!(
             h.threads,
-            [(11, "worker-1".to_string()), (12, "worker-2".to_string())]
+            [
+                (11, "worker-1".to_string()),
+                (12, "worker-2".to_string()),
+                (13, "worker-3".to_string())
+            ]
         );
     }
 

@@ -40,10 +40,12 @@
  * 112  u64 monitor[3]     bit 3: the monitor it blocks entering, the one
  *                         it waits in (ObjectMonitor*, 0: none) and the
  *                         first one's owner word, as its JVM had them
- * 136  u64 kernel[48]     the kernel call chain, innermost first (it
+ * 136  u64 blocker        bit 4: the class word (a compressed Klass*) of
+ *                         the object its Thread.parkBlocker held (0: none)
+ * 144  u64 kernel[48]     the kernel call chain, innermost first (it
  *                         starts in this program; user space strips the
  *                         tracing glue)
- * 520  u8  user[user_asked]  the top of the user stack, from sp up
+ * 528  u8  user[user_asked]  the top of the user stack, from sp up
  *
  * The stacks are those perf's samples would carry at the same switch or
  * waking: the leaving thread's (the waker's), with the user registers
@@ -130,20 +132,25 @@ struct stack_record {
 	__u64 runs;
 	__u64 anchor[3];
 	__u64 monitor[3];
+	__u64 blocker;
 	__u64 kernel[KERNEL_FRAMES];
 };
 
-_Static_assert(sizeof(struct stack_record) == 520, "the stack head is 520 bytes");
+_Static_assert(sizeof(struct stack_record) == 528, "the stack head is 528 bytes");
 
 /* Where a Java thread's JVM keeps its frame anchor's three words (the
  * addresses of JavaFrameAnchor's _last_Java_sp, _last_Java_fp and
  * _last_Java_pc in its JavaThread), then its two monitor words (the
  * addresses of JavaThread's _current_pending_monitor and
  * _current_waiting_monitor; 0: not read) and where an ObjectMonitor keeps
- * its owner (ObjectMonitor::_owner's offset), by tid: written by user
- * space, which reads the JVM's structures (idleflow-hotspot). */
+ * its owner (ObjectMonitor::_owner's offset); then where its
+ * java.lang.Thread is (the address of JavaThread::_threadObj, a handle:
+ * 0 when not read), the offset of Thread.parkBlocker in it, the
+ * compressed oops' base and shift and the offset of an object's class
+ * word, by tid: written by user space, which reads the JVM's structures
+ * (idleflow-hotspot). */
 struct java_anchor {
-	__u64 at[6];
+	__u64 at[11];
 };
 
 struct {
@@ -586,6 +593,7 @@ static __always_inline void fill_stacks(void *ctx, struct stack_record *r, struc
 	r->ip = r->sp = r->bp = r->di = r->runs = 0;
 	r->anchor[0] = r->anchor[1] = r->anchor[2] = 0;
 	r->monitor[0] = r->monitor[1] = r->monitor[2] = 0;
+	r->blocker = 0;
 	if (kernel) {
 		n = bpf_get_stack(ctx, r->kernel, sizeof(r->kernel), 0);
 		if (n > 0)
@@ -618,6 +626,23 @@ static __always_inline void fill_stacks(void *ctx, struct stack_record *r, struc
 		    bpf_probe_read_user(&r->monitor[2], 8, (void *)(r->monitor[0] + java->at[5])) != 0)
 			r->monitor[2] = 0;
 		r->has_regs |= 8;
+	}
+	if (java && java->at[6]) {
+		/* Thread.parkBlocker's class: the object may move once the
+		 * thread runs again, its class does not. */
+		__u64 slot = 0, thread = 0;
+		__u32 narrow = 0, klass = 0;
+
+		if (bpf_probe_read_user(&slot, 8, (void *)java->at[6]) == 0 && slot &&
+		    bpf_probe_read_user(&thread, 8, (void *)slot) == 0 && thread &&
+		    bpf_probe_read_user(&narrow, 4, (void *)(thread + java->at[7])) == 0) {
+			if (narrow &&
+			    bpf_probe_read_user(&klass, 4,
+						(void *)(java->at[8] + ((__u64)narrow << (java->at[9] & 31)) +
+							 java->at[10])) == 0)
+				r->blocker = klass;
+			r->has_regs |= 16;
+		}
 	}
 	r->user_bytes = copy_user_stack(r + 1, user_asked, r->sp);
 }
