@@ -177,62 +177,79 @@ fn a_running_jvm_with_attach_disabled_recorded_by_pid_is_named_from_its_structur
     assert_named_from_the_structures(&rec, JDK17);
 }
 
-/// `examples/java/Waits.java lock`: clerks take a `ReentrantLock` and
-/// sleep holding it; the others park on it. From the JVM's structures
-/// alone, the park names the lock's class (`Thread.parkBlocker`, found
-/// through `java.lang.Thread`'s own field table: JDK 17's slots, JDK 25's
-/// compressed stream) and the Java frames that took the lock.
+/// `examples/java/Waits.java`'s waits, from the JVM's structures alone
+/// (attach disabled), on both JDKs: each wait's reason and object as the
+/// flight recorder's events name them, and the Java frames that waited.
+/// - `lock`: clerks take a `ReentrantLock` and sleep holding it; the others
+///   park on it: the park names the lock's class (`Thread.parkBlocker`,
+///   read in the kernel at the switch-out, found through
+///   `java.lang.Thread`'s own field table: JDK 17's slots, JDK 25's
+///   compressed stream);
+/// - `handoff`: a consumer waits in `Mailbox.take` (`Object.wait`) for a
+///   producer: a monitor wait on the mailbox's class;
+/// - `socket`: a client blocks reading a loopback socket: a socket read
+///   on its peer's address (the descriptor from the system call's argument
+///   at the switch-out).
 #[test]
-fn a_park_on_a_reentrant_lock_names_the_locks_class_on_jdk_17_and_25() {
+fn waits_are_named_with_their_objects_from_the_jvms_structures_on_jdk_17_and_25() {
     let Some(_m) = machine() else { return };
     let classes = java_examples();
     let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &str, &str); 3] = [
+        (
+            "lock",
+            "park",
+            "java.util.concurrent.locks.ReentrantLock$NonfairSync",
+            "Waits.lockedPost",
+        ),
+        (
+            "handoff",
+            "monitor wait",
+            "Waits$Mailbox",
+            "Waits$Mailbox.take",
+        ),
+        ("socket", "socket read", "127.0.0.1:", "Waits.ask"),
+    ];
     for jdk in [JDK17, JDK25] {
-        let rec = dir.path().join("lock.idleflow");
-        let out = run(idleflow()
-            .args(["record", "-q", "--java", "vm", "-o"])
-            .arg(&rec)
-            .arg("--")
-            .arg(Path::new(jdk).join("bin/java"))
-            .arg("-XX:+DisableAttachMechanism")
-            .arg("-cp")
-            .arg(classes.path())
-            .args(["Waits", "lock", "4"]));
-        assert!(out.status.success(), "record: {}", stderr(&out));
-        let r = report_json(&rec);
-        let paths = program_paths(&r);
-        let park: Vec<&Value> = paths.iter().filter(|p| p["reason"] == "park").collect();
-        let park_ns: u64 = park.iter().map(|p| u(p, "idle_ns")).sum();
-        let on_lock: u64 = park
-            .iter()
-            .filter(|p| p["object"] == "java.util.concurrent.locks.ReentrantLock$NonfairSync")
-            .filter(|p| {
-                in_order(
-                    &names(p),
-                    &[
-                        "jdk.internal.misc.Unsafe.park",
-                        "java.util.concurrent.locks.ReentrantLock.lock",
-                        "Waits.lockedPost",
-                    ],
-                )
-            })
-            .map(|p| u(p, "idle_ns"))
-            .sum();
-        let total: u64 = paths.iter().map(|p| u(p, "idle_ns")).sum();
-        let rows: Vec<(String, String, f64)> = paths
-            .iter()
-            .take(6)
-            .map(|p| {
-                (
-                    p["reason"].to_string(),
-                    p["object"].to_string(),
-                    f(p, "share_pct"),
-                )
-            })
-            .collect();
-        assert!(
-            park_ns as f64 >= 0.2 * total as f64 && on_lock as f64 >= 0.9 * park_ns as f64,
-            "{jdk}: of {total} ns, {park_ns} parked, {on_lock} of them on the lock: {rows:#?}"
-        );
+        for (mode, reason, object, frame) in cases {
+            let rec = dir.path().join(format!("{mode}.idleflow"));
+            let out = run(idleflow()
+                .args(["record", "-q", "--java", "vm", "-o"])
+                .arg(&rec)
+                .arg("--")
+                .arg(Path::new(jdk).join("bin/java"))
+                .arg("-XX:+DisableAttachMechanism")
+                .arg("-cp")
+                .arg(classes.path())
+                .args(["Waits", mode, "4"]));
+            assert!(out.status.success(), "record: {}", stderr(&out));
+            let r = report_json(&rec);
+            let paths = program_paths(&r);
+            let of_reason: Vec<&Value> = paths.iter().filter(|p| p["reason"] == reason).collect();
+            let reason_ns: u64 = of_reason.iter().map(|p| u(p, "idle_ns")).sum();
+            let named: u64 = of_reason
+                .iter()
+                .filter(|p| p["object"].as_str().is_some_and(|o| o.starts_with(object)))
+                .filter(|p| names(p).iter().any(|f| f == frame))
+                .map(|p| u(p, "idle_ns"))
+                .sum();
+            let total: u64 = paths.iter().map(|p| u(p, "idle_ns")).sum();
+            let rows: Vec<(String, String, f64)> = paths
+                .iter()
+                .take(6)
+                .map(|p| {
+                    (
+                        p["reason"].to_string(),
+                        p["object"].to_string(),
+                        f(p, "share_pct"),
+                    )
+                })
+                .collect();
+            assert!(
+                reason_ns as f64 >= 0.2 * total as f64 && named as f64 >= 0.9 * reason_ns as f64,
+                "{jdk} {mode}: of {total} ns, {reason_ns} in {reason}, {named} of them on \
+                 {object}… in {frame}: {rows:#?}"
+            );
+        }
     }
 }

@@ -36,6 +36,7 @@ mod blocking;
 mod bpf;
 mod emit;
 mod java;
+mod java_io;
 mod open;
 mod options;
 mod output;

@@ -22,10 +22,11 @@
 use std::time::{Duration, Instant};
 
 use idleflow_bpf::JavaAnchors;
-use idleflow_format::{FrameKind, JavaWalkCounts, WalkedFrame, WalkedStack};
+use idleflow_format::{FrameKind, JavaWalkCounts, WaitReason, WalkedFrame, WalkedStack};
 use idleflow_hotspot::{Anchor, BlockedThreads, Found, HotspotError, Jvm, VmStructsError, WalkEnd};
 
 use crate::parse::UserStackCopy;
+use crate::recorder::java_io::JavaIo;
 use crate::recorder::vm_waits::{Seen, VmWaits};
 use rustc_hash::FxHashMap;
 
@@ -66,6 +67,8 @@ pub struct JavaWalks {
     pub waits: VmWaits,
     /// Threads' names (`comm`), as first read.
     names: FxHashMap<u32, String>,
+    /// What sockets and files the JVMs' threads wait on.
+    io: JavaIo,
 }
 
 /// What goes before a switch-out's stack copy: a stack met for the first
@@ -180,13 +183,15 @@ impl JavaWalks {
         };
         let frames = new_stack.as_ref().map(|s| s.frames.as_slice());
         let name = thread_name(threads, &mut self.names, pid, tid);
+        let io = &mut self.io;
         self.waits
-            .switch_out((pid, tid, &name), time, (stack, frames), &seen, || {
-                // As the programs read it at the switch-out, else now.
-                match u.java_blocker {
-                    Some(0) => None,
-                    Some(klass) => threads.narrow_class(klass),
-                    None => threads.park_blocker_class(tid),
+            .switch_out((pid, tid, &name), time, (stack, frames), &seen, |reason| {
+                match (reason, u.java_blocker) {
+                    // As the programs read it at the switch-out, else now.
+                    (WaitReason::Park, Some(0)) => None,
+                    (WaitReason::Park, Some(klass)) => threads.narrow_class(klass),
+                    (WaitReason::Park, None) => threads.park_blocker_class(tid),
+                    _ => io.object(pid, reason, u),
                 }
             });
         let counts = &mut self.counts;

@@ -125,15 +125,16 @@ impl VmWaits {
     /// the Java frames of walked stack `walked` (its id, and its frames,
     /// innermost first, the first time it is met: the recorder's walked
     /// stacks are interned before) and what its walk `seen`: opens its
-    /// wait, if the frames and monitors say why it waits; a park's object
-    /// is the class `park_blocker` reads.
+    /// wait, if the frames and monitors say why it waits; the object of a
+    /// wait not on a monitor (a park's blocker, a socket's peer, a file's
+    /// path) is what `object_of` reads for its reason.
     pub fn switch_out(
         &mut self,
         (pid, tid, name): (u32, u32, &str),
         time: u64,
         walked: (u64, Option<&[WalkedFrame]>),
         seen: &Seen,
-        park_blocker: impl FnOnce() -> Option<String>,
+        object_of: impl FnOnce(WaitReason) -> Option<String>,
     ) {
         self.switched_in(tid, time);
         // Every walked thread is one of the JVM's Java threads, named.
@@ -175,8 +176,7 @@ impl VmWaits {
         };
         let object = match reason {
             WaitReason::MonitorEnter | WaitReason::MonitorWait => seen.object.clone(),
-            WaitReason::Park => park_blocker(),
-            _ => None,
+            other => object_of(other),
         }
         .map_or(0, |o| self.symbol(pid, &o));
         let (other_tid, other) = match &seen.owner {
@@ -359,7 +359,7 @@ mod tests {
             1_000,
             (1, Some(&frames)),
             &seen,
-            || None,
+            |_| None,
         );
         w.switched_in(99, 1_500);
         w.switched_in(11, 2_000);
@@ -370,7 +370,7 @@ mod tests {
             3_000,
             (1, None),
             &Seen::default(),
-            || None,
+            |_| None,
         );
         let sleep = [frame("java.lang.Thread.sleep(long)")];
         w.switch_out(
@@ -378,10 +378,10 @@ mod tests {
             4_000,
             (2, Some(&sleep)),
             &seen,
-            || None,
+            |_| None,
         );
         // A stack whose frames were never at hand opens nothing.
-        w.switch_out((100, 13, "worker-3"), 4_500, (3, None), &seen, || None);
+        w.switch_out((100, 13, "worker-3"), 4_500, (3, None), &seen, |_| None);
         let recs = w.records(9_000);
         let text = |id: u64| {
             recs.iter()
@@ -449,10 +449,11 @@ mod tests {
         let sleep = [frame("java.lang.Thread.sleep(long)")];
         let seen = Seen::default();
         let blocker = || Some("java.util.concurrent.locks.ReentrantLock$NonfairSync".to_string());
-        w.switch_out((7, 1, "a"), 10, (1, Some(&park)), &seen, blocker);
-        w.switch_out((7, 2, "b"), 10, (2, Some(&sleep)), &seen, || {
-            panic!("a sleep has no blocker")
+        w.switch_out((7, 1, "a"), 10, (1, Some(&park)), &seen, |r| {
+            assert_eq!(r, WaitReason::Park);
+            blocker()
         });
+        w.switch_out((7, 2, "b"), 10, (2, Some(&sleep)), &seen, |_| None);
         let recs = w.records(20);
         let object = recs
             .iter()
