@@ -68,6 +68,8 @@ pub struct BlockedThreads {
     narrow: Option<(u64, u32)>,
     /// Class names by `Klass*`.
     classes: FxHashMap<u64, String>,
+    /// Whether each method is native, by `Method*`.
+    natives: FxHashMap<u64, bool>,
     /// Fields' offsets by (the static holding their class, name), once
     /// looked for (`None`: not found).
     offsets: FxHashMap<(u64, &'static str), Option<u64>>,
@@ -125,6 +127,9 @@ impl Owners {
     }
 }
 
+/// A native method's bit in its access flags (the class file format's).
+const ACC_NATIVE: u16 = 0x0100;
+
 /// The longest Java thread name read, bytes.
 const MAX_NAME_BYTES: u32 = 1024;
 
@@ -147,6 +152,7 @@ impl BlockedThreads {
             owners: Owners::default(),
             narrow: None,
             classes: FxHashMap::default(),
+            natives: FxHashMap::default(),
             offsets: FxHashMap::default(),
             narrow_oop: None,
         })
@@ -501,6 +507,25 @@ impl BlockedThreads {
             self.not_java.insert(tid, Instant::now());
         }
         found
+    }
+
+    /// Whether the method at `method` is a native one (`ACC_NATIVE` in its
+    /// access flags, the class file's bit), remembered.
+    pub fn is_native(&mut self, method: u64) -> bool {
+        if let Some(&n) = self.natives.get(&method) {
+            return n;
+        }
+        let at = method.wrapping_add(self.jvm.layout.methods.access_flags);
+        let native = self
+            .jvm
+            .memory()
+            .u16(at)
+            .is_ok_and(|flags| flags & ACC_NATIVE != 0);
+        if self.natives.len() >= MAX_CACHED {
+            self.natives.clear();
+        }
+        self.natives.insert(method, native);
+        native
     }
 
     /// Frame `f`'s method as HotSpot's perf map names it

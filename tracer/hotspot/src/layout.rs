@@ -67,6 +67,8 @@ pub struct MethodLayout {
     pub symbol_body: u64,
     /// `ConstMethod::_flags` (its low 16 bits hold the table flags).
     pub const_method_flags: u64,
+    /// `Method::_access_flags` (its low 16 bits are the class file's).
+    pub access_flags: u64,
     /// The flag bit saying a ConstMethod has a line number table.
     pub has_line_numbers: u32,
     /// UNSIGNED5's excluded low bytes in the JVM's compressed streams: 0
@@ -292,6 +294,7 @@ impl Layout {
             klass_name: l.offset(&[("Klass", "_name")]),
             symbol_length: l.offset(&[("Symbol", "_length")]),
             symbol_body: l.offset(&[("Symbol", "_body")]),
+            access_flags: l.offset(&[("Method", "_access_flags")]),
             const_method_flags: l
                 .offset(&[("ConstMethod", "_flags._flags"), ("ConstMethod", "_flags")]),
             has_line_numbers: l.int(&[

@@ -149,11 +149,12 @@ impl JavaWalks {
                 let (method, line) = threads
                     .name(f)
                     .unwrap_or_else(|| ("<unreadable method>".into(), 0));
-                // A physical frame without a bytecode index is a native
-                // method's (its wrapper, or its interpreted entry).
+                // A native method's frame (its wrapper, or its interpreted
+                // entry); a frame without a bytecode index of another is
+                // at its entry (a synchronized method's monitor enter).
                 let kind = match f.kind {
                     idleflow_hotspot::FrameKind::Inlined => FrameKind::Inlined,
-                    _ if f.bci.is_none() => FrameKind::Native,
+                    _ if f.bci.is_none() && threads.is_native(f.method) => FrameKind::Native,
                     idleflow_hotspot::FrameKind::Interpreted => FrameKind::Interpreted,
                     idleflow_hotspot::FrameKind::Compiled => FrameKind::Jit,
                 };
@@ -206,6 +207,21 @@ impl JavaWalks {
     #[inline]
     pub fn switched_in(&mut self, tid: u32, time: u64) {
         self.waits.switched_in(tid, time);
+    }
+
+    /// Thread `waker` of process `pid` woke thread `tid`: the notifier of
+    /// its monitor wait, if it is in one (the notifier's exit from the
+    /// monitor wakes it) and the waker is a thread of the same JVM.
+    #[inline]
+    pub fn woken(&mut self, tid: u32, waker: u32, pid: u32) {
+        if !self.waits.wants_notifier(tid, pid) || waker == tid {
+            return;
+        }
+        let Some(Process::Jvm(threads)) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        let name = thread_name(threads, &mut self.names, pid, waker);
+        self.waits.notified(tid, waker, &name);
     }
 
     /// Thread `tid` exited at `time`: its wait ended, the programs forget it.

@@ -393,6 +393,9 @@ impl RoundSink<'_> {
         kernel_stack: Option<Box<[u64]>>,
         user_stack: Option<Box<UserStackCopy>>,
     ) {
+        if let Some(java) = self.java.as_mut() {
+            java.woken(w.wakee_tid, w.waker_tid, pid);
+        }
         let key = (w.time, w.waker_tid, w.wakee_tid);
         if *last_wake != Some(key) {
             *last_wake = Some(key);
@@ -632,6 +635,9 @@ impl RoundSink<'_> {
             SchedEvent::Waking(wk) | SchedEvent::WakeupNew(wk) => {
                 let new = matches!(ev, SchedEvent::WakeupNew(_));
                 let w = wk.to_wakeup(cpu, new);
+                if let Some(java) = self.java.as_mut() {
+                    java.woken(w.wakee_tid, w.waker_tid, wk.waker_tgid);
+                }
                 self.put.put(self.summary, slot, w.time, Merged::Wakeup(w));
                 if let Some(st) = st.filter(|_| !new) {
                     let (kernel, user) = side.stacks(&st);

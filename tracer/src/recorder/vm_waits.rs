@@ -201,6 +201,37 @@ impl VmWaits {
         );
     }
 
+    /// Whether thread `tid` is in a monitor wait of JVM `pid` whose
+    /// notifier is not known yet.
+    #[inline]
+    pub fn wants_notifier(&self, tid: u32, pid: u32) -> bool {
+        !self.open.is_empty()
+            && self.open.get(&tid).is_some_and(|w| {
+                w.pid == pid && w.reason == WaitReason::MonitorWait && w.other_tid == 0
+            })
+    }
+
+    /// Thread `tid`'s wait was ended by thread `by` (named `name`), the
+    /// first to wake it.
+    pub fn notified(&mut self, tid: u32, by: u32, name: &str) {
+        if name.is_empty() {
+            return;
+        }
+        let Some(pid) = self
+            .open
+            .get(&tid)
+            .filter(|w| w.other_tid == 0)
+            .map(|w| w.pid)
+        else {
+            return;
+        };
+        let other = self.symbol(pid, name);
+        if let Some(w) = self.open.get_mut(&tid) {
+            w.other_tid = by;
+            w.other = other;
+        }
+    }
+
     /// Thread `tid` came onto a CPU (or exited) at `time`: its wait ended.
     #[inline]
     pub fn switched_in(&mut self, tid: u32, time: u64) {
@@ -466,5 +497,39 @@ mod tests {
             recs.iter().any(|r| matches!(r, Record::JavaSymbol(s)
             if s.id == object && s.text == "java.util.concurrent.locks.ReentrantLock$NonfairSync"))
         );
+    }
+
+    #[test]
+    fn a_monitor_wait_names_the_thread_that_woke_it() {
+        let mut w = VmWaits::default();
+        let wait = [
+            frame("java.lang.Object.wait(long)"),
+            frame("a.Mailbox.take()"),
+        ];
+        let seen = Seen {
+            monitors: Some([0, 0x10, 0]),
+            object: Some("a.Mailbox".into()),
+            owner: None,
+        };
+        w.switch_out((7, 1, "consumer"), 10, (1, Some(&wait)), &seen, |_| None);
+        // Another JVM's thread, then the producer: the first of this JVM's.
+        assert!(!w.wants_notifier(1, 8));
+        assert!(w.wants_notifier(1, 7));
+        w.notified(1, 2, "producer");
+        assert!(!w.wants_notifier(1, 7));
+        w.notified(1, 3, "later");
+        w.switched_in(1, 20);
+        let recs = w.records(30);
+        let (other_tid, other) = recs
+            .iter()
+            .find_map(|r| match r {
+                Record::JavaWait(w) => Some((w.other_tid, w.other)),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(other_tid, 2);
+        assert!(recs
+            .iter()
+            .any(|r| matches!(r, Record::JavaSymbol(s) if s.id == other && s.text == "producer")));
     }
 }
