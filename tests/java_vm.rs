@@ -100,9 +100,13 @@ fn assert_named_from_the_structures(rec: &Path, jdk: &str) {
     );
     // The monitor waited on, and who held it, from the JVM's structures
     // (what the flight recorder's monitor events say, without it).
+    // Of the monitor enters walked (those whose Java frames were read: the
+    // walks' share is checked above), as the flight recorder's events
+    // would name them.
     let enter: Vec<&Value> = paths
         .iter()
         .filter(|p| p["reason"] == "monitor enter")
+        .filter(|p| in_order(&names(p), &["LockedIo.process", "java.lang.Thread.run"]))
         .collect();
     let enter_ns: u64 = enter.iter().map(|p| u(p, "idle_ns")).sum();
     let on_lock: u64 = enter
@@ -181,7 +185,8 @@ fn a_running_jvm_with_attach_disabled_recorded_by_pid_is_named_from_its_structur
 /// (attach disabled), on both JDKs: each wait's reason and object as the
 /// flight recorder's events name them, and the Java frames that waited.
 /// - `lock`: clerks take a `ReentrantLock` and sleep holding it; the others
-///   park on it: the park names the lock's class (`Thread.parkBlocker`,
+///   park on it, and the one that unlocks wakes the next (its stack at the
+///   wake-up walked too): the park names the lock's class (`Thread.parkBlocker`,
 ///   read in the kernel at the switch-out, found through
 ///   `java.lang.Thread`'s own field table: JDK 17's slots, JDK 25's
 ///   compressed stream);
@@ -225,7 +230,13 @@ fn waits_are_named_with_their_objects_from_the_jvms_structures_on_jdk_17_and_25(
             assert!(out.status.success(), "record: {}", stderr(&out));
             let r = report_json(&rec);
             let paths = program_paths(&r);
-            let of_reason: Vec<&Value> = paths.iter().filter(|p| p["reason"] == reason).collect();
+            // Of the waits walked (their Java frames read: a JVM's first
+            // switch-outs come before its tables can be read).
+            let of_reason: Vec<&Value> = paths
+                .iter()
+                .filter(|p| p["reason"] == reason)
+                .filter(|p| names(p).iter().any(|f| f == "java.lang.Thread.run"))
+                .collect();
             let reason_ns: u64 = of_reason.iter().map(|p| u(p, "idle_ns")).sum();
             let named: u64 = of_reason
                 .iter()
@@ -245,6 +256,18 @@ fn waits_are_named_with_their_objects_from_the_jvms_structures_on_jdk_17_and_25(
                     )
                 })
                 .collect();
+            if mode == "lock" {
+                // The clerk that unlocks wakes the next (`LockSupport.unpark`,
+                // a native call: its frame anchor is set at the wake-up).
+                let text = r.to_string();
+                let wakers: u64 = text
+                    .split(" wakers' stacks walked")
+                    .next()
+                    .and_then(|t| t.rsplit(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                assert!(wakers > 20, "{jdk}: {wakers} wakers' stacks walked");
+            }
             assert!(
                 reason_ns as f64 >= 0.2 * total as f64 && named as f64 >= 0.9 * reason_ns as f64,
                 "{jdk} {mode}: of {total} ns, {reason_ns} in {reason}, {named} of them on \

@@ -172,6 +172,8 @@ enum Merged {
     WalkedStack(Box<idleflow_format::WalkedStack>),
     /// The Java frames of a switch-out, before its stack copy.
     SwitchJavaStack(SwitchStack),
+    /// A waker's walked Java frames at a wake-up (`recorder/java.rs`).
+    WakeJavaStack(SwitchStack),
     Module(Box<ModuleMap>),
     Wakeup(Wakeup),
     /// A waking and the next dispatch of its CPU (`recorder/round.rs`'s

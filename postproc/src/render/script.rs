@@ -53,6 +53,7 @@ fn print_record(out: &mut impl Write, rec: &Record, start: u64) -> std::io::Resu
         | Record::UserStack(_)
         | Record::UserSymbols(_)
         | Record::SwitchJavaStack(_)
+        | Record::WakeJavaStack(_)
         | Record::WalkedStack(_)
         | Record::KernelStack(_)
         | Record::KernelSymbols(_) => print_stacks(out, rec, start),
@@ -210,6 +211,14 @@ fn print_stacks(out: &mut impl Write, rec: &Record, start: u64) -> std::io::Resu
             Record::SwitchJavaStack(st) => writeln!(
                 out,
                 "{:14.9} cpu {:>3} jstack   {:>7} walked {}",
+                rel(st.time),
+                st.cpu,
+                st.tid,
+                st.stack
+            )?,
+            Record::WakeJavaStack(st) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} wjstack  {:>7} walked {}",
                 rel(st.time),
                 st.cpu,
                 st.tid,

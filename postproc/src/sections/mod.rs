@@ -485,14 +485,19 @@ fn java_walks_note(w: &idleflow_format::JavaWalkCounts) -> String {
     } else {
         w.jvms.join("; ")
     };
+    let wakers = if w.wakers > 0 {
+        format!("; {} wakers' stacks walked", w.wakers)
+    } else {
+        String::new()
+    };
     format!(
-        "Java frames from the JVMs' own structures ({jvms}): {} of {} switch-outs of their threads          walked, {} ran again first, {} without Java frames, {} failed; {:.1} µs a walk",
+        "Java frames from the JVMs' own structures ({jvms}): {} of {} switch-outs of their threads          walked, {} ran again first, {} without Java frames, {} failed{wakers}; {:.1} µs a walk",
         w.walked,
         w.copies,
         w.ran_first,
         w.no_java_frames,
         w.failed,
-        w.walk_ns as f64 / 1e3 / w.walked.max(1) as f64
+        w.walk_ns as f64 / 1e3 / (w.walked + w.wakers).max(1) as f64
     )
 }
 

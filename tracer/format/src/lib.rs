@@ -93,10 +93,10 @@ pub mod kind {
     /// [`crate::TreeDump`], JSON payload: one JVM's call trees, whole (the
     /// first form of the trees; still read, no longer written).
     pub const TREE: u8 = 9;
-    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (21–127) are reserved for
+    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (23–127) are reserved for
     /// timed records of later versions: their payload starts with the time
     /// delta, which a reader that does not know the kind still applies.
-    pub const FIRST_FUTURE_TIMED: u8 = 22;
+    pub const FIRST_FUTURE_TIMED: u8 = 23;
     /// [`crate::SwitchStack`]: the kernel stack of the thread that left at
     /// the dispatch just before (timed: delta, cpu, tid, stack id).
     pub const SWITCH_STACK: u8 = 10;
@@ -138,6 +138,11 @@ pub mod kind {
     /// from its JVM's structures (timed; written just before that
     /// switch-out's stack copy).
     pub const SWITCH_JAVA_STACK: u8 = 21;
+    /// [`crate::SwitchStack`] naming a [`crate::WalkedStack`]: the waker's
+    /// Java frames at the wake-up just before (`tid` its `waker_tid`),
+    /// read from its JVM's structures (timed; written just before that
+    /// wake-up's stack copy).
+    pub const WAKE_JAVA_STACK: u8 = 22;
     /// Kinds 128–255 are reserved for untimed records of later versions: a
     /// reader that does not know them skips them whole.
     pub const FIRST_UNTIMED: u8 = 128;

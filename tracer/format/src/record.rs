@@ -591,6 +591,9 @@ pub enum Record {
     /// before, read from its JVM's structures (`stack` is a
     /// [`crate::WalkedStack`] id).
     SwitchJavaStack(crate::SwitchStack),
+    /// The waker's Java frames at the wake-up just before, read from its
+    /// JVM's structures (`stack` is a [`crate::WalkedStack`] id).
+    WakeJavaStack(crate::SwitchStack),
     /// See [`crate::WalkedStack`].
     WalkedStack(Box<crate::WalkedStack>),
 }
@@ -610,7 +613,8 @@ impl Record {
             | Record::SwitchUserStack(s)
             | Record::WakeStack(s)
             | Record::WakeUserStack(s)
-            | Record::SwitchJavaStack(s) => s.time,
+            | Record::SwitchJavaStack(s)
+            | Record::WakeJavaStack(s) => s.time,
             Record::SwitchArg(s) => s.time,
             Record::StackCopy(c) => c.time,
             Record::ModuleMap(m) => m.time,

@@ -67,6 +67,9 @@ pub struct JavaWalkCounts {
     /// Of those, walks that failed (memory unreadable, a frame that did
     /// not check out).
     pub failed: u64,
+    /// Wakers' stack copies walked (at wake-ups with stacks, from the
+    /// anchor the programs read then).
+    pub wakers: u64,
     /// Distinct walked stacks.
     pub stacks: u64,
     /// Time spent walking and naming, ns.

@@ -198,6 +198,10 @@ impl<W: Write> Writer<W> {
                 self.put_stack_ref(st);
                 kind::SWITCH_JAVA_STACK
             }
+            Record::WakeJavaStack(st) => {
+                self.put_stack_ref(st);
+                kind::WAKE_JAVA_STACK
+            }
             Record::WalkedStack(st) => {
                 crate::walked::encode_walked_stack(st, &mut self.buf);
                 kind::WALKED_STACK

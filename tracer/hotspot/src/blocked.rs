@@ -138,6 +138,11 @@ const MAX_NAME_BYTES: u32 = 1024;
 /// frame, so only a native thread attached later comes in after it).
 const NOT_JAVA_AGAIN: Duration = Duration::from_secs(1);
 
+/// How often at most the thread list is read again for a monitor's owner
+/// not found (a pool's threads start together, and block on each other at
+/// once).
+const OWNERS_AGAIN: Duration = Duration::from_millis(20);
+
 impl BlockedThreads {
     /// Walks the threads of `jvm`.
     pub fn new(jvm: Jvm) -> Result<Self, MemoryError> {
@@ -422,7 +427,7 @@ impl BlockedThreads {
     /// `JavaThread*`, a stack lock on its stack, or its owner id (`None`:
     /// no owner, an anonymous one, or a thread not found). The threads'
     /// owner ids and stacks are read when the list is, and again at most
-    /// every [`NOT_JAVA_AGAIN`] for an owner not found.
+    /// every [`OWNERS_AGAIN`] for an owner not found.
     pub fn owner_tid(&mut self, owner: u64) -> Option<u32> {
         // NO_OWNER, ANONYMOUS_OWNER, DEFLATER_MARKER.
         if owner <= 2 || self.jvm.monitors.is_none() {
@@ -434,7 +439,7 @@ impl BlockedThreads {
         if self
             .owners
             .read_at
-            .is_some_and(|at| at.elapsed() < NOT_JAVA_AGAIN)
+            .is_some_and(|at| at.elapsed() < OWNERS_AGAIN)
         {
             return None;
         }

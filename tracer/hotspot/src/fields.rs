@@ -22,7 +22,7 @@
 use crate::layout::MethodLayout;
 use crate::memory::Memory;
 use crate::names::{symbol, Unsigned5};
-use crate::vmstructs::{Field, VmStructs};
+use crate::vmstructs::VmStructs;
 
 /// How a class keeps its field table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,16 +68,8 @@ impl FieldLayout {
     /// The layout of the JVM whose tables are `vm` (`None`: a name it
     /// needs is missing).
     pub fn new(vm: &VmStructs) -> Option<Self> {
-        let offset = |t: &str, f: &str| match vm.field(t, f) {
-            Some(Field::Offset(o)) => Some(o),
-            _ => None,
-        };
-        let address = |names: &[(&str, &str)]| {
-            names.iter().find_map(|(t, f)| match vm.field(t, f) {
-                Some(Field::Address(a)) => Some(a),
-                _ => None,
-            })
-        };
+        let offset = |t: &str, f: &str| vm.offset(t, f);
+        let address = |names: &[(&str, &str)]| vm.address(names);
         let int = |n: &str| vm.int_constants.get(n).copied();
         let table = match offset("InstanceKlass", "_fieldinfo_stream") {
             Some(stream) => {

@@ -29,7 +29,7 @@
 use crate::layout::MethodLayout;
 use crate::memory::Memory;
 use crate::names::symbol;
-use crate::vmstructs::{Field, VmStructs};
+use crate::vmstructs::VmStructs;
 
 /// Where a JVM keeps its threads' monitors, and what a monitor holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,16 +65,8 @@ impl MonitorLayout {
     /// The layout of the JVM whose tables are `vm` (`None`: they lack a
     /// name it needs; the frames are read all the same).
     pub fn new(vm: &VmStructs) -> Option<Self> {
-        let offset = |t: &str, f: &str| match vm.field(t, f) {
-            Some(Field::Offset(o)) => Some(o),
-            _ => None,
-        };
-        let address = |names: &[(&str, &str)]| {
-            names.iter().find_map(|(t, f)| match vm.field(t, f) {
-                Some(Field::Address(a)) => Some(a),
-                _ => None,
-            })
-        };
+        let offset = |t: &str, f: &str| vm.offset(t, f);
+        let address = |names: &[(&str, &str)]| vm.address(names);
         Some(Self {
             pending: offset("JavaThread", "_current_pending_monitor")?,
             waiting: offset("JavaThread", "_current_waiting_monitor")?,

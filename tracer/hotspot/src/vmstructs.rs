@@ -309,6 +309,24 @@ impl VmStructs {
             .get(&(ty.to_string(), field.to_string()))
             .copied()
     }
+
+    /// The offset of instance field `field` of `ty` (`None`: no such
+    /// field, or a static one).
+    pub fn offset(&self, ty: &str, field: &str) -> Option<u64> {
+        match self.field(ty, field)? {
+            Field::Offset(o) => Some(o),
+            Field::Address(_) => None,
+        }
+    }
+
+    /// The address of the first of the static fields `names` the tables
+    /// have.
+    pub fn address(&self, names: &[(&str, &str)]) -> Option<u64> {
+        names.iter().find_map(|(t, f)| match self.field(t, f)? {
+            Field::Address(a) => Some(a),
+            Field::Offset(_) => None,
+        })
+    }
 }
 
 /// Calls `each` with every entry's bytes until it returns `false` (the

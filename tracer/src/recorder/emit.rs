@@ -94,6 +94,7 @@ impl Emit<'_> {
             }
             Merged::WalkedStack(st) => Record::WalkedStack(st),
             Merged::SwitchJavaStack(st) => Record::SwitchJavaStack(st),
+            Merged::WakeJavaStack(st) => Record::WakeJavaStack(st),
             Merged::Module(m) => Record::ModuleMap(m),
             Merged::Wakeup(w) => Record::Wakeup(w),
             Merged::Exit(e) => Record::Exit(e),

@@ -31,9 +31,12 @@ use crate::recorder::vm_waits::{Seen, VmWaits};
 use rustc_hash::FxHashMap;
 
 /// A process whose tables could not be read yet is tried again after this.
-const RETRY: Duration = Duration::from_millis(500);
+const RETRY: Duration = Duration::from_millis(100);
 /// …at most this many times.
-const TRIES: u32 = 10;
+const TRIES: u32 = 50;
+/// A JVM's thread list is read again for threads the programs do not know
+/// at most this often.
+const REGISTER_AGAIN: Duration = Duration::from_millis(100);
 /// Distinct walked stacks remembered (then forgotten all at once: a stack
 /// met again is written again).
 const MAX_STACKS: usize = 1 << 16;
@@ -69,6 +72,8 @@ pub struct JavaWalks {
     names: FxHashMap<u32, String>,
     /// What sockets and files the JVMs' threads wait on.
     io: JavaIo,
+    /// When each JVM's unknown threads were last handed to the programs.
+    registered: FxHashMap<u32, Instant>,
 }
 
 /// What goes before a switch-out's stack copy: a stack met for the first
@@ -97,6 +102,56 @@ impl JavaWalks {
         time: u64,
         u: &UserStackCopy,
     ) -> Option<Walked> {
+        let started = Instant::now();
+        let (complete, frames) = self.frames(pid, tid, u, true)?;
+        let (stack, new_stack) = self.intern(pid, complete, frames);
+        let Some(Process::Jvm(threads)) = self.processes.get_mut(&pid) else {
+            return None;
+        };
+        let seen = seen(threads, &mut self.names, pid, u.java_monitors);
+        let frames = new_stack.as_ref().map(|s| s.frames.as_slice());
+        let name = thread_name(threads, &mut self.names, pid, tid);
+        let io = &mut self.io;
+        self.waits
+            .switch_out((pid, tid, &name), time, (stack, frames), &seen, |reason| {
+                match (reason, u.java_blocker) {
+                    // As the programs read it at the switch-out, else now.
+                    (WaitReason::Park, Some(0)) => None,
+                    (WaitReason::Park, Some(klass)) => threads.narrow_class(klass),
+                    (WaitReason::Park, None) => threads.park_blocker_class(tid),
+                    _ => io.object(pid, reason, u),
+                }
+            });
+        let counts = &mut self.counts;
+        counts.walked += 1;
+        counts.walk_ns += started.elapsed().as_nanos() as u64;
+        Some(Walked { new_stack, stack })
+    }
+
+    /// The Java frames of waker `tid` of `pid` at a wake-up whose stack
+    /// copy is `u`: walked only from the anchor the programs read then (a
+    /// waker runs on: its live stack is no longer the wake-up's).
+    pub fn wake(&mut self, pid: u32, tid: u32, u: &UserStackCopy) -> Option<Walked> {
+        u.java_anchor?;
+        let started = Instant::now();
+        let (complete, frames) = self.frames(pid, tid, u, false)?;
+        let (stack, new_stack) = self.intern(pid, complete, frames);
+        self.counts.wakers += 1;
+        self.counts.walk_ns += started.elapsed().as_nanos() as u64;
+        Some(Walked { new_stack, stack })
+    }
+
+    /// The named Java frames of thread `tid` of `pid` whose stack copy is
+    /// `u`, and whether the walk reached its first Java frame; a switch-out
+    /// (`switch_out`) is counted, and walked live where the programs did not
+    /// read its anchor yet.
+    fn frames(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        u: &UserStackCopy,
+        switch_out: bool,
+    ) -> Option<(bool, Vec<WalkedFrame>)> {
         let (threads, new) = jvm(&mut self.processes, &mut self.counts.jvms, pid)?;
         if new {
             // The programs read the anchors of its threads from now on.
@@ -110,35 +165,56 @@ impl JavaWalks {
                 }
             }
         }
-        let started = Instant::now();
         let found = match (u.java_anchor, u.runs) {
             (Some([sp, fp, pc]), _) => threads.walk_copy(Anchor { sp, fp, pc }, u.sp, &u.bytes),
-            (None, Some(runs)) => {
+            (None, Some(runs)) if switch_out => {
                 let found = threads.walk(tid, u.sp, runs);
-                // From now on the programs read its anchor.
-                if let (Some(anchors), Some(at)) = (&self.anchors, threads.anchor_at(tid)) {
-                    if anchors.insert(tid, at).is_ok() {
-                        self.known.insert(tid, pid);
+                // From now on the programs read its anchor, and those of
+                // the threads started with it (a pool starts together).
+                if let Some(anchors) = &self.anchors {
+                    if let Some(at) = threads.anchor_at(tid) {
+                        if anchors.insert(tid, at).is_ok() {
+                            self.known.insert(tid, pid);
+                        }
+                    }
+                    if self
+                        .registered
+                        .get(&pid)
+                        .is_none_or(|at| at.elapsed() >= REGISTER_AGAIN)
+                    {
+                        self.registered.insert(pid, Instant::now());
+                        for t in threads.thread_ids() {
+                            if self.known.contains_key(&t) {
+                                continue;
+                            }
+                            if let Some(at) = threads.anchor_at(t) {
+                                if anchors.insert(t, at).is_ok() {
+                                    self.known.insert(t, pid);
+                                }
+                            }
+                        }
                     }
                 }
                 found
             }
-            (None, None) => return None,
+            _ => return None,
         };
         let counts = &mut self.counts;
-        counts.copies += 1;
+        if switch_out {
+            counts.copies += 1;
+        }
         let walk = match found {
             Found::Walked(w) if !w.frames.is_empty() => w,
             Found::Walked(_) | Found::NoJavaFrames => {
-                counts.no_java_frames += 1;
+                counts.no_java_frames += u64::from(switch_out);
                 return None;
             }
             Found::RanFirst => {
-                counts.ran_first += 1;
+                counts.ran_first += u64::from(switch_out);
                 return None;
             }
             Found::Failed(_) => {
-                counts.failed += 1;
+                counts.failed += u64::from(switch_out);
                 return None;
             }
         };
@@ -162,43 +238,34 @@ impl JavaWalks {
             })
             .collect();
         let complete = matches!(walk.end, WalkEnd::Stub(_) | WalkEnd::Native(_));
-        let seen = seen(threads, &mut self.names, pid, u.java_monitors);
+        Some((complete, frames))
+    }
+
+    /// The id of walked stack `frames` of `pid`, and the stack if it is
+    /// met for the first time (to be written before its first use).
+    fn intern(
+        &mut self,
+        pid: u32,
+        complete: bool,
+        frames: Vec<WalkedFrame>,
+    ) -> (u64, Option<Box<WalkedStack>>) {
         let key = (pid, complete, frames);
-        let (stack, new_stack) = match self.stacks.get(&key) {
-            Some(&stack) => (stack, None),
-            None => {
-                if self.stacks.len() >= MAX_STACKS {
-                    self.stacks.clear();
-                }
-                self.next_id += 1;
-                let stack = self.next_id;
-                self.counts.stacks += 1;
-                let new_stack = Box::new(WalkedStack {
-                    id: stack,
-                    complete: key.1,
-                    frames: key.2.clone(),
-                });
-                self.stacks.insert(key, stack);
-                (stack, Some(new_stack))
-            }
-        };
-        let frames = new_stack.as_ref().map(|s| s.frames.as_slice());
-        let name = thread_name(threads, &mut self.names, pid, tid);
-        let io = &mut self.io;
-        self.waits
-            .switch_out((pid, tid, &name), time, (stack, frames), &seen, |reason| {
-                match (reason, u.java_blocker) {
-                    // As the programs read it at the switch-out, else now.
-                    (WaitReason::Park, Some(0)) => None,
-                    (WaitReason::Park, Some(klass)) => threads.narrow_class(klass),
-                    (WaitReason::Park, None) => threads.park_blocker_class(tid),
-                    _ => io.object(pid, reason, u),
-                }
-            });
-        let counts = &mut self.counts;
-        counts.walked += 1;
-        counts.walk_ns += started.elapsed().as_nanos() as u64;
-        Some(Walked { new_stack, stack })
+        if let Some(&stack) = self.stacks.get(&key) {
+            return (stack, None);
+        }
+        if self.stacks.len() >= MAX_STACKS {
+            self.stacks.clear();
+        }
+        self.next_id += 1;
+        let stack = self.next_id;
+        self.counts.stacks += 1;
+        let new_stack = Box::new(WalkedStack {
+            id: stack,
+            complete: key.1,
+            frames: key.2.clone(),
+        });
+        self.stacks.insert(key, stack);
+        (stack, Some(new_stack))
     }
 }
 

@@ -437,6 +437,22 @@ impl RoundSink<'_> {
         }
         // idleflow's own threads are never a cause.
         if let Some(u) = user_stack.filter(|_| pid != self.own_pid) {
+            if let Some(java) = self.java.as_mut() {
+                if let Some(walked) = java.wake(pid, w.waker_tid, &u) {
+                    if let Some(new) = walked.new_stack {
+                        self.put
+                            .put(self.summary, slot, w.time, Merged::WalkedStack(new));
+                    }
+                    let st = SwitchStack {
+                        time: w.time,
+                        cpu: w.cpu,
+                        tid: w.waker_tid,
+                        stack: walked.stack,
+                    };
+                    self.put
+                        .put(self.summary, slot, w.time, Merged::WakeJavaStack(st));
+                }
+            }
             self.put.put(
                 self.summary,
                 slot,

@@ -133,7 +133,8 @@ pub fn resolve_with(
                         Some(Record::WalkedStack(s)) => {
                             state.walked.insert(s.id, *s);
                         }
-                        Some(Record::SwitchJavaStack(st)) => state.java_at = Some(st),
+                        Some(Record::SwitchJavaStack(st)) => state.java_at = Some((st, false)),
+                        Some(Record::WakeJavaStack(st)) => state.java_at = Some((st, true)),
                         _ => {}
                     }
                     writer.write_raw(&raw)?;
@@ -193,9 +194,9 @@ struct State {
     stale_jit_before: StaleJitBefore,
     /// The walked Java stacks met so far, by id.
     walked: FxHashMap<u64, idleflow_format::WalkedStack>,
-    /// The last `SWITCH_JAVA_STACK`: the Java frames of the switch-out
-    /// whose copy comes next.
-    java_at: Option<SwitchStack>,
+    /// The last `SWITCH_JAVA_STACK` (or `WAKE_JAVA_STACK`: `true`): the
+    /// Java frames of the switch-out (the wake-up) whose copy comes next.
+    java_at: Option<(SwitchStack, bool)>,
 }
 
 impl State {
@@ -233,12 +234,14 @@ impl State {
             bp: c.bp,
             stale_jit,
         };
-        // The Java frames walked at this switch-out, if any.
+        // The Java frames walked at this switch-out (wake-up), if any.
         let java = self
             .java_at
             .take()
-            .filter(|j| !c.at_wakeup && (j.time, j.cpu, j.tid) == (c.time, c.cpu, c.tid))
-            .and_then(|j| self.walked.get(&j.stack));
+            .filter(|(j, wake)| {
+                *wake == c.at_wakeup && (j.time, j.cpu, j.tid) == (c.time, c.cpu, c.tid)
+            })
+            .and_then(|(j, _)| self.walked.get(&j.stack));
         let hit = self.unwound.get(&key).filter(|u| {
             u.reads
                 .iter()

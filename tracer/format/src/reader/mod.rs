@@ -366,6 +366,9 @@ impl<R: Read> Reader<R> {
                 kind::SWITCH_JAVA_STACK => {
                     Record::SwitchJavaStack(decode::stack_ref(&mut p, last_time)?)
                 }
+                kind::WAKE_JAVA_STACK => {
+                    Record::WakeJavaStack(decode::stack_ref(&mut p, last_time)?)
+                }
                 kind::WALKED_STACK => {
                     Record::WalkedStack(Box::new(crate::walked::decode_walked_stack(&mut p)?))
                 }
@@ -471,6 +474,7 @@ fn held_back_by(r: &Record, time: u64) -> bool {
         | Record::WakeUserStack(_)
         | Record::SwitchArg(_)
         | Record::SwitchJavaStack(_)
+        | Record::WakeJavaStack(_)
         | Record::StackCopy(_)
         | Record::ModuleMap(_) => r.time() > time,
         _ => true,

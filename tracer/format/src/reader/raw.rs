@@ -43,7 +43,7 @@ pub struct RawOther<'a> {
 impl RawOther<'_> {
     /// The record, for the kinds a pass over raw records needs decoded
     /// (`THREAD`, `EXIT`, `MODULE_MAP`, `SWITCH_JAVA_STACK`,
-    /// `WALKED_STACK`); `None` for the others.
+    /// `WAKE_JAVA_STACK`, `WALKED_STACK`); `None` for the others.
     pub fn decode(&self) -> Result<Option<Record>, FormatError> {
         let mut p = Payload {
             data: self.body,
@@ -59,6 +59,12 @@ impl RawOther<'_> {
         };
         Ok(Some(match self.kind {
             kind::SWITCH_JAVA_STACK => Record::SwitchJavaStack(crate::SwitchStack {
+                time,
+                cpu: p.cpu()?,
+                tid: p.u32()?,
+                stack: p.uint()?,
+            }),
+            kind::WAKE_JAVA_STACK => Record::WakeJavaStack(crate::SwitchStack {
                 time,
                 cpu: p.cpu()?,
                 tid: p.u32()?,

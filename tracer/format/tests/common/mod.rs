@@ -216,6 +216,12 @@ pub fn records() -> Vec<Record> {
         tid: 78,
         stack: 1,
     }));
+    v.push(Record::WakeJavaStack(idleflow_format::SwitchStack {
+        time: 1_000_006_600,
+        cpu: 0,
+        tid: 79,
+        stack: 1,
+    }));
     v.push(Record::UserSymbols(Box::new(
         idleflow_format::UserSymbols {
             modules: vec![idleflow_format::UserModule {
