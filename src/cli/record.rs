@@ -192,10 +192,12 @@ pub struct RecordArgs {
     /// only writes the JVM's perf map (/tmp/perf-PID.map) as it compiles;
     /// --pid's JVMs are asked for theirs when the window closes (`jcmd PID
     /// Compiler.perfmap`). `vm` reads the Java frames of each switch-out
-    /// from the JVM's own structures (HotSpot's exported VMStructs tables,
-    /// through /proc/PID/mem) while the thread is still blocked: methods,
-    /// lines, inlining, with nothing loaded into the JVM, no flag and no
-    /// attach (docs/JAVA.md; eBPF recording only).
+    /// (and waker) from the JVM's own structures (HotSpot's exported
+    /// VMStructs tables, through /proc/PID/mem): methods, lines, inlining,
+    /// and the waits as the flight recorder names them — monitor enter or
+    /// wait on a class and who held it, park on the blocker's class, sleep,
+    /// socket and file I/O with the peer or path — with nothing loaded into
+    /// the JVM, no flag and no attach (docs/JAVA.md; eBPF recording only).
     #[arg(
         long,
         value_enum,
