@@ -234,6 +234,8 @@ fn options(args: &RecordArgs) -> Options {
             tree: java(JavaMode::Tree),
             stacks: java(JavaMode::Stacks),
             vm: java(JavaMode::Vm),
+            auto: java(JavaMode::Auto),
+            waits_where_vm_cannot: false,
             wait_threshold_ms: args.wait_threshold,
             monitor_threshold_ms: args.monitor_threshold.unwrap_or(args.wait_threshold),
             all_waits_below: args.all_waits_below,

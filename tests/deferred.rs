@@ -80,9 +80,10 @@ fn a_deferred_merge_feeds_the_jvm_policy_live() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("rush.idleflow");
     let java = Path::new(JDK17).join("bin/java");
+    // The policy is the flight recorder's (not the default mode's).
     record_deferred(
         &rec,
-        &[],
+        &["--java", "waits,stacks"],
         &[
             java.as_os_str(),
             "-cp".as_ref(),

@@ -276,3 +276,82 @@ fn waits_are_named_with_their_objects_from_the_jvms_structures_on_jdk_17_and_25(
         }
     }
 }
+
+/// `record -- java …` with no `--java` (and `env` set for idleflow): the
+/// JSON report.
+fn record_by_default(dir: &Path, name: &str, env: Option<(&str, &str)>, args: &[&str]) -> Value {
+    let classes = java_examples();
+    let rec = dir.join(format!("{name}.idleflow"));
+    let mut c = idleflow();
+    if let Some((k, v)) = env {
+        c.env(k, v);
+    }
+    let out = run(c
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(Path::new(JDK17).join("bin/java"))
+        .arg("-cp")
+        .arg(classes.path())
+        .args(args));
+    assert!(out.status.success(), "record: {}", stderr(&out));
+    report_json(&rec)
+}
+
+/// The default mode names the JVM's frames and waits from its structures,
+/// with nothing started in it (its first screen as the flight recorder's:
+/// the sleep under the lock is the root cause); a JVM whose structures are
+/// not read gets its flight recorder instead, and the report says so.
+#[test]
+fn by_default_the_structures_name_the_frames_and_a_jvm_they_cannot_gets_its_flight_recorder() {
+    let Some(_m) = machine() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let r = record_by_default(dir.path(), "locked", None, &["LockedIo", "4", "3"]);
+    assert_eq!(r["java_frames"], "vm", "{}", r["java_frames_why"]);
+    assert_eq!(r["java_frames_why"], "the default on eBPF");
+    assert_eq!(
+        r["java_waits"]["jvms"][0]["source"], "vm",
+        "{}",
+        r["java_waits"]
+    );
+    let tool: Vec<&str> = r["tool"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["comm"].as_str().unwrap())
+        .collect();
+    assert!(
+        !tool
+            .iter()
+            .any(|c| c.starts_with("JFR") || c.starts_with("Attach")),
+        "nothing of idleflow's runs in the JVM: {tool:?}"
+    );
+    // The holder's sleep under the lock roots the idle, as one row: a
+    // switch-out without stacks of its own takes its thread's stacks of the
+    // same state (a sleep's, not the monitor enter's before it).
+    let top = &r["root_causes"]["roots"][0];
+    assert_eq!(top["reason"], "sleep", "{top}");
+    let at = top["program_frame"].as_u64().expect("a program frame") as usize;
+    assert_eq!(top["frames"][at]["name"], "LockedIo.fetch", "{top}");
+    assert!(f(top, "share_pct") >= 75.0, "{top}");
+    assert_eq!(top["chain"][0]["reason"], "monitor enter", "{top}");
+
+    let r = record_by_default(
+        dir.path(),
+        "refused",
+        Some(("IDLEFLOW_HOTSPOT_REFUSE", "1")),
+        &["Waits", "sleep", "3"],
+    );
+    assert_eq!(r["java_frames"], "vm", "{}", r["java_frames_why"]);
+    let java = &r["java_waits"];
+    assert_eq!(java["jvms"][0]["source"], "jfr", "{java}");
+    let text = r.to_string();
+    assert!(
+        text.contains("its structures could not be read")
+            && text.contains("its flight recorder names its waits"),
+        "the report says why: {java}"
+    );
+    let p = &program_paths(&r)[0];
+    assert_eq!(p["reason"], "sleep", "{p}");
+    assert!(names(p).iter().any(|n| n == "Waits.nap"), "{p}");
+}

@@ -1,4 +1,5 @@
-//! End-to-end tests of `record --java waits` (the default Java mode): a real
+//! End-to-end tests of `record --java waits,stacks` (the default Java mode
+//! where the eBPF programs do not record, and under --flight): a real
 //! JDK 17 runs `examples/java/Waits.java`, whose idle-causing wait is known
 //! for each mode, with its flight recorder turned on by idleflow; the report
 //! must name the heaviest idle-causing Java path, its JVM reason and its
@@ -11,7 +12,7 @@ use std::path::Path;
 use common::*;
 use serde_json::Value;
 
-/// Records `java -cp CLASSES Waits MODE 5` in the default Java mode with
+/// Records `java -cp CLASSES Waits MODE 5` with `--java waits,stacks` and
 /// every wait recorded; returns the JSON report and the program's output.
 /// (idleflow starts a JVM's flight recorder through its attach mechanism,
 /// which takes it about 2 s here: the program runs 5.)
@@ -24,7 +25,15 @@ fn record_waits(classes: &Path, mode: &str) -> (Value, String) {
 /// The same, into `rec`.
 fn record_waits_into(rec: &Path, classes: &Path, mode: &str) -> (Value, String) {
     let out = run(idleflow()
-        .args(["record", "-q", "--wait-threshold", "0", "-o"])
+        .args([
+            "record",
+            "-q",
+            "--java",
+            "waits,stacks",
+            "--wait-threshold",
+            "0",
+            "-o",
+        ])
         .arg(rec)
         .arg("--")
         .arg(Path::new(JDK17).join("bin/java"))
@@ -35,11 +44,19 @@ fn record_waits_into(rec: &Path, classes: &Path, mode: &str) -> (Value, String) 
     (report_json(rec), stdout(&out))
 }
 
-/// Records `sh -c SCRIPT` in the default Java mode with every wait
+/// Records `sh -c SCRIPT` with `--java waits,stacks` with every wait
 /// recorded into `rec`; returns the JSON report.
 fn record_script(rec: &Path, script: &str) -> Value {
     let out = run(idleflow()
-        .args(["record", "-q", "--wait-threshold", "0", "-o"])
+        .args([
+            "record",
+            "-q",
+            "--java",
+            "waits,stacks",
+            "--wait-threshold",
+            "0",
+            "-o",
+        ])
         .arg(rec)
         .args(["--", "sh", "-c", script]));
     assert!(out.status.success(), "record: {}", stderr(&out));
@@ -329,6 +346,8 @@ fn a_running_jvm_recorded_with_pid_gives_the_same_path_through_the_attach_mechan
             .args([
                 "record",
                 "-q",
+                "--java",
+                "waits,stacks",
                 "--wait-threshold",
                 "0",
                 "-d",
@@ -370,7 +389,17 @@ fn a_jvm_still_running_when_the_recording_stops_gives_its_waits() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("d.idleflow");
     let out = run(idleflow()
-        .args(["record", "-q", "--wait-threshold", "0", "-d", "5", "-o"])
+        .args([
+            "record",
+            "-q",
+            "--java",
+            "waits,stacks",
+            "--wait-threshold",
+            "0",
+            "-d",
+            "5",
+            "-o",
+        ])
         .arg(&rec)
         .arg("--")
         .arg(Path::new(JDK17).join("bin/java"))
@@ -575,7 +604,7 @@ fn a_jvm_without_a_flight_recorder_runs_unharmed_and_is_named() {
     assert!(out.status.success(), "jlink: {}", stderr(&out));
     let rec = dir.path().join("n.idleflow");
     let out = run(idleflow()
-        .args(["record", "-q", "-o"])
+        .args(["record", "-q", "--java", "waits,stacks", "-o"])
         .arg(&rec)
         .arg("--")
         .arg(image.join("bin/java"))

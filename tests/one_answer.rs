@@ -346,6 +346,25 @@ fn record_running_convoy(options: &[&str]) -> (tempfile::TempDir, std::path::Pat
 fn a_running_jvm_recorded_with_pid_by_default_names_its_convoy() {
     let Some(_m) = machine() else { return };
     let (_dir, rec) = record_running_convoy(&[]);
+    // Its JIT code has no frame pointers: the JVM's structures name the
+    // frames, nothing asked of it.
+    let (c, _) = cause_past_the_holders_sleep(&rec, 95.0, "monitor enter", "Waits$Ledger.post");
+    assert_eq!(c["threads"]["name"], "clerk-*", "{c}");
+    assert_eq!(c["frame"]["name"], "Waits$Ledger.post", "{c}");
+    assert!(f(&c, "share_pct") > 30.0, "{c}");
+    let r = report_json(&rec);
+    assert_eq!(r["java_frames"], "vm", "{}", r["java_frames_why"]);
+    assert_eq!(
+        r["java_waits"]["jvms"][0]["source"], "vm",
+        "{}",
+        r["java_waits"]
+    );
+}
+
+#[test]
+fn with_its_flight_recorder_a_running_jvm_records_every_wait_while_they_are_rare() {
+    let Some(_m) = machine() else { return };
+    let (_dir, rec) = record_running_convoy(&["--java", "waits,stacks"]);
     // The convoy blocks about 2 k times a second: rare, so idleflow's
     // policy recorded every wait from the start; what the stacks at the
     // switch-outs cannot name (an attached JVM's JIT code has no frame
@@ -353,7 +372,6 @@ fn a_running_jvm_recorded_with_pid_by_default_names_its_convoy() {
     let (c, _) = cause_past_the_holders_sleep(&rec, 95.0, "monitor enter", "Waits$Ledger.post");
     assert_eq!(c["threads"]["name"], "clerk-*", "{c}");
     assert_eq!(c["frame"]["name"], "Waits$Ledger.post", "{c}");
-    assert!(f(&c, "share_pct") > 30.0, "{c}");
     let jvm = &report_json(&rec)["java_waits"]["jvms"][0];
     let span = u(jvm, "recorded_to_ns") - u(jvm, "recorded_from_ns");
     assert!(u(jvm, "all_waits_ns") * 10 >= span * 9, "{jvm}");
@@ -375,7 +393,7 @@ fn a_running_jvm_recorded_with_pid_by_default_names_its_convoy() {
 #[test]
 fn every_wait_is_recorded_only_while_a_jvm_waits_rarely() {
     let Some(_m) = machine() else { return };
-    let (_dir, rec) = record_default("rush");
+    let (_dir, rec) = record_waits("rush", &["--java", "waits,stacks"], "5");
     let jvm = &report_json(&rec)["java_waits"]["jvms"][0];
     let span = u(jvm, "recorded_to_ns") - u(jvm, "recorded_from_ns");
     // The storm starts 2.5 s into the JVM's 5 s, about 2 s into its flight
@@ -427,6 +445,7 @@ fn threads_running_before_pid_keep_their_java_names() {
     let out = run(idleflow()
         // Thresholds of 1 s: no wait event of the window names a thread.
         .args(["record", "-q", "-d", "2", "--all-waits-below", "0"])
+        .args(["--java", "waits,stacks"])
         .args([
             "--wait-threshold",
             "1000",
@@ -455,8 +474,14 @@ fn threads_running_before_pid_keep_their_java_names() {
 #[test]
 fn with_monitor_threshold_0_a_running_jvms_convoy_is_named_whole() {
     let Some(_m) = machine() else { return };
-    let (_dir, rec) =
-        record_running_convoy(&["--monitor-threshold", "0", "--all-waits-below", "0"]);
+    let (_dir, rec) = record_running_convoy(&[
+        "--java",
+        "waits,stacks",
+        "--monitor-threshold",
+        "0",
+        "--all-waits-below",
+        "0",
+    ]);
     // The holder's 1 ms sleeps are under the flight recorder's 10 ms and
     // an attached JVM's compiled code has no frame pointers: they may stay
     // unnamed; the rest of the Java threads' idle is named.

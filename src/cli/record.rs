@@ -175,9 +175,12 @@ pub struct RecordArgs {
     pub ring_size: usize,
 
     /// What to record in the JVMs the command starts (or --pid's),
-    /// comma-separated (default `waits,stacks`: the Java frames of long
-    /// waits from the flight recorder, of short ones from the stacks at the
-    /// switch-outs): `waits` starts each JVM's flight recorder (JFR)
+    /// comma-separated. The default, `auto`, is `vm` where the eBPF programs
+    /// record (nothing asked of the JVMs; a JVM whose structures cannot be
+    /// read gets `waits`), and `waits,stacks` elsewhere, with --stacks
+    /// waits and under --flight;
+    /// the report's header says which named the frames and why.
+    /// `waits` starts each JVM's flight recorder (JFR)
     /// through its attach mechanism, as `jcmd PID JFR.start` does, for its
     /// waits — monitor enter/wait, park, sleep, socket and file I/O — each
     /// with its exact Java stack and the JVM's reason, joined to the
@@ -202,7 +205,7 @@ pub struct RecordArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_values = ["waits", "stacks"],
+        default_values = ["auto"],
         value_name = "MODES"
     )]
     pub java: Vec<JavaMode>,
@@ -409,6 +412,10 @@ pub enum JavaMode {
     /// while the thread is still blocked: nothing loaded, no flag, no
     /// attach (works with -XX:+DisableAttachMechanism).
     Vm,
+    /// `vm` where the eBPF programs record (each JVM whose structures
+    /// cannot be read gets `waits`), else (and with --stacks waits, under
+    /// --flight) `waits,stacks`.
+    Auto,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

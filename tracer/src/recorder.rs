@@ -167,6 +167,8 @@ enum Merged {
     SwitchStack(SwitchStack),
     WakeStack(SwitchStack),
     SwitchArg(SwitchArg),
+    /// What a Java thread that left a CPU idle was blocked in.
+    SwitchJavaState(idleflow_format::SwitchJavaState),
     StackCopy(Box<StackCopy>),
     /// A walked Java stack met for the first time (`recorder/java.rs`).
     WalkedStack(Box<idleflow_format::WalkedStack>),
@@ -272,6 +274,8 @@ pub struct Recorder {
     /// Java frames walked from the JVMs' structures at the switch-outs
     /// ([`Recorder::walk_java_frames`]).
     java: Option<java::JavaWalks>,
+    /// `RunInfo::java_frames` and `java_frames_why`.
+    java_frames: (String, String),
 }
 
 impl std::fmt::Debug for Recorder {
@@ -613,6 +617,18 @@ impl Recorder {
     /// recording's clock, as read when the window started.
     pub fn clock_offset_ns(&self) -> i64 {
         self.start_ns as i64 - self.start_unix_ns as i64
+    }
+
+    /// Says what names the JVMs' frames and why (`RunInfo::java_frames`,
+    /// `java_frames_why`; before [`Recorder::begin`]).
+    pub fn set_java_frames(&mut self, modes: String, why: String) {
+        self.java_frames = (modes, why);
+    }
+
+    /// Whether the dispatches are recorded by the eBPF programs (which
+    /// read the Java threads' anchors, [`Recorder::walk_java_frames`]).
+    pub fn is_bpf(&self) -> bool {
+        self.event_source.source == source::Recorded::Bpf
     }
 
     /// Says whether JVMs run with their flight recorder (before

@@ -364,7 +364,9 @@ impl KernelWaits {
                 .and_then(|m| m.checked_sub(1))
                 .and_then(|i| sy.modules.get(i))
                 .map_or("", |m| m.path.as_str());
-            for inl in fr.inlined.iter().rev() {
+            // The frame's line is its innermost function's: the first
+            // inlined one out.
+            for (i, inl) in fr.inlined.iter().rev().enumerate() {
                 out.push(UserPathFrame {
                     kind: fr.kind,
                     name: if fr.kind == CodeKind::Jit {
@@ -372,8 +374,12 @@ impl KernelWaits {
                     } else {
                         inl.clone()
                     },
-                    line: 0,
-                    file: String::new(),
+                    line: if i == 0 { fr.line } else { 0 },
+                    file: if i == 0 {
+                        fr.file.clone()
+                    } else {
+                        String::new()
+                    },
                     module,
                     inlined: true,
                 });

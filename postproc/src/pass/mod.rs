@@ -257,6 +257,11 @@ impl<'o> Pass<'o> {
                 self.tell(|h, ctx| h.wake_stack(&s, StackKind::Kernel, ctx))
             }
             Record::WakeUserStack(s) => self.tell(|h, ctx| h.wake_stack(&s, StackKind::User, ctx)),
+            Record::SwitchJavaState(j) if !self.inside(j.time) => {}
+            Record::SwitchJavaState(j) => {
+                let ci = self.a.accounting.cpu_slot(j.cpu);
+                self.previous.java_state(ci, &j);
+            }
             Record::SwitchArg(s) if !self.inside(s.time) => {}
             Record::SwitchArg(s) => {
                 let ci = self.a.accounting.cpu_slot(s.cpu);

@@ -14,6 +14,15 @@
 //! stacks; a thread's stacks are forgotten when it exits (its tid may come
 //! back as another thread's).
 //!
+//! A Java thread's switch-outs to idle say what it was blocked in (a
+//! `SWITCH_JAVA_STATE` after the dispatch, from its JVM's monitor words as
+//! the eBPF programs read them at every switch-out to idle, with stacks or
+//! not): its previous stacks are carried only from a switch-out in the same
+//! state — a sleep under a lock never stands for the monitor enter before
+//! it, nor the other way round. A switch-out whose state is not said
+//! (other threads, older recordings) takes the latest of those whose state
+//! was not said either.
+//!
 //! The pass ([`crate::pass`]) tells [`PreviousStacks`] every dispatch to
 //! idle and every stack record of the window, and asks it, before the
 //! records that follow a switch-out's own stack records (the next dispatch
@@ -23,12 +32,13 @@
 //! time, CPU and thread, where that switch-out's own records would have
 //! been told, so every handler takes them as it would take its own.
 //!
-//! Invariants: memory is one entry per thread (its latest own stacks at a
-//! switch-out to idle) and one per CPU slot (its last dispatch to idle),
-//! never one per dispatch; carried stacks only ever come from the same
-//! thread; with `idle_stack_budget` 0 nothing is kept and nothing carried.
+//! Invariants: memory is one entry per thread and state (its latest own
+//! stacks at a switch-out to idle in that state: at most four) and one per
+//! CPU slot (its last dispatch to idle), never one per dispatch; carried
+//! stacks only ever come from the same thread, in the same state; with
+//! `idle_stack_budget` 0 nothing is kept and nothing carried.
 
-use idleflow_format::{Dispatch, SwitchArg, SwitchStack};
+use idleflow_format::{Dispatch, JavaState, SwitchArg, SwitchJavaState, SwitchStack};
 use rustc_hash::FxHashMap;
 
 use crate::pass::handler::StackKind;
@@ -52,6 +62,8 @@ struct ToIdle {
     time: u64,
     cpu: u32,
     tid: u32,
+    /// What it was blocked in, if a Java thread's switch-out said.
+    state: Option<JavaState>,
     /// A stack record of its own came.
     own: bool,
     /// Its thread's previous stacks were carried to it.
@@ -75,8 +87,11 @@ pub enum Carried {
 pub struct PreviousStacks {
     /// The recording's stacks at switch-outs to idle were sampled.
     sampled: bool,
-    /// Per thread, its latest own stacks at a switch-out to idle.
-    last: FxHashMap<u32, Own>,
+    /// Per thread and state, its latest own stacks at a switch-out to idle.
+    last: FxHashMap<(u32, Option<JavaState>), Own>,
+    /// Per CPU slot, a state said before its dispatch was told (a folded
+    /// wake-up's dispatch is read after the records of its time).
+    early: Vec<Option<SwitchJavaState>>,
     /// Per CPU slot, its last dispatch to idle in the window.
     slots: Vec<Option<ToIdle>>,
     /// The CPU slots whose last dispatch to idle may still get its own
@@ -107,16 +122,44 @@ impl PreviousStacks {
         if self.slots.len() <= ci {
             self.slots.resize(ci + 1, None);
         }
+        let state = self
+            .early
+            .get_mut(ci)
+            .and_then(Option::take)
+            .filter(|j| j.time == d.time && j.tid == d.prev_tid)
+            .map(|j| j.state);
         self.slots[ci] = Some(ToIdle {
             time: d.time,
             cpu: d.cpu,
             tid: d.prev_tid,
+            state,
             own: false,
             carried: false,
             from: 0,
         });
         if !self.waiting.contains(&ci) {
             self.waiting.push(ci);
+        }
+    }
+
+    /// What the Java thread of a switch-out to idle on CPU slot `ci` was
+    /// blocked in: its stacks are kept as, or carried from, that state's.
+    pub fn java_state(&mut self, ci: usize, j: &SwitchJavaState) {
+        if !self.sampled {
+            return;
+        }
+        match self.slots.get_mut(ci) {
+            Some(Some(sw)) if sw.time == j.time && sw.tid == j.tid => {
+                if !sw.own && !sw.carried {
+                    sw.state = Some(j.state);
+                }
+            }
+            _ => {
+                if self.early.len() <= ci {
+                    self.early.resize(ci + 1, None);
+                }
+                self.early[ci] = Some(*j);
+            }
         }
     }
 
@@ -131,7 +174,8 @@ impl PreviousStacks {
             return;
         }
         sw.own = true;
-        let e = self.latest(s.tid, s.time);
+        let state = sw.state;
+        let e = self.latest(s.tid, state, s.time);
         match kind {
             StackKind::Kernel => e.kernel = s.stack,
             StackKind::User => e.user = s.stack,
@@ -148,19 +192,20 @@ impl PreviousStacks {
             return;
         }
         sw.own = true;
-        self.latest(a.tid, a.time).arg = Some(a.arg);
+        let state = sw.state;
+        self.latest(a.tid, state, a.time).arg = Some(a.arg);
     }
 
-    /// `tid`'s entry for its switch-out at `time`, a fresh one if the
-    /// entry is of an earlier switch-out.
-    fn latest(&mut self, tid: u32, time: u64) -> &mut Own {
+    /// `tid`'s entry in `state` for its switch-out at `time`, a fresh one
+    /// if the entry is of an earlier switch-out.
+    fn latest(&mut self, tid: u32, state: Option<JavaState>, time: u64) -> &mut Own {
         let fresh = Own {
             time,
             kernel: 0,
             user: 0,
             arg: None,
         };
-        let e = self.last.entry(tid).or_insert(fresh);
+        let e = self.last.entry((tid, state)).or_insert(fresh);
         if e.time != time {
             *e = fresh;
         }
@@ -178,7 +223,7 @@ impl PreviousStacks {
             if sw.own {
                 continue;
             }
-            let Some(p) = self.last.get(&sw.tid) else {
+            let Some(p) = self.last.get(&(sw.tid, sw.state)) else {
                 continue;
             };
             sw.carried = true;
@@ -226,7 +271,14 @@ impl PreviousStacks {
     /// Thread `tid` exited: its stacks are carried to no other thread that
     /// gets its tid.
     pub fn exited(&mut self, tid: u32) {
-        self.last.remove(&tid);
+        for state in [
+            None,
+            Some(JavaState::MonitorEnter),
+            Some(JavaState::MonitorWait),
+            Some(JavaState::Other),
+        ] {
+            self.last.remove(&(tid, state));
+        }
     }
 
     /// Threads with stacks to carry (one entry each).
@@ -326,6 +378,53 @@ mod tests {
             .collect();
         assert_eq!(args, [(200, 1, 7, 0xfeed)]);
         assert_eq!(out.len(), 3, "kernel, argument, user: {out:?}");
+    }
+
+    fn state(time: u64, cpu: u32, tid: u32, state: JavaState) -> SwitchJavaState {
+        SwitchJavaState {
+            time,
+            cpu,
+            tid,
+            state,
+        }
+    }
+
+    /// A worker that sleeps holding a lock and then blocks entering it:
+    /// each switch-out without stacks takes the stacks of its own state.
+    #[test]
+    fn a_java_threads_stacks_are_carried_only_from_the_same_state() {
+        let mut p = PreviousStacks::new(true);
+        let mut out = Vec::new();
+        // Its sleep (kernel 1), then its monitor enter (kernel 2), each
+        // with stacks; the monitor enter's state told before its dispatch
+        // (a folded wake-up's dispatch is read late).
+        p.to_idle(0, &to_idle(100, 0, 7));
+        p.java_state(0, &state(100, 0, 7, JavaState::Other));
+        p.own_stack(0, &stack(100, 0, 7, 1), StackKind::Kernel);
+        p.settle(&mut out);
+        p.java_state(0, &state(200, 0, 7, JavaState::MonitorEnter));
+        p.to_idle(0, &to_idle(200, 0, 7));
+        p.own_stack(0, &stack(200, 0, 7, 2), StackKind::Kernel);
+        p.settle(&mut out);
+        assert!(out.is_empty());
+        // A sleep without stacks: the sleep's, not the later monitor enter's.
+        p.to_idle(1, &to_idle(300, 1, 7));
+        p.java_state(1, &state(300, 1, 7, JavaState::Other));
+        p.settle(&mut out);
+        let Some(Carried::Stack(_, s, _)) = out.first() else {
+            panic!("a stack: {out:?}")
+        };
+        assert_eq!((s.time, s.stack), (300, 1));
+        assert_eq!(p.carried_from(1, 7, 300), Some(100));
+        // A monitor wait it never had stacks in: nothing carried.
+        out.clear();
+        p.to_idle(1, &to_idle(400, 1, 7));
+        p.java_state(1, &state(400, 1, 7, JavaState::MonitorWait));
+        p.settle(&mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(p.threads(), 2);
+        p.exited(7);
+        assert_eq!(p.threads(), 0);
     }
 
     #[test]

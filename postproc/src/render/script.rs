@@ -46,6 +46,7 @@ fn print_record(out: &mut impl Write, rec: &Record, start: u64) -> std::io::Resu
         Record::SwitchStack(_)
         | Record::SwitchUserStack(_)
         | Record::SwitchArg(_)
+        | Record::SwitchJavaState(_)
         | Record::WakeStack(_)
         | Record::WakeUserStack(_)
         | Record::StackCopy(_)
@@ -162,6 +163,14 @@ fn print_stacks(out: &mut impl Write, rec: &Record, start: u64) -> std::io::Resu
                 a.cpu,
                 a.tid,
                 a.arg
+            )?,
+            Record::SwitchJavaState(j) => writeln!(
+                out,
+                "{:14.9} cpu {:>3} jstate   {:>7} {:?}",
+                rel(j.time),
+                j.cpu,
+                j.tid,
+                j.state
             )?,
             Record::WakeStack(st) => writeln!(
                 out,

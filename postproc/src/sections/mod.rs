@@ -130,6 +130,14 @@ pub struct Report {
     /// Why that source (asked for, or why eBPF could not be used).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub event_source_why: String,
+    /// What named the JVMs' frames and waits (`record --java`'s modes:
+    /// `vm`, `waits`, `stacks`, `tree`); empty: nothing, or an older
+    /// recorder, and then left out of the JSON.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub java_frames: String,
+    /// Why those (asked for, or the default and what chose it).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub java_frames_why: String,
     /// How the stacks at the switch-outs to idle were sampled; absent
     /// (left out of the JSON) where every one had its stacks taken.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -315,6 +323,8 @@ impl Report {
             hostname: a.info.hostname.clone(),
             event_source: a.info.event_source.clone(),
             event_source_why: a.info.event_source_why.clone(),
+            java_frames: a.info.java_frames.clone(),
+            java_frames_why: a.info.java_frames_why.clone(),
             idle_stack_sampling: idle_stack_sampling(a),
             waker_stack_sampling: (a.info.waker_sample_period > 0).then_some(WakerStackSampling {
                 one_in: a.info.waker_sample_period,

@@ -21,7 +21,7 @@
 //! a record of a kind this version does not know, or of the wrong length,
 //! is a [`DecodeError`] (the reader counts it, never guesses).
 
-use idleflow_format::{Dispatch, PrevState, WakeContext, Wakeup, IDLE_TID};
+use idleflow_format::{Dispatch, JavaState, PrevState, WakeContext, Wakeup, IDLE_TID};
 
 use crate::context::wake_context;
 use crate::state::prev_state;
@@ -42,6 +42,13 @@ pub const FLAG_PREEMPT: u8 = 1;
 pub const FLAG_CONTEXT_KNOWN: u8 = 2;
 /// `flags`: the record goes on with the stacks ([`stacks`]).
 pub const FLAG_STACKS: u8 = 4;
+/// `flags` of a switch to idle: the thread is a Java thread whose monitor
+/// words the programs read ([`Switch::java`]).
+pub const FLAG_JAVA: u8 = 8;
+/// …and it was entering a contended monitor.
+pub const FLAG_JAVA_PENDING: u8 = 16;
+/// …and it was in `Object.wait`.
+pub const FLAG_JAVA_WAITING: u8 = 32;
 
 /// The most kernel frames a record holds.
 pub const KERNEL_FRAMES: usize = 48;
@@ -98,6 +105,9 @@ pub struct Switch {
     pub raw_state: u32,
     /// The scheduler was entered by preemption.
     pub preempt: bool,
+    /// At a switch to idle of a Java thread the programs know: what its
+    /// monitor words said it was blocked in.
+    pub java: Option<JavaState>,
 }
 
 impl Switch {
@@ -164,6 +174,19 @@ pub enum DecodeError {
     /// A kind this version does not know.
     #[error("a record of unknown kind {0}")]
     Kind(u8),
+}
+
+/// What a switch's [`FLAG_JAVA`] bits say (`None`: not set).
+fn java_state(flags: u8) -> Option<JavaState> {
+    if flags & FLAG_JAVA == 0 {
+        None
+    } else if flags & FLAG_JAVA_PENDING != 0 {
+        Some(JavaState::MonitorEnter)
+    } else if flags & FLAG_JAVA_WAITING != 0 {
+        Some(JavaState::MonitorWait)
+    } else {
+        Some(JavaState::Other)
+    }
 }
 
 fn u32_at(b: &[u8; RECORD_BYTES], at: usize) -> u32 {
@@ -347,6 +370,7 @@ pub fn decode(bytes: &[u8]) -> Result<SchedEvent, DecodeError> {
                 },
                 raw_state: arg,
                 preempt,
+                java: java_state(flags),
             }))
         }
         KIND_WAKING => Ok(SchedEvent::Waking(wake())),

@@ -52,7 +52,7 @@ pub use ustacks::{
     UserSymbols,
 };
 pub use waits::{FrameKind, JavaFrame, JavaStack, JavaSymbol, JavaWait, JvmWaits, WaitReason};
-pub use walked::{JavaWalkCounts, WalkedFrame, WalkedStack};
+pub use walked::{JavaState, JavaWalkCounts, SwitchJavaState, WalkedFrame, WalkedStack};
 pub use writer::Writer;
 
 /// The eight bytes every recording starts with.
@@ -93,10 +93,10 @@ pub mod kind {
     /// [`crate::TreeDump`], JSON payload: one JVM's call trees, whole (the
     /// first form of the trees; still read, no longer written).
     pub const TREE: u8 = 9;
-    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (23–127) are reserved for
+    /// Kinds `FIRST_FUTURE_TIMED..FIRST_UNTIMED` (24–127) are reserved for
     /// timed records of later versions: their payload starts with the time
     /// delta, which a reader that does not know the kind still applies.
-    pub const FIRST_FUTURE_TIMED: u8 = 23;
+    pub const FIRST_FUTURE_TIMED: u8 = 24;
     /// [`crate::SwitchStack`]: the kernel stack of the thread that left at
     /// the dispatch just before (timed: delta, cpu, tid, stack id).
     pub const SWITCH_STACK: u8 = 10;
@@ -143,6 +143,11 @@ pub mod kind {
     /// read from its JVM's structures (timed; written just before that
     /// wake-up's stack copy).
     pub const WAKE_JAVA_STACK: u8 = 22;
+    /// [`crate::SwitchJavaState`]: what the Java thread that left a CPU
+    /// idle at the dispatch just before was blocked in, as the eBPF
+    /// programs read its monitor words at that switch-out, with or without
+    /// stacks (timed: delta, cpu, tid, state).
+    pub const SWITCH_JAVA_STATE: u8 = 23;
     /// Kinds 128–255 are reserved for untimed records of later versions: a
     /// reader that does not know them skips them whole.
     pub const FIRST_UNTIMED: u8 = 128;

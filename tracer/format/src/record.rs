@@ -357,6 +357,16 @@ pub struct RunInfo {
     /// CAP_BPF …`); empty in older recordings.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub event_source_why: String,
+    /// What named the JVMs' Java frames and waits, as `record --java`'s
+    /// modes: `vm` (their own structures, read from outside), `waits`
+    /// (their flight recorders), `stacks`, `tree`, comma-separated; empty:
+    /// nothing asked of them, or an older recorder.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub java_frames: String,
+    /// Why those: asked for, or the default and what chose it (`default on
+    /// the eBPF source`, …).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub java_frames_why: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -393,6 +403,8 @@ impl RunInfo {
             waker_stack_budget: 0,
             event_source: String::new(),
             event_source_why: String::new(),
+            java_frames: String::new(),
+            java_frames_why: String::new(),
         }
     }
 }
@@ -596,6 +608,8 @@ pub enum Record {
     WakeJavaStack(crate::SwitchStack),
     /// See [`crate::WalkedStack`].
     WalkedStack(Box<crate::WalkedStack>),
+    /// See [`crate::SwitchJavaState`].
+    SwitchJavaState(crate::SwitchJavaState),
 }
 
 impl Record {
@@ -616,6 +630,7 @@ impl Record {
             | Record::SwitchJavaStack(s)
             | Record::WakeJavaStack(s) => s.time,
             Record::SwitchArg(s) => s.time,
+            Record::SwitchJavaState(s) => s.time,
             Record::StackCopy(c) => c.time,
             Record::ModuleMap(m) => m.time,
             Record::KernelStack(_)

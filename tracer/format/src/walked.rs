@@ -24,6 +24,56 @@ use crate::FormatError;
 /// shorter).
 pub const MAX_METHOD_TEXT: usize = 4096;
 
+/// What a Java thread that left a CPU idle was blocked in, as its JVM's
+/// monitor words said at the switch-out (kind `SWITCH_JAVA_STATE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JavaState {
+    /// Entering a contended monitor (`_current_pending_monitor` set).
+    MonitorEnter,
+    /// In `Object.wait` (`_current_waiting_monitor` set).
+    MonitorWait,
+    /// Neither: a park, a sleep, I/O, or the JVM's own code.
+    Other,
+}
+
+impl JavaState {
+    /// Its byte in the recording.
+    pub fn code(self) -> u8 {
+        match self {
+            JavaState::MonitorEnter => 1,
+            JavaState::MonitorWait => 2,
+            JavaState::Other => 3,
+        }
+    }
+
+    /// The state of byte `b` (`None`: a code this version does not know).
+    pub fn from_code(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(JavaState::MonitorEnter),
+            2 => Some(JavaState::MonitorWait),
+            3 => Some(JavaState::Other),
+            _ => None,
+        }
+    }
+}
+
+/// What the Java thread that left at the dispatch just before was blocked
+/// in (kind `SWITCH_JAVA_STATE`): the thread's previous stacks are carried
+/// to a switch-out without its own only from one in the same state
+/// (`postproc`'s `previous_stacks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SwitchJavaState {
+    /// The dispatch's time, ns on the recording's clock.
+    pub time: u64,
+    /// Its CPU.
+    pub cpu: u32,
+    /// The thread that left.
+    pub tid: u32,
+    /// What it was blocked in.
+    pub state: JavaState,
+}
+
 /// One Java frame of a walked stack.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WalkedFrame {

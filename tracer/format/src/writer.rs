@@ -168,6 +168,13 @@ impl<W: Write> Writer<W> {
                 put(&mut self.buf, a.arg);
                 kind::SWITCH_ARG
             }
+            Record::SwitchJavaState(j) => {
+                self.put_time(j.time);
+                put(&mut self.buf, j.cpu.into());
+                put(&mut self.buf, j.tid.into());
+                put(&mut self.buf, j.state.code().into());
+                kind::SWITCH_JAVA_STATE
+            }
             Record::KernelStack(st) => {
                 crate::stacks::encode_kernel_stack(st, &mut self.buf);
                 kind::KERNEL_STACK

@@ -28,6 +28,8 @@ fn the_event_source_reads_back_and_older_files_read_without_it() {
     let with = RunInfo {
         event_source: "perf".into(),
         event_source_why: "eBPF not available: no CAP_BPF".into(),
+        java_frames: "waits,stacks".into(),
+        java_frames_why: "default: the perf source cannot read the JVMs' structures".into(),
         ..info()
     };
     let bytes = Writer::new(Vec::new(), &with)
@@ -599,4 +601,45 @@ fn a_held_dispatch_comes_after_the_records_of_its_own_time() {
         back,
         vec![Record::Wakeup(w), other, stack, Record::Dispatch(held)]
     );
+}
+
+#[test]
+fn java_states_roundtrip_and_an_unknown_state_is_a_clear_error() {
+    let t0 = 1_000_000;
+    let records: Vec<Record> = [
+        JavaState::MonitorEnter,
+        JavaState::MonitorWait,
+        JavaState::Other,
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, state)| {
+        Record::SwitchJavaState(SwitchJavaState {
+            time: t0 + i as u64 * 10,
+            cpu: i as u32,
+            tid: 40 + i as u32,
+            state,
+        })
+    })
+    .collect();
+    let mut wr = Writer::new(Vec::new(), &info()).unwrap();
+    for r in &records {
+        wr.write(r).unwrap();
+    }
+    let bytes = wr.finish(&RunSummary::default()).unwrap();
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    let back: Vec<Record> = std::iter::from_fn(|| r.next_record().unwrap()).collect();
+    assert_eq!(back, records);
+    // The state byte is the record's last: 9 is no state.
+    let last = bytes
+        .windows(3)
+        .rposition(|w| w == [0x02, 42, 3])
+        .expect("the last record's cpu, tid and state");
+    let mut bad = bytes.clone();
+    bad[last + 2] = 9;
+    let mut r = Reader::new(&bad[..]).unwrap();
+    let err = std::iter::from_fn(|| r.next_record().transpose())
+        .find_map(Result::err)
+        .expect("an error for state 9");
+    assert!(err.to_string().contains("Java thread state 9"), "{err}");
 }

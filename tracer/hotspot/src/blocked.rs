@@ -32,7 +32,7 @@ use crate::memory::{Memory, MemoryError, Overlay};
 use crate::monitors::MonitorLayout;
 use crate::names::Names;
 use crate::threads::{read_thread, Anchor, JavaThread};
-use crate::Jvm;
+use crate::{HotspotError, Jvm};
 
 /// What [`BlockedThreads::walk`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +143,23 @@ const NOT_JAVA_AGAIN: Duration = Duration::from_secs(1);
 /// once).
 const OWNERS_AGAIN: Duration = Duration::from_millis(20);
 
+/// Set to `1` (tests, and a user who wants to see it), idleflow treats every
+/// JVM's structures as unreadable, as it would an unknown layout: what
+/// falls back to the flight recorder is then tried on a JVM at hand.
+pub const REFUSE_ENV: &str = "IDLEFLOW_HOTSPOT_REFUSE";
+
 impl BlockedThreads {
+    /// Reads the tables of the JVM `pid` and walks its threads: `Ok` if
+    /// and only if idleflow can name its frames from its structures
+    /// (`Tables(NoLibjvm)`: not a HotSpot JVM).
+    pub fn open(pid: u32) -> Result<Self, HotspotError> {
+        let jvm = Jvm::open(pid)?;
+        if std::env::var_os(REFUSE_ENV).is_some_and(|v| v == "1") {
+            return Err(HotspotError::Refused);
+        }
+        Ok(Self::new(jvm)?)
+    }
+
     /// Walks the threads of `jvm`.
     pub fn new(jvm: Jvm) -> Result<Self, MemoryError> {
         let walker = jvm.walker()?;

@@ -55,6 +55,9 @@ pub enum HotspotError {
     /// The process's memory could not be read.
     #[error(transparent)]
     Memory(#[from] MemoryError),
+    /// `IDLEFLOW_HOTSPOT_REFUSE=1` said to treat it as unreadable.
+    #[error("its structures are not read: {}=1", blocked::REFUSE_ENV)]
+    Refused,
 }
 
 /// A running HotSpot JVM, its tables read.

@@ -83,6 +83,14 @@ pub struct JavaOptions {
     /// Walk the Java frames of the switch-outs from the JVMs' own
     /// structures (no agent, no flag, no attach).
     pub vm: bool,
+    /// Nothing asked: the session chooses once the recorder is open
+    /// ([`JavaOptions::chosen`]): `vm` on the eBPF source, with the flight
+    /// recorder of each JVM whose structures cannot be read; `waits` and
+    /// `stacks` on the perf source or under a flight recorder.
+    pub auto: bool,
+    /// With `vm`: start a JVM's flight recorder only if its structures
+    /// cannot be read (set by [`JavaOptions::chosen`]).
+    pub waits_where_vm_cannot: bool,
     /// Waits shorter than this are not recorded, ms.
     pub wait_threshold_ms: f64,
     /// Contended monitor enters shorter than this are not recorded, ms.
@@ -97,6 +105,57 @@ pub struct JavaOptions {
     pub delta_ns: u64,
     /// Java threads the work area has room for.
     pub max_threads: u32,
+}
+
+impl JavaOptions {
+    /// The modes to run with once the recorder is open (`bpf`: its events
+    /// come from the eBPF programs; `stacks_at_waits`: perf takes the
+    /// stacks, at every blocking switch-out, without the Java threads'
+    /// anchors; `flight`: a flight recorder), and what the recording's
+    /// header says of them (`RunInfo::java_frames`, `_why`).
+    pub fn chosen(
+        &self,
+        bpf: bool,
+        stacks_at_waits: bool,
+        flight: bool,
+    ) -> (JavaOptions, String, String) {
+        let mut j = self.clone();
+        let why = if !self.auto {
+            "asked for"
+        } else if !bpf {
+            j.waits = true;
+            j.stacks = true;
+            "the default without eBPF"
+        } else if stacks_at_waits {
+            j.waits = true;
+            j.stacks = true;
+            "the default with --stacks waits (perf's stacks, without the threads' anchors)"
+        } else if flight {
+            // A dump does not carry the waits read from the structures yet.
+            j.waits = true;
+            j.stacks = true;
+            "the default under a flight recorder"
+        } else {
+            j.vm = true;
+            j.waits = true;
+            j.waits_where_vm_cannot = true;
+            "the default on eBPF"
+        };
+        j.auto = false;
+        let modes = [
+            (j.vm, "vm"),
+            (j.waits && !j.waits_where_vm_cannot, "waits"),
+            (j.stacks, "stacks"),
+            (j.tree, "tree"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, m)| *m)
+        .collect::<Vec<_>>()
+        .join(",");
+        let why = if modes.is_empty() { "" } else { why };
+        (j, modes, why.to_string())
+    }
 }
 
 /// The recorder's counts, for a live status line.

@@ -165,9 +165,7 @@ pub fn record(
 ) -> Result<Recorded, SessionError> {
     check(opts)?;
     let mut recorder = Recorder::open(&opts.recorder)?;
-    if opts.java.vm {
-        recorder.walk_java_frames();
-    }
+    let opts = &choose_java(opts, &mut recorder, false);
     recorder.enable()?;
     let started = Instant::now();
     let java = prepare_java(opts, &mut recorder, None, progress)?;
@@ -240,6 +238,21 @@ pub fn record(
         started,
         exit,
     })
+}
+
+/// `opts` with the Java modes chosen for `recorder` (`flight`: a flight
+/// recorder's), said in its header; walks set up for `vm`.
+pub(crate) fn choose_java(opts: &Options, recorder: &mut Recorder, flight: bool) -> Options {
+    let stacks_at_waits = opts.recorder.stacks_at_waits;
+    let (java, modes, why) = opts.java.chosen(recorder.is_bpf(), stacks_at_waits, flight);
+    if java.vm {
+        recorder.walk_java_frames();
+    }
+    recorder.set_java_frames(modes, why);
+    Options {
+        java,
+        ..opts.clone()
+    }
 }
 
 /// The JVMs of the target's process tree get their flight recorder
@@ -316,6 +329,7 @@ pub(crate) fn prepare_java(
             j.all_waits_below,
             recorder.cpus().len(),
             flight_keep,
+            j.waits_where_vm_cannot,
         )?))
     } else {
         None

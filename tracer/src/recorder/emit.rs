@@ -84,6 +84,7 @@ impl Emit<'_> {
             Merged::SwitchStack(st) => Record::SwitchStack(st),
             Merged::WakeStack(st) => Record::WakeStack(st),
             Merged::SwitchArg(a) => Record::SwitchArg(a),
+            Merged::SwitchJavaState(j) => Record::SwitchJavaState(j),
             Merged::StackCopy(c) => {
                 // Its bytes become the thread's reference for the
                 // next copy's delta, without being copied again.

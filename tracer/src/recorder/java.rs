@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use idleflow_bpf::JavaAnchors;
 use idleflow_format::{FrameKind, JavaWalkCounts, WaitReason, WalkedFrame, WalkedStack};
-use idleflow_hotspot::{Anchor, BlockedThreads, Found, HotspotError, Jvm, VmStructsError, WalkEnd};
+use idleflow_hotspot::{Anchor, BlockedThreads, Found, HotspotError, VmStructsError, WalkEnd};
 
 use crate::parse::UserStackCopy;
 use crate::recorder::java_io::JavaIo;
@@ -378,20 +378,22 @@ fn jvm<'a>(
                 tries,
             }
         };
-        let process = match Jvm::open(pid) {
-            Ok(jvm) => {
-                let note = format!("{pid}: HotSpot {}", jvm.release);
-                match BlockedThreads::new(jvm) {
-                    Ok(t) => {
-                        notes.push(note);
-                        new = true;
-                        Process::Jvm(Box::new(t))
-                    }
-                    Err(e) => unreadable(notes, e.to_string()),
-                }
+        let process = match BlockedThreads::open(pid) {
+            Ok(t) => {
+                notes.push(format!("{pid}: HotSpot {}", t.jvm().release));
+                new = true;
+                Process::Jvm(Box::new(t))
             }
             Err(HotspotError::Tables(VmStructsError::NoLibjvm(_)) | HotspotError::Maps { .. }) => {
                 Process::NotJvm
+            }
+            // Told to: said at once, never tried again.
+            Err(e @ HotspotError::Refused) => {
+                notes.push(format!("{pid}: its structures could not be read ({e})"));
+                Process::Unreadable {
+                    at: Instant::now(),
+                    tries: TRIES,
+                }
             }
             Err(e) => unreadable(notes, e.to_string()),
         };

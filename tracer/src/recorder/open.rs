@@ -260,6 +260,7 @@ impl Recorder {
                 .collect(),
             written: (0, 0),
             java: None,
+            java_frames: Default::default(),
             bpf,
             cpus,
             layout,

@@ -233,6 +233,8 @@ impl Recorder {
             waker_stack_budget: self.waker_sampling.1,
             event_source: self.event_source.source.name().into(),
             event_source_why: self.event_source.why.clone(),
+            java_frames: self.java_frames.0.clone(),
+            java_frames_why: self.java_frames.1.clone(),
         }
     }
 

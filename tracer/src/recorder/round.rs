@@ -603,6 +603,7 @@ impl RoundSink<'_> {
         };
         self.put
             .put(self.summary, slot, w.time, Merged::WokenDispatch(woken));
+        java_state(self.put, self.summary, slot, &sw, &d);
     }
 
     /// One eBPF event of CPU `cpu`, into the merge with its stacks: those
@@ -634,6 +635,7 @@ impl RoundSink<'_> {
                 }
                 self.put
                     .put(self.summary, slot, d.time, Merged::Dispatch(d));
+                java_state(self.put, self.summary, slot, &sw, &d);
                 if let Some(st) = st {
                     let (kernel, user) = side.stacks(&st);
                     let st = SampledStacks {
@@ -661,6 +663,27 @@ impl RoundSink<'_> {
                 }
             }
         }
+    }
+}
+
+/// What Java thread `sw.prev_tid` was blocked in when it left `d`'s CPU
+/// idle, after `d` (the programs read it at switches to idle of the Java
+/// threads they know).
+fn java_state(
+    put: &mut dyn Put,
+    summary: &mut RunSummary,
+    slot: usize,
+    sw: &idleflow_bpf::Switch,
+    d: &Dispatch,
+) {
+    if let Some(state) = sw.java {
+        let j = idleflow_format::SwitchJavaState {
+            time: d.time,
+            cpu: d.cpu,
+            tid: d.prev_tid,
+            state,
+        };
+        put.put(summary, slot, d.time, Merged::SwitchJavaState(j));
     }
 }
 

@@ -71,6 +71,9 @@ fn render_recording(o: &mut String, r: &Report, source: &str) -> fmt::Result {
     if let Some(line) = source_line(&r.event_source, &r.event_source_why) {
         writeln!(o, "{}", fit(&line, WIDTH))?;
     }
+    if let Some(line) = java_line(&r.java_frames, &r.java_frames_why) {
+        writeln!(o, "{}", fit(&line, WIDTH))?;
+    }
     if let Some(s) = &r.idle_stack_sampling {
         let line = match &r.waker_stack_sampling {
             Some(w) => sampling_line_with_wakers(s, w, r.wakeups),
@@ -130,6 +133,30 @@ fn source_line(source: &str, why: &str) -> Option<String> {
         &format!("# events: {name} ({short}; see the JSON report)"),
         WIDTH,
     ))
+}
+
+/// What named the JVMs' frames and waits, and why, in one line; none
+/// where nothing did (or an older recorder does not say).
+fn java_line(modes: &str, why: &str) -> Option<String> {
+    if modes.is_empty() {
+        return None;
+    }
+    let by: Vec<&str> = modes
+        .split(',')
+        .map(|m| match m {
+            "vm" => "the JVMs' own structures (vm: nothing asked of them)",
+            "waits" => "their flight recorders (waits)",
+            "stacks" => "frame pointers and perf maps (stacks)",
+            "tree" => "the entry/exit agent (tree)",
+            other => other,
+        })
+        .collect();
+    let why = if why.is_empty() {
+        String::new()
+    } else {
+        format!("; {why}")
+    };
+    Some(format!("# Java frames: {}{why}", by.join(", ")))
 }
 
 /// Stacks sampled at the switch-outs to idle, in one line: the budget, the

@@ -10,7 +10,9 @@
  *   0  u64 time     bpf_ktime_get_ns(): CLOCK_MONOTONIC, when the program
  *                   starts (a switch with stacks: once they are taken)
  *   8  u8  kind     KIND_*
- *   9  u8  flags    switch: FLAG_PREEMPT; wake-ups: FLAG_CONTEXT_KNOWN
+ *   9  u8  flags    switch: FLAG_PREEMPT, and at a switch to idle of a
+ *                   Java thread FLAG_JAVA (+ _PENDING, _WAITING);
+ *                   wake-ups: FLAG_CONTEXT_KNOWN
  *  10  u16 aux      switch: prev's exit_state; wake-ups: preempt_count >> 8
  *                   (its softirq, hardirq and NMI counts)
  *  12  u32 tid_a    switch: prev's tid;  wake-ups: the running task's (waker)
@@ -100,6 +102,12 @@ enum {
 	FLAG_PREEMPT = 1,
 	FLAG_CONTEXT_KNOWN = 2,
 	FLAG_STACKS = 4,
+	/* A switch to idle of a Java thread whose monitor words were read: */
+	FLAG_JAVA = 8,
+	/* ...entering a contended monitor (its pending monitor set), */
+	FLAG_JAVA_PENDING = 16,
+	/* ...in Object.wait (its waiting monitor set). */
+	FLAG_JAVA_WAITING = 32,
 };
 
 #define KERNEL_FRAMES 48
@@ -647,6 +655,20 @@ static __always_inline void fill_stacks(void *ctx, struct stack_record *r, struc
 	r->user_bytes = copy_user_stack(r + 1, user_asked, r->sp);
 }
 
+/* The FLAG_JAVA bits of a switch to idle of thread tid (the current
+ * task): what its monitor words say if it is a Java thread user space
+ * told the programs of, else 0. */
+static __always_inline __u8 java_state(__u32 tid)
+{
+	struct java_anchor *java = bpf_map_lookup_elem(&java_threads, &tid);
+	__u64 pending = 0, waiting = 0;
+
+	if (!java || !java->at[3] || bpf_probe_read_user(&pending, 8, (void *)java->at[3]) != 0 ||
+	    bpf_probe_read_user(&waiting, 8, (void *)java->at[4]) != 0)
+		return 0;
+	return FLAG_JAVA | (pending ? FLAG_JAVA_PENDING : 0) | (waiting ? FLAG_JAVA_WAITING : 0);
+}
+
 /* A record with room for stacks and `user` bytes in this CPU's ring, or
  * NULL (counted). */
 static __always_inline struct stack_record *reserve_stacks(void **ring, __u32 user)
@@ -681,6 +703,9 @@ static __always_inline int switch_with_stacks(void *ctx, bool preempt, struct ta
 	r->ev.time = bpf_ktime_get_ns();
 	r->ev.kind = KIND_SWITCH;
 	r->ev.flags = (preempt ? FLAG_PREEMPT : 0) | FLAG_STACKS;
+	if (r->has_regs & 8)
+		r->ev.flags |= FLAG_JAVA | (r->monitor[0] ? FLAG_JAVA_PENDING : 0) |
+			       (r->monitor[1] ? FLAG_JAVA_WAITING : 0);
 	r->ev.aux = (__u16)prev->exit_state;
 	r->ev.tid_a = prev->pid;
 	r->ev.tgid_a = prev->tgid;
@@ -710,6 +735,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	r->time = now;
 	r->kind = KIND_SWITCH;
 	r->flags = preempt ? FLAG_PREEMPT : 0;
+	if (next->pid == 0 && prev->pid != 0)
+		r->flags |= java_state(prev->pid);
 	r->aux = (__u16)prev->exit_state;
 	r->tid_a = prev->pid;
 	r->tgid_a = prev->tgid;

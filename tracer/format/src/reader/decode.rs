@@ -186,6 +186,32 @@ pub(super) fn switch_arg(
     })
 }
 
+/// Decodes a `SWITCH_JAVA_STATE` payload (the record at `offset`).
+#[inline(always)]
+pub(super) fn switch_java_state(
+    p: &mut Payload<'_>,
+    last_time: &mut u64,
+    offset: u64,
+) -> Result<crate::SwitchJavaState, FormatError> {
+    let time = p.time(last_time)?;
+    let cpu = p.cpu()?;
+    let tid = p.u32()?;
+    let code = p.uint()?;
+    let state = u8::try_from(code)
+        .ok()
+        .and_then(crate::JavaState::from_code)
+        .ok_or_else(|| FormatError::Corrupt {
+            offset,
+            what: format!("a Java thread state {code} this version does not know"),
+        })?;
+    Ok(crate::SwitchJavaState {
+        time,
+        cpu,
+        tid,
+        state,
+    })
+}
+
 /// Decodes a JSON payload; `what` names the record in the error.
 pub(super) fn json<T: DeserializeOwned>(
     data: &[u8],

@@ -121,6 +121,8 @@ impl<R: Read> Reader<R> {
                 waker_stack_budget: 0,
                 event_source: String::new(),
                 event_source_why: String::new(),
+                java_frames: String::new(),
+                java_frames_why: String::new(),
             },
             summary: None,
             unknown_records: 0,
@@ -373,6 +375,9 @@ impl<R: Read> Reader<R> {
                     Record::WalkedStack(Box::new(crate::walked::decode_walked_stack(&mut p)?))
                 }
                 kind::SWITCH_ARG => Record::SwitchArg(decode::switch_arg(&mut p, last_time)?),
+                kind::SWITCH_JAVA_STATE => {
+                    Record::SwitchJavaState(decode::switch_java_state(&mut p, last_time, offset)?)
+                }
                 kind::USER_STACK => {
                     Record::UserStack(Box::new(crate::ustacks::decode_user_stack(&mut p)?))
                 }
@@ -473,6 +478,7 @@ fn held_back_by(r: &Record, time: u64) -> bool {
         | Record::WakeStack(_)
         | Record::WakeUserStack(_)
         | Record::SwitchArg(_)
+        | Record::SwitchJavaState(_)
         | Record::SwitchJavaStack(_)
         | Record::WakeJavaStack(_)
         | Record::StackCopy(_)

@@ -32,6 +32,8 @@ pub fn info() -> RunInfo {
         waker_stack_budget: 0,
         event_source: String::new(),
         event_source_why: String::new(),
+        java_frames: String::new(),
+        java_frames_why: String::new(),
     }
 }
 

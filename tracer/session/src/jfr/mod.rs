@@ -61,6 +61,9 @@ pub struct Waits {
     /// recordings keep (JFR's `maxage`), written by no one unless a dump
     /// asks for its window ([`Waits::window_waits`]).
     flight_keep: Option<Duration>,
+    /// Only in JVMs whose structures idleflow cannot read (`--java`'s
+    /// default: the others' waits are read from their structures).
+    pub(crate) only_unreadable: bool,
 }
 
 /// Numbers the converter's output files, which dumps written side by side
@@ -85,13 +88,15 @@ fn threshold_ns(option: &'static str, ms: f64) -> Result<u64, SessionError> {
 /// longer, and contended monitor enters `monitor_ms` or longer; every wait
 /// while a JVM's threads block fewer than `all_below` times a second per
 /// CPU, of `cpus`. Under a flight recorder, `flight_keep` is how much of
-/// their recordings the JVMs keep.
+/// their recordings the JVMs keep. `only_unreadable`: only in the JVMs
+/// whose structures cannot be read.
 pub fn prepare(
     wait_ms: f64,
     monitor_ms: f64,
     all_below: f64,
     cpus: usize,
     flight_keep: Option<Duration>,
+    only_unreadable: bool,
 ) -> Result<Waits, SessionError> {
     let thresholds = idleflow_jfr::Thresholds {
         wait_ns: threshold_ns("--wait-threshold", wait_ms)?,
@@ -130,6 +135,7 @@ pub fn prepare(
         thresholds,
         all_waits_below,
         flight_keep,
+        only_unreadable,
     })
 }
 

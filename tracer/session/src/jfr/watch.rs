@@ -273,6 +273,20 @@ impl Watcher {
         if !attach::is_ready(pid) {
             return p.since.elapsed() < READY_WITHIN;
         }
+        if self.waits.only_unreadable {
+            // Its structures name its frames and waits: no flight recorder.
+            match idleflow_hotspot::BlockedThreads::open(pid) {
+                Ok(_) => {
+                    self.rarity.remove(&pid);
+                    self.seen.insert(pid);
+                    return false;
+                }
+                Err(e) => self.done.notes.push(format!(
+                    "JVM {pid}: its structures could not be read ({e}): its flight recorder \
+                     names its waits"
+                )),
+            }
+        }
         if let (Some((since, n)), Some(r)) = (p.switches, self.rarity.get_mut(&pid)) {
             if !r.knows() {
                 let span = since.elapsed();
