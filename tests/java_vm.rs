@@ -355,3 +355,113 @@ fn by_default_the_structures_name_the_frames_and_a_jvm_they_cannot_gets_its_flig
     assert_eq!(p["reason"], "sleep", "{p}");
     assert!(names(p).iter().any(|n| n == "Waits.nap"), "{p}");
 }
+
+/// `examples/java/Recompile.java` deoptimizes and recompiles its hot
+/// `step` every 100 ms while its threads park in it: every walk names the
+/// code as it was when the thread left (the walker checks each compiled
+/// method's compile id, and reads a deoptimized frame's own pc), on both
+/// JDKs, in the default mode.
+#[test]
+fn a_jvm_that_recompiles_under_recording_is_named_as_its_code_was_on_jdk_17_and_25() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in [JDK17, JDK25] {
+        let rec = dir.path().join("recompile.idleflow");
+        let out = run(idleflow()
+            .args(["record", "-q", "-o"])
+            .arg(&rec)
+            .arg("--")
+            .arg(Path::new(jdk).join("bin/java"))
+            .arg("-cp")
+            .arg(classes.path())
+            .args(["Recompile", "4", "100"]));
+        assert!(out.status.success(), "record: {}", stderr(&out));
+        let phases: u32 = stdout(&out)
+            .trim()
+            .strip_prefix("done recompile ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{jdk}: {}", stdout(&out)));
+        assert!(phases >= 20, "{jdk}: {phases} recompilations asked");
+        let r = report_json(&rec);
+        let (_, walked, copies) = walks(&r);
+        assert!(
+            copies > 500 && walked as f64 >= 0.8 * copies as f64,
+            "{jdk}: {walked} of {copies} switch-outs walked"
+        );
+        let paths = program_paths(&r);
+        let total: u64 = paths.iter().map(|p| u(p, "idle_ns")).sum();
+        let named: u64 = paths
+            .iter()
+            .filter(|p| {
+                p["reason"] == "park"
+                    && in_order(
+                        &names(p),
+                        &[
+                            "java.util.concurrent.locks.LockSupport.parkNanos",
+                            "Recompile.step",
+                            "java.lang.Thread.run",
+                        ],
+                    )
+            })
+            .map(|p| u(p, "idle_ns"))
+            .sum();
+        let rows: Vec<(String, f64, Vec<String>)> = paths
+            .iter()
+            .take(6)
+            .map(|p| (p["reason"].to_string(), f(p, "share_pct"), names(p)))
+            .collect();
+        assert!(
+            named as f64 >= 0.9 * total as f64,
+            "{jdk}: {named} of {total} ns park in Recompile.step: {rows:#?}"
+        );
+    }
+}
+
+/// The ground truth: one run recorded both ways (`--java vm,waits
+/// --wait-threshold 0`: the structures and the flight recorder of every
+/// wait), the structures' waits paired with the flight recorder's that hold
+/// their switch-outs agree on their innermost five Java frames for ≥ 95 %
+/// of the paired weight (`tracer/hotspot/examples/agreement.rs`, the
+/// table in docs/PERFORMANCE.md), on both JDKs.
+#[test]
+fn the_structures_frames_agree_with_the_flight_recorders_on_jdk_17_and_25() {
+    let Some(_m) = machine() else { return };
+    let classes = java_examples();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in [JDK17, JDK25] {
+        for (name, args) in [
+            ("locked", &["LockedIo", "4", "3"][..]),
+            ("handoff", &["Waits", "handoff", "3"][..]),
+        ] {
+            let rec = dir.path().join(format!("{name}.idleflow"));
+            let out = run(idleflow()
+                .args([
+                    "record",
+                    "-q",
+                    "--java",
+                    "vm,waits",
+                    "--wait-threshold",
+                    "0",
+                    "-o",
+                ])
+                .arg(&rec)
+                .arg("--")
+                .arg(Path::new(jdk).join("bin/java"))
+                .arg("-cp")
+                .arg(classes.path())
+                .args(args));
+            assert!(out.status.success(), "record: {}", stderr(&out));
+            let out = run(std::process::Command::new(example("agreement"))
+                .arg(&rec)
+                .arg("--json"));
+            assert!(out.status.success(), "agreement: {}", stderr(&out));
+            let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let a = &rows[0];
+            let (vm, paired, methods) = (u(a, "vm_ns"), u(a, "paired_ns"), u(a, "methods_ns"));
+            assert!(vm > 200_000_000, "{jdk} {name}: {a}");
+            assert!(paired as f64 >= 0.9 * vm as f64, "{jdk} {name}: {a}");
+            assert!(methods as f64 >= 0.95 * paired as f64, "{jdk} {name}: {a}");
+        }
+    }
+}

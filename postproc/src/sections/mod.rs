@@ -500,8 +500,13 @@ fn java_walks_note(w: &idleflow_format::JavaWalkCounts) -> String {
     } else {
         String::new()
     };
+    let deoptimized = if w.deoptimized > 0 {
+        format!("; {} deoptimized frames", w.deoptimized)
+    } else {
+        String::new()
+    };
     format!(
-        "Java frames from the JVMs' own structures ({jvms}): {} of {} switch-outs of their threads          walked, {} ran again first, {} without Java frames, {} failed{wakers}; {:.1} µs a walk",
+        "Java frames from the JVMs' own structures ({jvms}): {} of {} switch-outs of their threads          walked, {} ran again first, {} without Java frames, {} failed{wakers}{deoptimized}; {:.1} µs a walk",
         w.walked,
         w.copies,
         w.ran_first,

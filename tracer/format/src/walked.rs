@@ -122,6 +122,9 @@ pub struct JavaWalkCounts {
     pub wakers: u64,
     /// Distinct walked stacks.
     pub stacks: u64,
+    /// Compiled frames walked that the JVM had deoptimized while their
+    /// thread was blocked (named from the pc they keep).
+    pub deoptimized: u64,
     /// Time spent walking and naming, ns.
     pub walk_ns: u64,
     /// Per JVM: `PID: HotSpot 17.0.15+6-Debian-1deb12u1`, or

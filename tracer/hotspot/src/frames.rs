@@ -20,7 +20,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::layout::{CodeLayout, Layout};
+use crate::layout::{CodeLayout, DeoptHandler, Layout};
 use crate::memory::{Memory, MemoryError};
 use crate::names::bytecodes;
 use crate::scopes::scopes_at;
@@ -81,6 +81,9 @@ pub struct Walk {
     pub frames: Vec<JavaFrame>,
     /// How the walk ended.
     pub end: WalkEnd,
+    /// Compiled frames the JVM had deoptimized while the thread was away
+    /// (named from the pc they keep, as HotSpot names them).
+    pub deoptimized: u32,
 }
 
 /// One code heap's reserved range and segment map.
@@ -178,6 +181,10 @@ enum Code {
         frame_size: u32,
         /// Method, kind and bci of each frame at the pc, innermost first.
         frames: Vec<(u64, FrameKind, Option<u32>)>,
+        /// The nmethod's deoptimization handler (0: not known), and where
+        /// from a frame's sp it keeps its own pc: a frame whose pc is the
+        /// handler was deoptimized.
+        deopt: (u64, u64),
     },
     /// The VM's own code called from Java code (C1's and C2's runtime
     /// stubs: monitor enter, allocation, …): a frame of `frame_size` words
@@ -324,11 +331,24 @@ impl Walker {
             }
             None => vec![(method, FrameKind::Compiled, None)],
         };
+        let deopt = l.code.deopt.map_or((0, 0), |d| {
+            let handler = match d.handler {
+                DeoptHandler::Address(at) => mem.u64(blob + at).unwrap_or(0),
+                DeoptHandler::Offset(at) => mem
+                    .u32(blob + at)
+                    .map_or(0, |o| blob.wrapping_add(u64::from(o))),
+            };
+            match mem.u32(blob + d.orig_pc_offset) {
+                Ok(orig_pc) => (handler, u64::from(orig_pc)),
+                Err(_) => (0, 0),
+            }
+        });
         Code::Compiled {
             blob,
             compile_id,
             frame_size,
             frames,
+            deopt,
         }
     }
 
@@ -349,16 +369,18 @@ impl Walker {
     pub fn walk(&mut self, mem: &impl Memory, l: &Layout, anchor: Anchor) -> Walk {
         let stack = Buffered::read(mem, anchor.sp);
         let mut frames = Vec::new();
-        let lost = |frames: Vec<JavaFrame>, why: String| Walk {
+        let mut deoptimized = 0;
+        let lost = |frames: Vec<JavaFrame>, why: String, deoptimized| Walk {
             frames,
             end: WalkEnd::Lost(why),
+            deoptimized,
         };
         let (mut sp, mut fp) = (anchor.sp, anchor.fp);
         let mut pc = anchor.pc;
         if pc == 0 {
             match stack.u64(sp.wrapping_sub(8)) {
                 Ok(p) => pc = p,
-                Err(e) => return lost(frames, e.to_string()),
+                Err(e) => return lost(frames, e.to_string(), deoptimized),
             }
         }
         let top = anchor.sp.saturating_add(MAX_STACK);
@@ -369,7 +391,7 @@ impl Walker {
                     let (Ok(method), Ok(bcp)) = (slot(INTERPRETER_METHOD), slot(INTERPRETER_BCP))
                     else {
                         let why = format!("interpreted frame at fp {fp:#x} unreadable");
-                        return lost(frames, why);
+                        return lost(frames, why, deoptimized);
                     };
                     let bci = match self.bytecodes(mem, l, method) {
                         // A native method's interpreted frame keeps no bcp.
@@ -381,7 +403,7 @@ impl Walker {
                             let why = format!(
                                 "interpreted frame at fp {fp:#x}: bcp {bcp:#x} not in method {method:#x}"
                             );
-                            return lost(frames, why);
+                            return lost(frames, why, deoptimized);
                         }
                     };
                     frames.push(JavaFrame {
@@ -396,15 +418,31 @@ impl Walker {
                         stack.u64(fp),
                     ) else {
                         let why = format!("interpreted frame at fp {fp:#x}: no sender");
-                        return lost(frames, why);
+                        return lost(frames, why, deoptimized);
                     };
                     (ssp, spc, sfp)
                 }
                 Code::Compiled {
                     frame_size,
                     frames: at_pc,
+                    deopt,
                     ..
                 } => {
+                    // Deoptimized while the thread was away: its own pc is
+                    // kept in the frame, where HotSpot reads it back.
+                    let at_pc = match deopt {
+                        (handler, orig_pc) if handler != 0 && pc == handler => {
+                            let kept = stack.u64(sp.wrapping_add(orig_pc));
+                            match kept.map(|p| self.code_at(mem, l, p)) {
+                                Ok(Code::Compiled { frames: kept, .. }) => {
+                                    deoptimized += 1;
+                                    kept
+                                }
+                                _ => at_pc,
+                            }
+                        }
+                        _ => at_pc,
+                    };
                     frames.extend(at_pc.iter().map(|&(method, kind, bci)| JavaFrame {
                         method,
                         kind,
@@ -416,7 +454,11 @@ impl Walker {
                         stack.u64(ssp.wrapping_sub(8)),
                         stack.u64(ssp.wrapping_sub(16)),
                     ) else {
-                        return lost(frames, format!("compiled frame at sp {sp:#x}: no sender"));
+                        return lost(
+                            frames,
+                            format!("compiled frame at sp {sp:#x}: no sender"),
+                            deoptimized,
+                        );
                     };
                     (ssp, spc, sfp)
                 }
@@ -429,6 +471,7 @@ impl Walker {
                         return lost(
                             frames,
                             format!("runtime stub frame at sp {sp:#x}: no sender"),
+                            deoptimized,
                         );
                     };
                     (ssp, spc, sfp)
@@ -437,24 +480,27 @@ impl Walker {
                     return Walk {
                         frames,
                         end: WalkEnd::Stub(name),
+                        deoptimized,
                     }
                 }
                 Code::Native => {
                     return Walk {
                         frames,
                         end: WalkEnd::Native(pc),
+                        deoptimized,
                     }
                 }
             };
             if sender_sp <= sp || sender_sp > top {
                 let why = format!("sender sp {sender_sp:#x} not above {sp:#x}");
-                return lost(frames, why);
+                return lost(frames, why, deoptimized);
             }
             (sp, pc, fp) = (sender_sp, sender_pc, sender_fp);
         }
         Walk {
             frames,
             end: WalkEnd::Deep,
+            deoptimized,
         }
     }
 }

@@ -116,6 +116,32 @@ pub struct CodeLayout {
     pub queue_buffer: u64,
     /// `StubQueue::_buffer_limit` (i32).
     pub queue_limit: u64,
+    /// Where a compiled frame the JVM deoptimized returns to, and where
+    /// its original pc is kept (`None`: the tables lack a name: such a
+    /// frame is named by its method alone).
+    pub deopt: Option<DeoptLayout>,
+}
+
+/// Where an nmethod's deoptimization handler is: a frame deoptimized
+/// while its thread was away (lazily: its callee's return address patched
+/// to the handler) keeps its original pc at `sp + nmethod::_orig_pc_offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeoptLayout {
+    /// The handler's address in the nmethod.
+    pub handler: DeoptHandler,
+    /// `nmethod::_orig_pc_offset` (an i32 field: the original pc's offset
+    /// from the frame's sp).
+    pub orig_pc_offset: u64,
+}
+
+/// How an nmethod says where its deoptimization handler is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeoptHandler {
+    /// `CompiledMethod::_deopt_handler_begin` (an address; before JDK 23).
+    Address(u64),
+    /// `nmethod::_deopt_handler_offset` (i32, from the nmethod's start;
+    /// JDK 23+).
+    Offset(u64),
 }
 
 /// Where an nmethod keeps its debug information, in the two layouts
@@ -194,6 +220,19 @@ pub struct Layout {
 struct Lookup<'a> {
     vm: &'a VmStructs,
     missing: Vec<String>,
+}
+
+/// Where deoptimized frames keep their pc, if the tables say.
+fn deopt_layout(vm: &VmStructs) -> Option<DeoptLayout> {
+    let orig_pc_offset = vm.offset("nmethod", "_orig_pc_offset")?;
+    let handler = match vm.offset("CompiledMethod", "_deopt_handler_begin") {
+        Some(o) => DeoptHandler::Address(o),
+        None => DeoptHandler::Offset(vm.offset("nmethod", "_deopt_handler_offset")?),
+    };
+    Some(DeoptLayout {
+        handler,
+        orig_pc_offset,
+    })
 }
 
 impl Lookup<'_> {
@@ -327,6 +366,7 @@ impl Layout {
             interpreter: l.address(&[("AbstractInterpreter", "_code")]),
             queue_buffer: l.offset(&[("StubQueue", "_stub_buffer")]),
             queue_limit: l.offset(&[("StubQueue", "_buffer_limit")]),
+            deopt: deopt_layout(vm),
         };
         let info = if vm.field("nmethod", "_immutable_data").is_some() {
             DebugInfo::Immutable {

@@ -61,14 +61,25 @@ impl Drop for Running {
 }
 
 fn start(java_home: &str, dir: &Path, flags: &[&str]) -> Running {
+    start_program(java_home, dir, ("Probe", PROGRAM), flags)
+}
+
+/// Runs the single-file program `source` (class `name`) with `flags` and
+/// attach disabled, once it printed `ready`.
+fn start_program(
+    java_home: &str,
+    dir: &Path,
+    (name, source): (&str, &str),
+    flags: &[&str],
+) -> Running {
     let java = Path::new(java_home).join("bin/java");
     assert!(
         java.exists(),
         "{} is missing: the machine image has OpenJDK 17 and Temurin 25",
         java.display()
     );
-    let src = dir.join("Probe.java");
-    std::fs::write(&src, PROGRAM).unwrap();
+    let src = dir.join(format!("{name}.java"));
+    std::fs::write(&src, source).unwrap();
     let mut child = Command::new(java)
         .arg("-XX:+DisableAttachMechanism")
         .args(flags)
@@ -78,10 +89,11 @@ fn start(java_home: &str, dir: &Path, flags: &[&str]) -> Running {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
+    // Nothing follows `ready` before it is asked for: nothing is buffered.
+    child.stdout = Some(out.into_inner());
     Running(child)
 }
 
@@ -321,5 +333,138 @@ fn java_frames_are_walked_and_named_from_outside_interpreted_and_compiled() {
                 );
             }
         }
+    }
+}
+
+/// A thread parked 200 ms at a time in compiled code that inlined a
+/// mutable call site; each `flip` on its input lets the JIT compile that
+/// code again (20 µs parks), parks the thread in it again, then points
+/// the call site elsewhere: the JVM deoptimizes the code, and the parked
+/// thread's frame with it (its callee's return address patched to the
+/// code's deoptimization handler) until its park ends.
+const DEOPT: &str = r#"
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+import java.lang.invoke.MutableCallSite;
+import java.util.concurrent.locks.LockSupport;
+
+public class Deopt {
+    static final MethodType AREA = MethodType.methodType(long.class, long.class);
+    static final MutableCallSite SITE = new MutableCallSite(AREA);
+    static final MethodHandle INVOKER = SITE.dynamicInvoker();
+    static volatile long sink;
+    static volatile boolean slow;
+
+    static long square(long x) { return x * x; }
+    static long triple(long x) { return 3 * x; }
+
+    static long step(long i) throws Throwable {
+        long a = (long) INVOKER.invokeExact(i);
+        LockSupport.parkNanos(slow ? 200_000_000L : 20_000L);
+        return a + sink;
+    }
+
+    public static void main(String[] args) throws Throwable {
+        MethodHandles.Lookup l = MethodHandles.lookup();
+        MethodHandle[] areas = {
+            l.findStatic(Deopt.class, "square", AREA), l.findStatic(Deopt.class, "triple", AREA)
+        };
+        SITE.setTarget(areas[0]);
+        Thread parker = new Thread(() -> {
+            long s = 0;
+            try {
+                for (long i = 0; ; i++) s += step(i);
+            } catch (Throwable e) {
+                throw new RuntimeException(e);
+            }
+        }, "parker-one");
+        parker.setDaemon(true);
+        parker.start();
+        Thread.sleep(1500);
+        System.out.println("ready");
+        java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+        for (int flips = 1; in.readLine() != null; flips++) {
+            slow = false;
+            Thread.sleep(400);
+            slow = true;
+            Thread.sleep(300);
+            SITE.setTarget(areas[flips % 2]);
+            System.out.println("flipped");
+        }
+    }
+}
+"#;
+
+#[test]
+fn a_frame_the_jvm_deoptimized_while_its_thread_waits_is_named_as_its_code_was() {
+    for (home, _) in JDKS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = start_program(home, dir.path(), ("Deopt", DEOPT), &[]);
+        let pid = child.0.id();
+        let jvm = Jvm::open(pid).unwrap_or_else(|e| panic!("{home}: {e}"));
+        let tid = tid_named(pid, "parker-one");
+        let mut stdin = child.0.stdin.take().unwrap();
+        let mut out = BufReader::new(child.0.stdout.take().unwrap());
+        let named = |walk: &idleflow_hotspot::Walk| -> Vec<(String, FrameKind, Option<u32>)> {
+            walk.frames
+                .iter()
+                .map(|f| {
+                    let n = jvm
+                        .method_name(f.method)
+                        .map_or_else(|e| e.to_string(), |n| n.dotted());
+                    (n, f.kind, f.bci)
+                })
+                .collect()
+        };
+        let (mut deoptimized, mut compiled) = (0, 0);
+        for _ in 0..8 {
+            writeln!(stdin, "flip").unwrap();
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "flipped", "{home}");
+            let code = jvm.code_cache().unwrap();
+            let Some(anchor) = jvm.thread(tid).unwrap().and_then(|t| t.anchor) else {
+                continue;
+            };
+            let walk = jvm.walk(&code, anchor);
+            let frames = named(&walk);
+            let Some(at) = frames.iter().position(|f| f.0.starts_with("Deopt.step")) else {
+                panic!("{home}: no Deopt.step in {frames:?}");
+            };
+            if frames[at].1 == FrameKind::Interpreted {
+                continue;
+            }
+            compiled += 1;
+            // Named as the compiled code was, whether the frame was
+            // deoptimized or not: step at its call of parkNanos (inlined
+            // into it, or a compiled frame of its own: the JIT's choice),
+            // with its bytecode index (a deoptimized frame's pc, the
+            // handler's, has none: its own pc is kept in the frame).
+            assert_eq!(
+                frames[at - 1].0,
+                "java.util.concurrent.locks.LockSupport.parkNanos",
+                "{home}: {frames:?}"
+            );
+            assert_ne!(
+                frames[at - 1].1,
+                FrameKind::Interpreted,
+                "{home}: {frames:?}"
+            );
+            assert!(
+                frames[at].2.is_some(),
+                "{home}: step's bytecode index: {frames:?}"
+            );
+            assert!(
+                frames.last().unwrap().0.starts_with("java.lang.Thread.run"),
+                "{home}: {frames:?}"
+            );
+            deoptimized += walk.deoptimized;
+        }
+        eprintln!("{home}: {compiled} walks in compiled step, {deoptimized} deoptimized frames");
+        assert!(
+            deoptimized > 0,
+            "{home}: no walk met a deoptimized frame ({compiled} in compiled step)"
+        );
     }
 }

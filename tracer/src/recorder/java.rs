@@ -204,7 +204,10 @@ impl JavaWalks {
             counts.copies += 1;
         }
         let walk = match found {
-            Found::Walked(w) if !w.frames.is_empty() => w,
+            Found::Walked(w) if !w.frames.is_empty() => {
+                counts.deoptimized += u64::from(w.deoptimized);
+                w
+            }
             Found::Walked(_) | Found::NoJavaFrames => {
                 counts.no_java_frames += u64::from(switch_out);
                 return None;
