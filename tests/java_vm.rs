@@ -432,7 +432,7 @@ fn the_structures_frames_agree_with_the_flight_recorders_on_jdk_17_and_25() {
     for jdk in [JDK17, JDK25] {
         for (name, args) in [
             ("locked", &["LockedIo", "4", "3"][..]),
-            ("handoff", &["Waits", "handoff", "3"][..]),
+            ("handoff", &["Waits", "handoff", "5"][..]),
         ] {
             let rec = dir.path().join(format!("{name}.idleflow"));
             let out = run(idleflow()

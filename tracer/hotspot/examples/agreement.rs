@@ -5,7 +5,10 @@
 //! recorder's wait of the same thread that holds its switch-out, and their
 //! innermost five Java frames are compared, weighted by the wait's length.
 //! Leading `java.lang.Thread.sleep…` frames are left out on both sides
-//! (JDK 21+'s flight recorder names a sleep from the method that sleeps).
+//! (JDK 21+'s flight recorder names a sleep from the method that sleeps),
+//! and the structures' stack is compared from the flight recorder's first
+//! frame where it holds it (its socket and file events are emitted from
+//! the streams' methods, NIO's frames below them left out).
 //! Only the structures' waits inside the flight recording's span count
 //! (JFR takes a second or two to start in a JVM), and of the program's
 //! threads (not the flight recorder's own, which it does not record).
@@ -24,6 +27,9 @@ use rustc_hash::FxHashMap;
 const VM_IDS: u64 = 1 << 40;
 /// The frames compared.
 const DEPTH: usize = 5;
+/// How deep in the structures' stack the flight recorder's first frame is
+/// looked for.
+const ALIGN_WITHIN: usize = 16;
 
 /// One JVM's comparison, ns of wait.
 #[derive(Debug, Default)]
@@ -138,7 +144,15 @@ fn compare(path: &str) -> Result<BTreeMap<u32, Agreement>, String> {
     for v in by_tid.values_mut() {
         v.sort_by_key(|w| w.start);
     }
-    let frames = |w: &JavaWait, lines: bool| -> Vec<String> {
+    // The innermost DEPTH frames of `w`'s stack from its `from`th (with
+    // `from` ALIGN_WITHIN: all of the first ALIGN_WITHIN).
+    let frames = |w: &JavaWait, lines: bool, from: usize| -> Vec<String> {
+        let depth = if from == ALIGN_WITHIN {
+            ALIGN_WITHIN
+        } else {
+            DEPTH
+        };
+        let from = if from == ALIGN_WITHIN { 0 } else { from };
         stacks
             .get(&(w.pid, w.stack))
             .map(|s| {
@@ -151,7 +165,8 @@ fn compare(path: &str) -> Result<BTreeMap<u32, Agreement>, String> {
                     // JDK 21+'s flight recorder names a sleep from the
                     // sleeping method, without Thread.sleep's own frames.
                     .skip_while(|f| method(f).starts_with("java.lang.Thread.sleep"))
-                    .take(DEPTH)
+                    .skip(from)
+                    .take(depth)
                     .map(|f| {
                         if lines {
                             format!("{}:{}", method(f), f.line)
@@ -182,10 +197,18 @@ fn compare(path: &str) -> Result<BTreeMap<u32, Agreement>, String> {
             continue;
         };
         a.paired_ns += w.duration;
-        let (vm_m, jfr_m) = (frames(w, false), frames(j, false));
+        // The flight recorder's stack starts at the method its event is
+        // emitted from (the socket streams, not NIO's internals below them):
+        // the structures' stack is compared from that frame on.
+        let jfr_m = frames(j, false, 0);
+        let from = frames(w, false, ALIGN_WITHIN)
+            .iter()
+            .position(|m| Some(m) == jfr_m.first())
+            .unwrap_or(0);
+        let vm_m = frames(w, false, from);
         if vm_m == jfr_m {
             a.methods_ns += w.duration;
-            if frames(w, true) == frames(j, true) {
+            if frames(w, true, from) == frames(j, true, 0) {
                 a.lines_ns += w.duration;
             }
         } else {

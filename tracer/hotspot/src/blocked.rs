@@ -143,6 +143,14 @@ const NOT_JAVA_AGAIN: Duration = Duration::from_secs(1);
 /// once).
 const OWNERS_AGAIN: Duration = Duration::from_millis(20);
 
+/// The top of a stack copy compared with the stack now
+/// ([`BlockedThreads::same_above`]).
+const SAME_ABOVE_BYTES: usize = 256;
+
+/// The most a thread's stack is taken to span where its JVM does not say
+/// (HotSpot's largest default, the primordial thread's 8 MiB).
+const MAX_THREAD_STACK: u64 = 8 << 20;
+
 /// Set to `1` (tests, and a user who wants to see it), idleflow treats every
 /// JVM's structures as unreadable, as it would an unknown layout: what
 /// falls back to the flight recorder is then tried on a JVM at hand.
@@ -202,13 +210,21 @@ impl BlockedThreads {
         self.checked(tid, runs, Found::Walked(walk))
     }
 
-    /// The Java frames from `anchor`, the thread's last Java frame read in
-    /// the kernel at its switch-out, with its user stack at `sp` as copied
-    /// then (`bytes`) laid over its memory now: exact however long ago the
-    /// switch-out was, for the frames inside the copy (outer frames beyond
-    /// it are read as they are now: a thread returns from its innermost
-    /// frames first).
-    pub fn walk_copy(&mut self, anchor: Anchor, sp: u64, bytes: &[u8]) -> Found {
+    /// The Java frames of thread `tid` from `anchor`, its last Java frame
+    /// read in the kernel at its switch-out, with its user stack at `sp` as
+    /// copied then (`bytes`) laid over its memory now: exact however long
+    /// ago the switch-out was, for the frames inside the copy. Its stack
+    /// above the copy is read as it is now only if `still_blocked` (the
+    /// thread has not run since) or the copy's top is what the stack holds
+    /// there now; else the walk ends where the copy does (`WalkEnd::Lost`),
+    /// the frames inside it kept.
+    pub fn walk_copy(
+        &mut self,
+        tid: u32,
+        anchor: Anchor,
+        (sp, bytes): (u64, &[u8]),
+        still_blocked: bool,
+    ) -> Found {
         if anchor.sp == 0 {
             return Found::NoJavaFrames;
         }
@@ -218,10 +234,21 @@ impl BlockedThreads {
                 anchor.sp
             ));
         }
+        let stale_below = if still_blocked || self.same_above(sp, bytes) {
+            None
+        } else {
+            // Its stack's base, or (a JVM whose tables do not say) where
+            // no thread's stack reaches.
+            Some(
+                self.stack_base(tid)
+                    .unwrap_or(sp.saturating_add(MAX_THREAD_STACK)),
+            )
+        };
         let mem = Overlay {
             base: self.jvm.memory(),
             start: sp,
             bytes,
+            stale_below,
         };
         Found::Walked(self.walker.walk(&mem, &self.jvm.layout, anchor))
     }
@@ -495,6 +522,33 @@ impl BlockedThreads {
     /// Java thread `tid` now, read anew (its `JavaThread*` remembered; the
     /// JVM's list read again for a thread not seen before, or one whose
     /// structure no longer names it).
+    /// Whether the top of a stack copy (`bytes` at `sp`) is what the stack
+    /// holds there now: a thread that ran since and is back where it was
+    /// (a loop that waits again) left its outer frames as they were; one
+    /// that returned past the copy's end and called elsewhere wrote new
+    /// frames (return addresses, saved frame pointers) over that part.
+    fn same_above(&self, sp: u64, bytes: &[u8]) -> bool {
+        let n = bytes.len().min(SAME_ABOVE_BYTES);
+        if n < SAME_ABOVE_BYTES {
+            return false;
+        }
+        let tail = &bytes[bytes.len() - n..];
+        let mut now = vec![0u8; n];
+        let at = sp + (bytes.len() - n) as u64;
+        self.jvm.memory().read(at, &mut now).is_ok() && now == tail
+    }
+
+    /// Where thread `tid`'s stack begins (its highest address), from its
+    /// `JavaThread::_stack_base`.
+    fn stack_base(&mut self, tid: u32) -> Option<u64> {
+        let off = self.jvm.layout.threads.stack_base?;
+        let addr = match self.threads.get(&tid) {
+            Some(&a) => a,
+            None => self.thread(tid)?.addr,
+        };
+        self.jvm.memory().u64(addr + off).ok().filter(|&b| b != 0)
+    }
+
     fn thread(&mut self, tid: u32) -> Option<JavaThread> {
         let mem = self.jvm.memory();
         let l = &self.jvm.layout.threads;

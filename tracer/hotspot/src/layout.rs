@@ -36,6 +36,9 @@ pub struct ThreadLayout {
     pub last_java_pc: u64,
     /// `JavaThread::_anchor` + `JavaFrameAnchor::_last_Java_fp`.
     pub last_java_fp: u64,
+    /// `JavaThread::_stack_base` (its stack's highest address; `None`: the
+    /// tables lack it).
+    pub stack_base: Option<u64>,
 }
 
 /// Where a method's names are.
@@ -316,6 +319,9 @@ impl Layout {
             last_java_sp: anchor + l.offset(&[("JavaFrameAnchor", "_last_Java_sp")]),
             last_java_pc: anchor + l.offset(&[("JavaFrameAnchor", "_last_Java_pc")]),
             last_java_fp: anchor + l.offset(&[("JavaFrameAnchor", "_last_Java_fp")]),
+            stack_base: vm
+                .offset("JavaThread", "_stack_base")
+                .or_else(|| vm.offset("Thread", "_stack_base")),
         };
         let vm_release = l.address(&[("Abstract_VM_Version", "_s_vm_release")]);
         let vm_major = l.address(&[("Abstract_VM_Version", "_vm_major_version")]);

@@ -177,7 +177,10 @@ impl Memory for Snapshot {
 /// A live process's memory with one range as it was earlier: a thread's
 /// stack copied at a switch-out over the process's memory now. A read
 /// inside the range is the copy's bytes; one across its edge is the live
-/// bytes with the copy's laid over them.
+/// bytes with the copy's laid over them. With `stale_below`, the rest of
+/// the thread's stack above the copy, up to that address (its base), is
+/// not read: the thread ran since, and what is there now may not be what
+/// was there then.
 #[derive(Debug)]
 pub struct Overlay<'a, M: Memory> {
     /// The memory now.
@@ -186,6 +189,8 @@ pub struct Overlay<'a, M: Memory> {
     pub start: u64,
     /// The copy.
     pub bytes: &'a [u8],
+    /// The stack's base, when the stack above the copy is stale.
+    pub stale_below: Option<u64>,
 }
 
 impl<M: Memory> Memory for Overlay<'_, M> {
@@ -196,6 +201,14 @@ impl<M: Memory> Memory for Overlay<'_, M> {
         };
         let end = addr.checked_add(buf.len() as u64).ok_or(unmapped)?;
         let stop = self.start.saturating_add(self.bytes.len() as u64);
+        if let Some(base) = self.stale_below {
+            if end > stop && addr < base {
+                return Err(MemoryError::Unmapped {
+                    addr: addr.max(stop),
+                    len: buf.len(),
+                });
+            }
+        }
         let (from, to) = (addr.max(self.start), end.min(stop));
         if from >= to {
             return self.base.read(addr, buf);
@@ -223,6 +236,7 @@ mod tests {
             base: &now,
             start: 0x1008,
             bytes: &copy,
+            stale_below: None,
         };
         assert_eq!(o.u64(0x1000).unwrap(), u64::from_le_bytes([1; 8]));
         assert_eq!(o.u64(0x1008).unwrap(), u64::from_le_bytes([9; 8]));
@@ -248,8 +262,22 @@ mod tests {
             base: &empty,
             start: 0x1008,
             bytes: &copy,
+            stale_below: None,
         };
         assert_eq!(o.u32(0x100a).unwrap(), u32::from_le_bytes([9; 4]));
+        // The stack above the copy stale (its thread ran since): not read
+        // up to the stack's base, read above it.
+        let o = Overlay {
+            base: &now,
+            start: 0x1008,
+            bytes: &copy,
+            stale_below: Some(0x1018),
+        };
+        assert_eq!(o.u64(0x1008).unwrap(), u64::from_le_bytes([9; 8]));
+        assert_eq!(o.u64(0x1000).unwrap(), u64::from_le_bytes([1; 8]));
+        assert!(o.u64(0x100c).is_err(), "across the copy's end");
+        assert!(o.u64(0x1010).is_err(), "above the copy");
+        assert_eq!(o.u64(0x1018).unwrap(), u64::from_le_bytes([1; 8]));
     }
 
     #[test]

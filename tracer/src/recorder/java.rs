@@ -166,7 +166,21 @@ impl JavaWalks {
             }
         }
         let found = match (u.java_anchor, u.runs) {
-            (Some([sp, fp, pc]), _) => threads.walk_copy(Anchor { sp, fp, pc }, u.sp, &u.bytes),
+            (Some([sp, fp, pc]), runs) => {
+                let anchor = Anchor { sp, fp, pc };
+                match threads.walk_copy(tid, anchor, (u.sp, &u.bytes), false) {
+                    // Cut where the copy ends: its stack above is good as
+                    // it is now if it has not run since.
+                    Found::Walked(w)
+                        if matches!(w.end, WalkEnd::Lost(_))
+                            && runs.is_some()
+                            && idleflow_hotspot::blocked::run_count(pid, tid).ok() == runs =>
+                    {
+                        threads.walk_copy(tid, anchor, (u.sp, &u.bytes), true)
+                    }
+                    found => found,
+                }
+            }
             (None, Some(runs)) if switch_out => {
                 let found = threads.walk(tid, u.sp, runs);
                 // From now on the programs read its anchor, and those of
