@@ -34,6 +34,30 @@ fn in_order(frames: &[String], want: &[&str]) -> bool {
     want.iter().all(|w| it.any(|f| f == w))
 }
 
+/// Of the program's paths in report `r`: the idle of those (with
+/// `reason`, if given) whose frames hold `want` in order, the program's
+/// idle, and its first rows (reason, share, frames) to show.
+#[allow(clippy::type_complexity)]
+fn named_idle(
+    r: &Value,
+    reason: Option<&str>,
+    want: &[&str],
+) -> (u64, u64, Vec<(String, f64, Vec<String>)>) {
+    let paths = program_paths(r);
+    let total: u64 = paths.iter().map(|p| u(p, "idle_ns")).sum();
+    let named: u64 = paths
+        .iter()
+        .filter(|p| reason.is_none_or(|r| p["reason"] == r) && in_order(&names(p), want))
+        .map(|p| u(p, "idle_ns"))
+        .sum();
+    let rows = paths
+        .iter()
+        .take(6)
+        .map(|p| (p["reason"].to_string(), f(p, "share_pct"), names(p)))
+        .collect();
+    (named, total, rows)
+}
+
 /// The walks the report's note counts: (JVM pid, walked, switch-outs).
 fn walks(r: &Value) -> (u32, u64, u64) {
     let text = r.to_string();
@@ -63,17 +87,7 @@ fn assert_named_from_the_structures(rec: &Path, jdk: &str) {
         "{jdk}: {walked} of {copies} switch-outs walked"
     );
     let paths = program_paths(&r);
-    let total: u64 = paths.iter().map(|p| u(p, "idle_ns")).sum();
-    let named: u64 = paths
-        .iter()
-        .filter(|p| in_order(&names(p), &["LockedIo.process", "java.lang.Thread.run"]))
-        .map(|p| u(p, "idle_ns"))
-        .sum();
-    let rows: Vec<(String, f64, Vec<String>)> = paths
-        .iter()
-        .take(6)
-        .map(|p| (p["reason"].to_string(), f(p, "share_pct"), names(p)))
-        .collect();
+    let (named, total, rows) = named_idle(&r, None, &["LockedIo.process", "java.lang.Thread.run"]);
     assert!(
         named as f64 >= 0.8 * total as f64,
         "{jdk}: {named} of the program's {total} idle ns have LockedIo.process < Thread.run: {rows:#?}"
@@ -389,28 +403,15 @@ fn a_jvm_that_recompiles_under_recording_is_named_as_its_code_was_on_jdk_17_and_
             copies > 500 && walked as f64 >= 0.8 * copies as f64,
             "{jdk}: {walked} of {copies} switch-outs walked"
         );
-        let paths = program_paths(&r);
-        let total: u64 = paths.iter().map(|p| u(p, "idle_ns")).sum();
-        let named: u64 = paths
-            .iter()
-            .filter(|p| {
-                p["reason"] == "park"
-                    && in_order(
-                        &names(p),
-                        &[
-                            "java.util.concurrent.locks.LockSupport.parkNanos",
-                            "Recompile.step",
-                            "java.lang.Thread.run",
-                        ],
-                    )
-            })
-            .map(|p| u(p, "idle_ns"))
-            .sum();
-        let rows: Vec<(String, f64, Vec<String>)> = paths
-            .iter()
-            .take(6)
-            .map(|p| (p["reason"].to_string(), f(p, "share_pct"), names(p)))
-            .collect();
+        let (named, total, rows) = named_idle(
+            &r,
+            Some("park"),
+            &[
+                "java.util.concurrent.locks.LockSupport.parkNanos",
+                "Recompile.step",
+                "java.lang.Thread.run",
+            ],
+        );
         assert!(
             named as f64 >= 0.9 * total as f64,
             "{jdk}: {named} of {total} ns park in Recompile.step: {rows:#?}"

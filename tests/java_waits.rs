@@ -22,18 +22,21 @@ fn record_waits(classes: &Path, mode: &str) -> (Value, String) {
     record_waits_into(&rec, classes, mode)
 }
 
+/// `record` with the flight recorder of every wait, `-o` last.
+const RECORD_EVERY_WAIT: [&str; 7] = [
+    "record",
+    "-q",
+    "--java",
+    "waits,stacks",
+    "--wait-threshold",
+    "0",
+    "-o",
+];
+
 /// The same, into `rec`.
 fn record_waits_into(rec: &Path, classes: &Path, mode: &str) -> (Value, String) {
     let out = run(idleflow()
-        .args([
-            "record",
-            "-q",
-            "--java",
-            "waits,stacks",
-            "--wait-threshold",
-            "0",
-            "-o",
-        ])
+        .args(RECORD_EVERY_WAIT)
         .arg(rec)
         .arg("--")
         .arg(Path::new(JDK17).join("bin/java"))
@@ -48,15 +51,7 @@ fn record_waits_into(rec: &Path, classes: &Path, mode: &str) -> (Value, String) 
 /// recorded into `rec`; returns the JSON report.
 fn record_script(rec: &Path, script: &str) -> Value {
     let out = run(idleflow()
-        .args([
-            "record",
-            "-q",
-            "--java",
-            "waits,stacks",
-            "--wait-threshold",
-            "0",
-            "-o",
-        ])
+        .args(RECORD_EVERY_WAIT)
         .arg(rec)
         .args(["--", "sh", "-c", script]));
     assert!(out.status.success(), "record: {}", stderr(&out));
