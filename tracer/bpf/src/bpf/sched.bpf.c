@@ -525,9 +525,12 @@ enum {
  * are taken (0: no budget, `base` alone). The chance for a 100 ms window
  * is set from the rate of the window before; a burst inside a window
  * takes at most twice its share. With `first` (the thread leaving at a
- * switch to idle), its first such switch is taken too, within that cap. */
+ * switch to idle), its first such switch is taken too, within that cap:
+ * its first in each of the states `first_bit` tells apart (a Java
+ * thread's monitor enter, monitor wait and other waits: a switch-out
+ * without stacks takes those of its thread's last in the same state). */
 static __always_inline bool sample(__u32 which, __u64 budget, __u64 base, __u64 now,
-				   struct task_struct *first)
+				   struct task_struct *first, __u8 first_bit)
 {
 	struct sampler *s;
 	__u64 expect;
@@ -556,12 +559,22 @@ static __always_inline bool sample(__u32 which, __u64 budget, __u64 base, __u64 
 		return false;
 	if (bpf_get_prandom_u32() >= s->threshold) {
 		/* Not sampled: still taken at a thread's first switch to idle
-		 * (`stacked`). */
-		if (!first || bpf_task_storage_get(&stacked, first, 0, 0))
+		 * in this state (`stacked`). */
+		__u8 *seen;
+
+		if (!first)
+			return false;
+		seen = bpf_task_storage_get(&stacked, first, 0, 0);
+		if (seen && (*seen & first_bit))
 			return false;
 	}
-	if (first)
-		bpf_task_storage_get(&stacked, first, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (first) {
+		__u8 *seen = bpf_task_storage_get(&stacked, first, 0,
+						  BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+		if (seen)
+			*seen |= first_bit;
+	}
 	s->taken++;
 	return true;
 }
@@ -726,8 +739,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u32 cpu;
 	__u64 now = bpf_ktime_get_ns();
 
+	__u8 java = 0;
+
+	if (next->pid == 0 && prev->pid != 0)
+		java = java_state(prev->pid);
 	if (idle_stacks && next->pid == 0 && prev->pid != 0 &&
-	    sample(SAMPLER_IDLE, idle_stack_budget, 1ULL << 32, now, prev))
+	    sample(SAMPLER_IDLE, idle_stack_budget, 1ULL << 32, now, prev,
+		   !java			? 1 :
+		   java & FLAG_JAVA_PENDING	? 2 :
+		   java & FLAG_JAVA_WAITING	? 4 : 8))
 		return switch_with_stacks(ctx, preempt, prev, next, prev_state);
 	b = append(&ring, &cpu, &r);
 	if (!r)
@@ -735,8 +755,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	r->time = now;
 	r->kind = KIND_SWITCH;
 	r->flags = preempt ? FLAG_PREEMPT : 0;
-	if (next->pid == 0 && prev->pid != 0)
-		r->flags |= java_state(prev->pid);
+	r->flags |= java;
 	r->aux = (__u16)prev->exit_state;
 	r->tid_a = prev->pid;
 	r->tgid_a = prev->tgid;
@@ -772,7 +791,7 @@ static __always_inline int on_wake(void *ctx, struct task_struct *p, __u8 kind)
 	cur = bpf_get_current_task_btf();
 	known = read_preempt_count(cur, &pc) == 0;
 	if (kind == KIND_WAKING && waker_one_in &&
-	    sample(SAMPLER_WAKER, waker_stack_budget, (1ULL << 32) / waker_one_in, now, NULL)) {
+	    sample(SAMPLER_WAKER, waker_stack_budget, (1ULL << 32) / waker_one_in, now, NULL, 0)) {
 		flush_here();
 		if (waker_user_bytes && !in_interrupt(known, pc)) {
 			sr = reserve_stacks(&ring, waker_user_bytes);
