@@ -22,21 +22,21 @@ fn record_waits(classes: &Path, mode: &str) -> (Value, String) {
     record_waits_into(&rec, classes, mode)
 }
 
-/// `record` with the flight recorder of every wait, `-o` last.
-const RECORD_EVERY_WAIT: [&str; 7] = [
+/// `record` with the flight recorder of every wait.
+const RECORD_EVERY_WAIT: [&str; 6] = [
     "record",
     "-q",
     "--java",
     "waits,stacks",
     "--wait-threshold",
     "0",
-    "-o",
 ];
 
 /// The same, into `rec`.
 fn record_waits_into(rec: &Path, classes: &Path, mode: &str) -> (Value, String) {
     let out = run(idleflow()
         .args(RECORD_EVERY_WAIT)
+        .arg("-o")
         .arg(rec)
         .arg("--")
         .arg(Path::new(JDK17).join("bin/java"))
@@ -52,6 +52,7 @@ fn record_waits_into(rec: &Path, classes: &Path, mode: &str) -> (Value, String) 
 fn record_script(rec: &Path, script: &str) -> Value {
     let out = run(idleflow()
         .args(RECORD_EVERY_WAIT)
+        .arg("-o")
         .arg(rec)
         .args(["--", "sh", "-c", script]));
     assert!(out.status.success(), "record: {}", stderr(&out));
@@ -338,17 +339,8 @@ fn a_running_jvm_recorded_with_pid_gives_the_same_path_through_the_attach_mechan
     for (i, seconds) in [(1, "5"), (2, "3")] {
         let rec = dir.path().join(format!("p{i}.idleflow"));
         let out = run(idleflow()
-            .args([
-                "record",
-                "-q",
-                "--java",
-                "waits,stacks",
-                "--wait-threshold",
-                "0",
-                "-d",
-                seconds,
-                "--pid",
-            ])
+            .args(RECORD_EVERY_WAIT)
+            .args(["-d", seconds, "--pid"])
             .arg(jvm.id().to_string())
             .arg("-o")
             .arg(&rec));
@@ -384,17 +376,8 @@ fn a_jvm_still_running_when_the_recording_stops_gives_its_waits() {
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("d.idleflow");
     let out = run(idleflow()
-        .args([
-            "record",
-            "-q",
-            "--java",
-            "waits,stacks",
-            "--wait-threshold",
-            "0",
-            "-d",
-            "5",
-            "-o",
-        ])
+        .args(RECORD_EVERY_WAIT)
+        .args(["-d", "5", "-o"])
         .arg(&rec)
         .arg("--")
         .arg(Path::new(JDK17).join("bin/java"))
