@@ -292,8 +292,13 @@ fn waits_are_named_with_their_objects_from_the_jvms_structures_on_jdk_17_and_25(
 }
 
 /// `record -- java …` with no `--java` (and `env` set for idleflow): the
-/// JSON report.
-fn record_by_default(dir: &Path, name: &str, env: Option<(&str, &str)>, args: &[&str]) -> Value {
+/// JSON report, and what `record` said.
+fn record_by_default(
+    dir: &Path,
+    name: &str,
+    env: Option<(&str, &str)>,
+    args: &[&str],
+) -> (Value, String) {
     let classes = java_examples();
     let rec = dir.join(format!("{name}.idleflow"));
     let mut c = idleflow();
@@ -301,7 +306,7 @@ fn record_by_default(dir: &Path, name: &str, env: Option<(&str, &str)>, args: &[
         c.env(k, v);
     }
     let out = run(c
-        .args(["record", "-q", "-o"])
+        .args(["record", "-o"])
         .arg(&rec)
         .arg("--")
         .arg(Path::new(JDK17).join("bin/java"))
@@ -309,7 +314,7 @@ fn record_by_default(dir: &Path, name: &str, env: Option<(&str, &str)>, args: &[
         .arg(classes.path())
         .args(args));
     assert!(out.status.success(), "record: {}", stderr(&out));
-    report_json(&rec)
+    (report_json(&rec), stderr(&out))
 }
 
 /// The default mode names the JVM's frames and waits from its structures,
@@ -320,8 +325,10 @@ fn record_by_default(dir: &Path, name: &str, env: Option<(&str, &str)>, args: &[
 fn by_default_the_structures_name_the_frames_and_a_jvm_they_cannot_gets_its_flight_recorder() {
     let Some(_m) = machine() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let r = record_by_default(dir.path(), "locked", None, &["LockedIo", "4", "3"]);
+    let (r, said) = record_by_default(dir.path(), "locked", None, &["LockedIo", "4", "3"]);
     assert_eq!(r["java_frames"], "vm", "{}", r["java_frames_why"]);
+    // A JVM its structures named is one that ran.
+    assert!(!said.contains("no JVM ran"), "{said}");
     assert_eq!(r["java_frames_why"], "the default on eBPF");
     assert_eq!(
         r["java_waits"]["jvms"][0]["source"], "vm",
@@ -350,7 +357,7 @@ fn by_default_the_structures_name_the_frames_and_a_jvm_they_cannot_gets_its_flig
     assert!(f(top, "share_pct") >= 75.0, "{top}");
     assert_eq!(top["chain"][0]["reason"], "monitor enter", "{top}");
 
-    let r = record_by_default(
+    let (r, _) = record_by_default(
         dir.path(),
         "refused",
         Some(("IDLEFLOW_HOTSPOT_REFUSE", "1")),

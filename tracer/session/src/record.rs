@@ -526,7 +526,7 @@ fn read_waits(
         }
     }
     notes.extend(w.salvage(&watched));
-    if watched.started.is_empty() && notes.is_empty() && !opts.quiet {
+    if watched.started.is_empty() && watched.read.is_empty() && notes.is_empty() && !opts.quiet {
         progress.note("no JVM ran in the recorded processes: no Java waits");
     }
     let offset = recorder.clock_offset_ns();

@@ -85,6 +85,9 @@ pub struct Watched {
     pub started: Vec<u32>,
     /// JVMs it could not start one in, and why.
     pub notes: Vec<String>,
+    /// JVMs whose own structures name their frames and waits: no flight
+    /// recording was started in them.
+    pub read: Vec<u32>,
     /// Each started JVM's flight-recorder repository (see
     /// [`repository_of`]) and when idleflow's recording started in it.
     pub repositories: HashMap<u32, (PathBuf, SystemTime)>,
@@ -126,6 +129,17 @@ const LOADS_JVM_WITHIN: Duration = Duration::from_secs(2);
 /// interpreted JVM under the tree agent takes seconds).
 const READY_WITHIN: Duration = Duration::from_secs(60);
 
+/// How long a JVM's structures may stay unreadable while it starts
+/// (the recorder's walks try as long: `recorder/java.rs`).
+const STRUCTURES_WITHIN: Duration = Duration::from_secs(5);
+
+/// Whether JVM structures that could not be read never will be: all but
+/// the tables of a JVM still starting.
+fn is_final(e: &idleflow_hotspot::HotspotError) -> bool {
+    use idleflow_hotspot::{HotspotError, VmStructsError};
+    !matches!(e, HotspotError::Tables(VmStructsError::NotYet))
+}
+
 /// How long a ready JVM's first rate is measured over, from `/proc`
 /// ([`Rarity::first`]): the recorder's counts come later (they are read as
 /// the rings are drained), and the flight recording starts once the
@@ -142,6 +156,9 @@ struct Pending {
     switches: Option<(Instant, u64)>,
     /// When it first took an attach but was too early for `JFR.start`.
     too_early_since: Option<Instant>,
+    /// Its structures could not be read (`Waits::only_unreadable`): its
+    /// flight recorder names its waits.
+    unreadable: bool,
 }
 
 impl Pending {
@@ -165,6 +182,7 @@ impl Pending {
             jvm: false,
             switches: None,
             too_early_since: None,
+            unreadable: false,
         }
     }
 }
@@ -270,22 +288,31 @@ impl Watcher {
         if !p.jvm {
             return p.since.elapsed() < LOADS_JVM_WITHIN;
         }
-        if !attach::is_ready(pid) {
-            return p.since.elapsed() < READY_WITHIN;
-        }
-        if self.waits.only_unreadable {
+        if self.waits.only_unreadable && !p.unreadable {
             // Its structures name its frames and waits: no flight recorder.
+            // They need no attach: read before the JVM is ready for one.
             match idleflow_hotspot::BlockedThreads::open(pid) {
                 Ok(_) => {
                     self.rarity.remove(&pid);
                     self.seen.insert(pid);
+                    self.done.read.push(pid);
                     return false;
                 }
-                Err(e) => self.done.notes.push(format!(
-                    "JVM {pid}: its structures could not be read ({e}): its flight recorder \
-                     names its waits"
-                )),
+                // A JVM still starting has not filled its tables yet.
+                Err(e) if !is_final(&e) && p.since.elapsed() < STRUCTURES_WITHIN => {
+                    return true;
+                }
+                Err(e) => {
+                    p.unreadable = true;
+                    self.done.notes.push(format!(
+                        "JVM {pid}: its structures could not be read ({e}): its flight recorder \
+                         names its waits"
+                    ));
+                }
             }
+        }
+        if !attach::is_ready(pid) {
+            return p.since.elapsed() < READY_WITHIN;
         }
         if let (Some((since, n)), Some(r)) = (p.switches, self.rarity.get_mut(&pid)) {
             if !r.knows() {
