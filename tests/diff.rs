@@ -164,7 +164,7 @@ fn runs_recorded_in_different_modes_are_said_to_be_so() {
         modes["new"]
             .as_str()
             .unwrap()
-            .starts_with("Java frames from the flight recorder"),
+            .starts_with("Java frames from the JVMs' own structures"),
         "{modes}"
     );
     let out = run(idleflow().arg("diff").arg(&bare).arg(&default));

@@ -298,9 +298,11 @@ fn jfr_check(pid: u32) -> String {
     stdout(&o)
 }
 
-#[test]
-fn a_dump_of_a_running_jvm_has_its_flight_recorders_waits_and_the_jvm_keeps_no_recording() {
-    let Some(_m) = machine() else { return };
+/// A flight recorder (`java`: its Java options) on a running JVM's convoy,
+/// a dump asked for once `ready` says so and a whole window more has
+/// passed: what it said, its dump's report, and what `jcmd JFR.check`
+/// said of the JVM before it was killed.
+fn dump_of_a_running_convoy(java: &[&str], ready: impl Fn(u32) -> bool) -> (String, Value, String) {
     let classes = java_examples();
     let mut jvm = running_convoy_jvm(classes.path(), "16");
     let tmp = tempfile::tempdir().unwrap();
@@ -315,16 +317,15 @@ fn a_dump_of_a_running_jvm_has_its_flight_recorders_waits_and_the_jvm_keeps_no_r
             "--duration",
             "9",
         ])
+        .args(java)
         .args(["--pid", &jvm.id().to_string(), "-o"])
         .arg(&out)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     wait_for_socket(rec.id());
-    // idleflow's recording runs in the JVM, then a whole window later a
-    // dump is asked for: the window is all in the JVM's recording.
     let t = Instant::now();
-    while !jfr_check(jvm.id()).contains("name=idleflow") {
+    while !ready(jvm.id()) {
         assert!(
             t.elapsed() < Duration::from_secs(20),
             "{}",
@@ -336,18 +337,19 @@ fn a_dump_of_a_running_jvm_has_its_flight_recorders_waits_and_the_jvm_keeps_no_r
     let asked = run(idleflow().args(["trigger", "--pid", &rec.id().to_string()]));
     assert!(asked.status.success(), "{}", stderr(&asked));
     let o = rec.wait_with_output().unwrap();
-    let err = stderr(&o);
-    assert!(err.contains("Java waits of 1 JVM added"), "{err}");
-    // The JVM runs on, and idleflow's recording in it is gone.
+    // The JVM runs on.
     assert!(jvm.try_wait().unwrap().is_none(), "the JVM ended");
     let check = jfr_check(jvm.id());
     let _ = jvm.kill();
     let _ = jvm.wait();
-    assert!(!check.contains("idleflow"), "{check}");
     let (r, _) = the_one_dump(&o, &out);
-    // The convoy, named by the JVM's flight recorder: its reason, its
-    // monitor's class and the method with its line.
-    let program = program_paths(&r);
+    (stderr(&o), r, check)
+}
+
+/// The convoy of a dump of `Waits convoy`, named with its reason, its
+/// monitor's class and the method with its line, by `source`.
+fn assert_the_convoy_named(r: &Value, source: &str) {
+    let program = program_paths(r);
     let top = first_past_the_holders_sleep(
         &program,
         "monitor enter",
@@ -357,10 +359,51 @@ fn a_dump_of_a_running_jvm_has_its_flight_recorders_waits_and_the_jvm_keeps_no_r
     assert_eq!(top["object"], "Waits$Ledger", "{top}");
     let pf = &top["frames"][u(top, "program_frame") as usize];
     assert_eq!(pf["name"], "Waits$Ledger.post", "{top}");
-    assert_eq!(pf["source"], "jfr", "{top}");
+    assert_eq!(pf["source"], source, "{top}");
     assert!(u(pf, "line") > 0, "{top}");
     let java = &r["idle_paths"]["java"];
     assert!(f(java, "named_pct") > 50.0, "{java}");
+}
+
+#[test]
+fn a_dump_of_a_running_jvm_has_its_flight_recorders_waits_and_the_jvm_keeps_no_recording() {
+    let Some(_m) = machine() else { return };
+    // idleflow's recording runs in the JVM, then a whole window later a
+    // dump is asked for: the window is all in the JVM's recording.
+    let (err, r, check) = dump_of_a_running_convoy(&["--java", "waits,stacks"], |pid| {
+        jfr_check(pid).contains("name=idleflow")
+    });
+    assert!(err.contains("Java waits of 1 JVM added"), "{err}");
+    // idleflow's recording in the JVM is gone.
+    assert!(!check.contains("idleflow"), "{check}");
+    assert_the_convoy_named(&r, "jfr");
+}
+
+/// In the default mode a dump names the JVM's waits from its own
+/// structures, and nothing runs in the JVM: the dump carries the walked
+/// stacks its records name (from before its window too: the ring dropped
+/// the segments they were first written in) and the waits of its window.
+#[test]
+fn a_dump_of_a_running_jvm_by_default_names_its_waits_from_its_structures() {
+    let Some(_m) = machine() else { return };
+    let started = Instant::now();
+    let (err, r, check) =
+        dump_of_a_running_convoy(&[], |_| started.elapsed() > Duration::from_secs(3));
+    assert!(
+        !err.contains("Java waits of"),
+        "no flight recorder's waits: {err}"
+    );
+    assert!(
+        !check.contains("idleflow"),
+        "nothing started in the JVM: {check}"
+    );
+    assert_eq!(r["java_frames"], "vm", "{}", r["java_frames_why"]);
+    let jvms = &r["java_waits"]["jvms"];
+    assert_eq!(jvms[0]["source"], "vm", "{jvms}");
+    // Its waits are the window's: none ended before it began.
+    let from = u(&jvms[0], "recorded_from_ns");
+    assert!(from >= u(&r, "start_ns"), "{jvms} {}", r["start_ns"]);
+    assert_the_convoy_named(&r, "vm");
 }
 
 /// The heartbeat: windows of normal times go into the job's history; a

@@ -144,7 +144,7 @@ fn a_native_program_without_frame_pointers_gets_one_merged_path_and_a_headline()
 }
 
 #[test]
-fn a_java_convoy_is_one_path_with_the_flight_recorders_frames_spliced_into_the_native_ones() {
+fn a_java_convoy_is_one_path_with_the_jvms_frames_spliced_into_the_native_ones() {
     let Some(_m) = machine() else { return };
     // A stack at every switch to idle (no budget): the path's native frames
     // are its own dispatches' (under the budget, a dispatch without stacks
@@ -185,7 +185,9 @@ fn a_java_convoy_is_one_path_with_the_flight_recorders_frames_spliced_into_the_n
     );
     let pf = program(top);
     assert_eq!(pf["name"], "Waits$Ledger.post", "{top}");
-    assert_eq!(pf["source"], "jfr", "{top}");
+    // Named by the JVM's own structures (the default mode): nothing ran in
+    // the JVM.
+    assert_eq!(pf["source"], "vm", "{top}");
     assert!(u(pf, "line") > 0, "{top}");
     assert!(
         top["held_by"][0]["name"]

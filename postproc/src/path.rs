@@ -296,6 +296,9 @@ pub enum FrameSource {
     Tree,
     /// The JVM's flight recorder: the exact stack of the wait.
     Jfr,
+    /// The JVM's own structures, walked at the wait's switch-out
+    /// (`record --java vm`, the default on eBPF).
+    Vm,
     /// A JIT's perf map (the agent's light mode, HotSpot's map).
     PerfMap,
     /// The user stack copied at the switch-out, unwound and named from the

@@ -58,10 +58,11 @@ pub struct RecordArgs {
     /// memory, bounded by --flight-bytes too, and write them into the -o
     /// directory as an ordinary recording (0600) whenever a --trigger
     /// fires, SIGUSR2 arrives or `idleflow trigger` asks; records until
-    /// the command or --pid's process exits, --duration or Ctrl-C. The
-    /// JVMs' flight recorders keep the same window (`--java waits`), and a
-    /// dump gets their waits of its window; the call-tree agent
-    /// (`--java tree`) does not run here.
+    /// the command or --pid's process exits, --duration or Ctrl-C. A dump
+    /// has the JVMs' waits of its window, read from their structures (the
+    /// default) or, with `--java waits`, from their flight recorders, which
+    /// then keep the same window; the call-tree agent (`--java tree`) does
+    /// not run here.
     #[arg(long, value_name = "SECONDS", value_parser = parse_duration)]
     pub flight: Option<std::time::Duration>,
 
@@ -177,8 +178,8 @@ pub struct RecordArgs {
     /// What to record in the JVMs the command starts (or --pid's),
     /// comma-separated. The default, `auto`, is `vm` where the eBPF programs
     /// record (nothing asked of the JVMs; a JVM whose structures cannot be
-    /// read gets `waits`), and `waits,stacks` elsewhere, with --stacks
-    /// waits and under --flight;
+    /// read gets `waits`), and `waits,stacks` elsewhere and with --stacks
+    /// waits;
     /// the report's header says which named the frames and why.
     /// `waits` starts each JVM's flight recorder (JFR)
     /// through its attach mechanism, as `jcmd PID JFR.start` does, for its

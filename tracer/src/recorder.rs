@@ -473,6 +473,7 @@ impl Recorder {
                 let open = out.writer.bytes_written() - f.cut_at_bytes;
                 if f.ring.due(now, open as usize) {
                     result = out.cut(now);
+                    self.after_flight_cut();
                 }
             } else if now.saturating_sub(out.flushed_at) >= FLUSH_NS {
                 out.flushed_at = now;
@@ -480,6 +481,20 @@ impl Recorder {
             }
         }
         result
+    }
+
+    /// After a cut of the flight recorder's ring: the JVMs' waits it no
+    /// longer reaches are forgotten, the walks so far noted at the new
+    /// segment's start.
+    fn after_flight_cut(&mut self) {
+        let (Some(f), Some(j)) = (
+            self.output.as_mut().and_then(|o| o.flight.as_mut()),
+            self.java.as_mut(),
+        ) else {
+            return;
+        };
+        j.waits.forget_before(f.ring.oldest_ns());
+        f.ring.set_java_walks(&j.counts);
     }
 
     /// The file being written (`<path>.RANDOM.partial` until

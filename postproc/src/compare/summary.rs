@@ -73,8 +73,14 @@ impl RecordingMode {
     /// The mode of the run `report` shows.
     pub fn of(report: &Report) -> Self {
         let mut java_sources = Vec::new();
-        if report.java_waits.is_some() {
-            java_sources.push("flight recorder".to_string());
+        if let Some(j) = &report.java_waits {
+            // Each JVM's waits: its own structures (`vm`) or its flight
+            // recorder.
+            for (source, said) in [("vm", "JVMs' own structures"), ("jfr", "flight recorder")] {
+                if j.jvms.iter().any(|w| w.source == source) {
+                    java_sources.push(said.to_string());
+                }
+            }
         }
         if report.arcflow.is_some() {
             java_sources.push("call-tree agent".to_string());

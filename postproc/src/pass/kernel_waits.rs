@@ -104,6 +104,9 @@ pub struct UserPathFrame<'a> {
     /// Inlined into the frame after it (a DWARF inline record, or a JIT's
     /// inlining as the JVM agent's perf map names it).
     pub inlined: bool,
+    /// A Java frame the recorder walked from its JVM's structures (no
+    /// module, no address).
+    pub walked: bool,
 }
 
 /// The key of [`KernelWaits::caused`]: (kernel stack id, user stack id,
@@ -338,6 +341,7 @@ impl KernelWaits {
                     file: String::new(),
                     module: "",
                     inlined: false,
+                    walked: false,
                 });
                 continue;
             };
@@ -359,6 +363,9 @@ impl KernelWaits {
             {
                 jni = Some(&fr.name);
             }
+            let walked = fr.module == 0
+                && fr.addr == 0
+                && matches!(fr.kind, CodeKind::Jit | CodeKind::Interpreted);
             let module = usize::try_from(fr.module)
                 .ok()
                 .and_then(|m| m.checked_sub(1))
@@ -382,6 +389,7 @@ impl KernelWaits {
                     },
                     module,
                     inlined: true,
+                    walked,
                 });
             }
             let name = if fr.kind == CodeKind::Jit && !fr.name.is_empty() {
@@ -409,6 +417,7 @@ impl KernelWaits {
                 },
                 module,
                 inlined: false,
+                walked,
             });
         }
         out

@@ -132,6 +132,26 @@ pub struct JavaWalkCounts {
     pub jvms: Vec<String>,
 }
 
+impl JavaWalkCounts {
+    /// The walks since `earlier` (counts of the same recorder then): a
+    /// flight recorder's dump says its window's. The JVMs are all those
+    /// read so far.
+    pub fn since(&self, earlier: &JavaWalkCounts) -> JavaWalkCounts {
+        JavaWalkCounts {
+            copies: self.copies.saturating_sub(earlier.copies),
+            walked: self.walked.saturating_sub(earlier.walked),
+            ran_first: self.ran_first.saturating_sub(earlier.ran_first),
+            no_java_frames: self.no_java_frames.saturating_sub(earlier.no_java_frames),
+            failed: self.failed.saturating_sub(earlier.failed),
+            wakers: self.wakers.saturating_sub(earlier.wakers),
+            stacks: self.stacks.saturating_sub(earlier.stacks),
+            deoptimized: self.deoptimized.saturating_sub(earlier.deoptimized),
+            walk_ns: self.walk_ns.saturating_sub(earlier.walk_ns),
+            jvms: self.jvms.clone(),
+        }
+    }
+}
+
 /// Appends the payload of a `WALKED_STACK` record.
 pub fn encode_walked_stack(s: &WalkedStack, out: &mut Vec<u8>) {
     put(out, s.id);

@@ -615,10 +615,10 @@ impl BlockedThreads {
         }
         let name = self.jvm.method_name_with(&mut self.names, f.method)?;
         let text = name.perf_map_name();
-        let line = f
-            .bci
-            .and_then(|bci| self.jvm.line(f.method, bci))
-            .unwrap_or(0);
+        // A frame at its method's entry (no bytecode index: a synchronized
+        // method entering its monitor) is at its first line, as the flight
+        // recorder names it; a native method has no line.
+        let line = self.jvm.line(f.method, f.bci.unwrap_or(0)).unwrap_or(0);
         if self.named.len() >= MAX_CACHED {
             self.named.clear();
         }

@@ -85,8 +85,8 @@ pub struct JavaOptions {
     pub vm: bool,
     /// Nothing asked: the session chooses once the recorder is open
     /// ([`JavaOptions::chosen`]): `vm` on the eBPF source, with the flight
-    /// recorder of each JVM whose structures cannot be read; `waits` and
-    /// `stacks` on the perf source or under a flight recorder.
+    /// recorder of each JVM whose structures cannot be read (a flight
+    /// recorder's dumps too); `waits` and `stacks` on the perf source.
     pub auto: bool,
     /// With `vm`: start a JVM's flight recorder only if its structures
     /// cannot be read (set by [`JavaOptions::chosen`]).
@@ -111,14 +111,9 @@ impl JavaOptions {
     /// The modes to run with once the recorder is open (`bpf`: its events
     /// come from the eBPF programs; `stacks_at_waits`: perf takes the
     /// stacks, at every blocking switch-out, without the Java threads'
-    /// anchors; `flight`: a flight recorder), and what the recording's
-    /// header says of them (`RunInfo::java_frames`, `_why`).
-    pub fn chosen(
-        &self,
-        bpf: bool,
-        stacks_at_waits: bool,
-        flight: bool,
-    ) -> (JavaOptions, String, String) {
+    /// anchors), and what the recording's header says of them
+    /// (`RunInfo::java_frames`, `_why`).
+    pub fn chosen(&self, bpf: bool, stacks_at_waits: bool) -> (JavaOptions, String, String) {
         let mut j = self.clone();
         let why = if !self.auto {
             "asked for"
@@ -130,11 +125,6 @@ impl JavaOptions {
             j.waits = true;
             j.stacks = true;
             "the default with --stacks waits (perf's stacks, without the threads' anchors)"
-        } else if flight {
-            // A dump does not carry the waits read from the structures yet.
-            j.waits = true;
-            j.stacks = true;
-            "the default under a flight recorder"
         } else {
             j.vm = true;
             j.waits = true;

@@ -165,7 +165,7 @@ pub fn record(
 ) -> Result<Recorded, SessionError> {
     check(opts)?;
     let mut recorder = Recorder::open(&opts.recorder)?;
-    let opts = &choose_java(opts, &mut recorder, false);
+    let opts = &choose_java(opts, &mut recorder);
     recorder.enable()?;
     let started = Instant::now();
     let java = prepare_java(opts, &mut recorder, None, progress)?;
@@ -240,11 +240,11 @@ pub fn record(
     })
 }
 
-/// `opts` with the Java modes chosen for `recorder` (`flight`: a flight
-/// recorder's), said in its header; walks set up for `vm`.
-pub(crate) fn choose_java(opts: &Options, recorder: &mut Recorder, flight: bool) -> Options {
+/// `opts` with the Java modes chosen for `recorder`, said in its header;
+/// walks set up for `vm`.
+pub(crate) fn choose_java(opts: &Options, recorder: &mut Recorder) -> Options {
     let stacks_at_waits = opts.recorder.stacks_at_waits;
-    let (java, modes, why) = opts.java.chosen(recorder.is_bpf(), stacks_at_waits, flight);
+    let (java, modes, why) = opts.java.chosen(recorder.is_bpf(), stacks_at_waits);
     if java.vm {
         recorder.walk_java_frames();
     }

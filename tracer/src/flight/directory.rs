@@ -1,16 +1,22 @@
 //! What a flight recorder's dump needs from before its window: the name of
 //! every thread and the executable mappings of every process the window may
-//! mention, and the kernel stacks its records name by id.
+//! mention, and the kernel stacks and walked Java stacks its records name
+//! by id.
 //!
 //! Invariant: an entry is kept while its thread or process may appear in
 //! the ring: until it exited before the ring's oldest segment began
 //! ([`Directory::forget_before`]). Kernel stacks are kept for the
 //! recorder's life: the recorder interns each stack once, and a record in
 //! any later segment may name it (their number is that of distinct kernel
-//! paths, not of events).
+//! paths, not of events). So are walked Java stacks, but for those no
+//! segment of the ring names once more than [`MAX_WALKED`] are kept (the
+//! recorder forgets its own and writes them anew: `recorder/java.rs`).
 
-use idleflow_format::{KernelStack, ModuleMap, Record, ThreadInfo};
-use rustc_hash::FxHashMap;
+use idleflow_format::{KernelStack, ModuleMap, Record, ThreadInfo, WalkedStack};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// Walked Java stacks kept beyond those the ring's segments name.
+pub const MAX_WALKED: usize = 1 << 17;
 
 /// See the module documentation.
 #[derive(Debug, Default)]
@@ -21,6 +27,8 @@ pub struct Directory {
     maps: FxHashMap<u32, (Vec<ModuleMap>, Option<u64>)>,
     /// Kernel stack id → its addresses.
     stacks: FxHashMap<u64, Vec<u64>>,
+    /// Walked Java stack id → the stack.
+    walked: FxHashMap<u64, WalkedStack>,
 }
 
 impl Directory {
@@ -53,6 +61,9 @@ impl Directory {
             Record::KernelStack(k) => {
                 self.stacks.insert(k.id, k.ips.clone());
             }
+            Record::WalkedStack(w) => {
+                self.walked.insert(w.id, (**w).clone());
+            }
             _ => {}
         }
     }
@@ -63,6 +74,21 @@ impl Directory {
             .retain(|_, (_, exited)| exited.is_none_or(|t| t >= ns));
         self.maps
             .retain(|_, (_, exited)| exited.is_none_or(|t| t >= ns));
+    }
+
+    /// Forgets the walked stacks no id of `named` (those the ring's
+    /// segments name) is, once more than [`MAX_WALKED`] are kept.
+    pub fn forget_walked_but(&mut self, named: &FxHashSet<u64>) {
+        if self.walked.len() > MAX_WALKED {
+            self.walked.retain(|id, _| named.contains(id));
+        }
+    }
+
+    /// The walked Java stacks `ids` (those known).
+    pub fn walked(&self, ids: &[u64]) -> Vec<WalkedStack> {
+        ids.iter()
+            .filter_map(|id| self.walked.get(id).cloned())
+            .collect()
     }
 
     /// The threads a window starting at `ns` may mention, by tid.

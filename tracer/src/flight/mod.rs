@@ -36,8 +36,8 @@ use std::sync::Arc;
 
 use idleflow_format::files::{Dir, Staged};
 use idleflow_format::{
-    FlightDump, FormatError, KernelStack, ModuleMap, ProcStatCpu, Record, RunInfo, RunSummary,
-    ThreadInfo, Writer,
+    FlightDump, FormatError, JavaWalkCounts, KernelStack, ModuleMap, ProcStatCpu, Record, RunInfo,
+    RunSummary, ThreadInfo, WalkedStack, Writer,
 };
 use rustc_hash::FxHashSet;
 
@@ -111,6 +111,11 @@ pub struct Segment {
     pub raw_len: usize,
     /// The kernel stacks its records name.
     pub stack_ids: Vec<u64>,
+    /// The walked Java stacks its records name.
+    pub walked_ids: Vec<u64>,
+    /// The recorder's Java walks so far when it was opened (`None`: no
+    /// walks).
+    pub java_walks: Option<JavaWalkCounts>,
     /// `/proc/stat`'s idle counters when it was opened.
     pub proc_stat: Vec<ProcStatCpu>,
     /// Its dispatches and wake-ups.
@@ -127,6 +132,8 @@ struct Open {
     base_ns: u64,
     opened_ns: u64,
     stack_ids: FxHashSet<u64>,
+    walked_ids: FxHashSet<u64>,
+    java_walks: Option<JavaWalkCounts>,
     proc_stat: Vec<ProcStatCpu>,
     dispatches: u64,
     wakeups: u64,
@@ -195,6 +202,9 @@ impl FlightRing {
             Record::SwitchStack(s) | Record::WakeStack(s) => {
                 self.open.stack_ids.insert(s.stack);
             }
+            Record::SwitchJavaStack(s) | Record::WakeJavaStack(s) => {
+                self.open.walked_ids.insert(s.stack);
+            }
             Record::Lost(l) => {
                 if let Some(i) = self.cpus.iter().position(|&c| c == l.cpu) {
                     self.open.lost_per_cpu[i] += l.count;
@@ -237,6 +247,8 @@ impl FlightRing {
         if !bytes.is_empty() || open.dispatches > 0 {
             let mut stack_ids: Vec<u64> = open.stack_ids.into_iter().collect();
             stack_ids.sort_unstable();
+            let mut walked_ids: Vec<u64> = open.walked_ids.into_iter().collect();
+            walked_ids.sort_unstable();
             let compressed = lz4_flex::compress_prepend_size(&bytes);
             self.bytes += compressed.len() as u64;
             self.segments.push_back(Arc::new(Segment {
@@ -246,6 +258,8 @@ impl FlightRing {
                 compressed,
                 raw_len: bytes.len(),
                 stack_ids,
+                walked_ids,
+                java_walks: open.java_walks,
                 proc_stat: open.proc_stat,
                 dispatches: open.dispatches,
                 wakeups: open.wakeups,
@@ -255,6 +269,7 @@ impl FlightRing {
             // Nothing in it: the next one starts where it started.
             self.open.base_ns = open.base_ns;
             self.open.proc_stat = open.proc_stat;
+            self.open.java_walks = open.java_walks;
         }
         let oldest_kept = end_ns.saturating_sub(self.limits.keep_ns + self.limits.tail_ns);
         while let Some(first) = self.segments.front() {
@@ -269,6 +284,26 @@ impl FlightRing {
         }
         let from = self.segments.front().map_or(end_ns, |s| s.base_ns);
         self.directory.forget_before(from);
+        let named: FxHashSet<u64> = self
+            .segments
+            .iter()
+            .flat_map(|s| s.walked_ids.iter().copied())
+            .collect();
+        self.directory.forget_walked_but(&named);
+    }
+
+    /// Where the ring's oldest segment begins (the open one's start when
+    /// none is closed).
+    pub fn oldest_ns(&self) -> u64 {
+        self.segments
+            .front()
+            .map_or(self.open.base_ns, |s| s.base_ns)
+    }
+
+    /// Takes note of the recorder's Java walks so far, at the open
+    /// segment's start (a dump says its window's walks).
+    pub fn set_java_walks(&mut self, counts: &JavaWalkCounts) {
+        self.open.java_walks = Some(counts.clone());
     }
 
     /// The closed segments that reach past `from_ns`, with what a dump of
@@ -287,11 +322,20 @@ impl FlightRing {
             .collect();
         ids.sort_unstable();
         ids.dedup();
+        let mut walked: Vec<u64> = segments
+            .iter()
+            .flat_map(|s| s.walked_ids.iter().copied())
+            .collect();
+        walked.sort_unstable();
+        walked.dedup();
         Window {
             base_ns,
             threads: self.directory.threads_at(base_ns),
             maps: self.directory.maps_at(base_ns),
             stacks: self.directory.stacks(&ids),
+            walked: self.directory.walked(&walked),
+            after: Vec::new(),
+            java_walks: None,
             segments,
             proc_stat_end: self.open.proc_stat.clone(),
         }
@@ -306,6 +350,13 @@ pub struct Window {
     threads: Vec<ThreadInfo>,
     maps: Vec<ModuleMap>,
     stacks: Vec<KernelStack>,
+    /// The walked Java stacks its records name.
+    walked: Vec<WalkedStack>,
+    /// What follows the stream (the JVMs' waits read from their
+    /// structures: [`Window::follow_with`]).
+    after: Vec<Record>,
+    /// The Java walks of the window (its end record's).
+    java_walks: Option<JavaWalkCounts>,
     segments: Vec<Arc<Segment>>,
     /// `/proc/stat`'s idle counters when the last segment was cut.
     proc_stat_end: Vec<ProcStatCpu>,
@@ -334,6 +385,19 @@ impl Window {
     /// Dispatches in the window.
     pub fn dispatches(&self) -> u64 {
         self.segments.iter().map(|s| s.dispatches).sum()
+    }
+
+    /// The recorder's Java walks when the window began (`None`: none).
+    pub fn java_walks_before(&self) -> Option<&JavaWalkCounts> {
+        self.segments.first().and_then(|s| s.java_walks.as_ref())
+    }
+
+    /// Has the dump write `records` after the stream (untimed: the JVMs'
+    /// waits, as `Recorder::finish` writes them) and `java_walks` in its
+    /// end record.
+    pub fn follow_with(&mut self, records: Vec<Record>, java_walks: Option<JavaWalkCounts>) {
+        self.after = records;
+        self.java_walks = java_walks;
     }
 
     /// Writes the window to `path` (created new and private under a
@@ -442,6 +506,9 @@ impl Window {
         for k in &self.stacks {
             w.write(&Record::KernelStack(Box::new(k.clone())))?;
         }
+        for s in &self.walked {
+            w.write(&Record::WalkedStack(Box::new(s.clone())))?;
+        }
         let mut summary = RunSummary {
             stop_ns: self.end_ns(),
             stop_reason: format!("flight recorder dump: {}", flight.trigger),
@@ -459,6 +526,10 @@ impl Window {
                 *sum += n;
             }
         }
+        for r in &self.after {
+            w.write(r)?;
+        }
+        summary.java_walks = self.java_walks.clone();
         let mut addrs: Vec<u64> = self
             .stacks
             .iter()

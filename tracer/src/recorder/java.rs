@@ -104,12 +104,18 @@ impl JavaWalks {
     ) -> Option<Walked> {
         let started = Instant::now();
         let (complete, frames) = self.frames(pid, tid, u, true)?;
-        let (stack, new_stack) = self.intern(pid, complete, frames);
+        let (stack, interned) = self.intern(pid, complete, frames);
         let Some(Process::Jvm(threads)) = self.processes.get_mut(&pid) else {
             return None;
         };
         let seen = seen(threads, &mut self.names, pid, u.java_monitors);
-        let frames = new_stack.as_ref().map(|s| s.frames.as_slice());
+        // The waits see a stack's frames once: when it is new, or new to
+        // them (first met at a wake-up).
+        let frames = match &interned {
+            Ok(s) => Some(s.frames.as_slice()),
+            Err(frames) if !self.waits.knows(pid, stack) => Some(frames.as_slice()),
+            Err(_) => None,
+        };
         let name = thread_name(threads, &mut self.names, pid, tid);
         let io = &mut self.io;
         self.waits
@@ -125,7 +131,10 @@ impl JavaWalks {
         let counts = &mut self.counts;
         counts.walked += 1;
         counts.walk_ns += started.elapsed().as_nanos() as u64;
-        Some(Walked { new_stack, stack })
+        Some(Walked {
+            new_stack: interned.ok(),
+            stack,
+        })
     }
 
     /// The Java frames of waker `tid` of `pid` at a wake-up whose stack
@@ -135,10 +144,13 @@ impl JavaWalks {
         u.java_anchor?;
         let started = Instant::now();
         let (complete, frames) = self.frames(pid, tid, u, false)?;
-        let (stack, new_stack) = self.intern(pid, complete, frames);
+        let (stack, interned) = self.intern(pid, complete, frames);
         self.counts.wakers += 1;
         self.counts.walk_ns += started.elapsed().as_nanos() as u64;
-        Some(Walked { new_stack, stack })
+        Some(Walked {
+            new_stack: interned.ok(),
+            stack,
+        })
     }
 
     /// The named Java frames of thread `tid` of `pid` whose stack copy is
@@ -259,16 +271,17 @@ impl JavaWalks {
     }
 
     /// The id of walked stack `frames` of `pid`, and the stack if it is
-    /// met for the first time (to be written before its first use).
+    /// met for the first time (to be written before its first use), else
+    /// its frames handed back.
     fn intern(
         &mut self,
         pid: u32,
         complete: bool,
         frames: Vec<WalkedFrame>,
-    ) -> (u64, Option<Box<WalkedStack>>) {
+    ) -> (u64, Result<Box<WalkedStack>, Vec<WalkedFrame>>) {
         let key = (pid, complete, frames);
         if let Some(&stack) = self.stacks.get(&key) {
-            return (stack, None);
+            return (stack, Err(key.2));
         }
         if self.stacks.len() >= MAX_STACKS {
             self.stacks.clear();
@@ -282,7 +295,7 @@ impl JavaWalks {
             frames: key.2.clone(),
         });
         self.stacks.insert(key, stack);
-        (stack, Some(new_stack))
+        (stack, Ok(new_stack))
     }
 }
 

@@ -295,8 +295,20 @@ impl Recorder {
             return Ok(None);
         }
         out.cut(sys::monotonic_ns())?;
+        self.after_flight_cut();
+        let out = self.output.as_ref().expect("begun");
         let f = out.flight.as_ref().expect("flight");
-        Ok(Some((f.ring.window(from_ns), f.info.clone())))
+        let mut window = f.ring.window(from_ns);
+        if let Some(j) = &self.java {
+            // The waits the walks showed in the window, and its walks.
+            let end = window.end_ns();
+            let waits = j.waits.window(window.base_ns, end);
+            let walks = window
+                .java_walks_before()
+                .map_or_else(|| j.counts.clone(), |before| j.counts.since(before));
+            window.follow_with(waits, Some(walks));
+        }
+        Ok(Some((window, f.info.clone())))
     }
 
     /// The flight recorder's ring: bytes held and segments dropped so far.

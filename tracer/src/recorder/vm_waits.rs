@@ -162,8 +162,8 @@ impl VmWaits {
                 self.walked.insert((pid, walked.0), (stack, reason));
                 (stack, reason)
             }
-            // A walked stack met before this JVM's first wait of it, or
-            // forgotten: its frames are not at hand.
+            // Its frames are not at hand (the recorder gives them when
+            // [`VmWaits::knows`] says they are not known).
             (None, None) => return,
         };
         let by_monitor = match seen.monitors {
@@ -199,6 +199,13 @@ impl VmWaits {
                 other,
             },
         );
+    }
+
+    /// Whether the frames of walked stack `walked` of JVM `pid` are known
+    /// here (given once to [`VmWaits::switch_out`], and not forgotten).
+    #[inline]
+    pub fn knows(&self, pid: u32, walked: u64) -> bool {
+        self.walked.contains_key(&(pid, walked))
     }
 
     /// Whether thread `tid` is in a monitor wait of JVM `pid` whose
@@ -274,57 +281,100 @@ impl VmWaits {
     /// The records of every wait, the waits still open ending at `end`:
     /// texts, stacks, waits, then each JVM's head (`notes`: what is said of
     /// it).
-    pub fn records(mut self, end: u64) -> Vec<Record> {
-        let open: Vec<u32> = self.open.keys().copied().collect();
-        for tid in open {
-            self.switched_in(tid, end);
+    pub fn records(self, end: u64) -> Vec<Record> {
+        self.window(0, end)
+    }
+
+    /// Forgets the waits that ended before `ns` (a flight recorder's ring
+    /// no longer reaches them): a flight recorder keeps its window's waits
+    /// only, for as long as it runs.
+    pub fn forget_before(&mut self, ns: u64) {
+        self.done.retain(|w| w.end() >= ns);
+    }
+
+    /// The records of the waits in the window from `from` to `end` (those
+    /// that end in it or after, and begin before its end; the waits still
+    /// open end at `end`), with the texts and stacks they name, then each
+    /// JVM's head: [`VmWaits::records`] of a flight recorder's dump.
+    pub fn window(&self, from: u64, end: u64) -> Vec<Record> {
+        let in_window = |w: &JavaWait| w.end() >= from && w.start <= end;
+        let mut waits: Vec<JavaWait> = self.done.iter().copied().filter(in_window).collect();
+        waits.extend(self.open.values().map(|w| JavaWait {
+            duration: end.saturating_sub(w.start),
+            ..*w
+        }));
+        waits.retain(in_window);
+        waits.sort_unstable_by_key(|w| (w.pid, w.tid, w.start));
+        // The texts and stacks they name, each once.
+        let stacks: FxHashMap<u64, (u32, &[JavaFrame])> = self
+            .stacks
+            .iter()
+            .map(|((pid, frames), &id)| (id, (*pid, frames.as_slice())))
+            .collect();
+        let mut named: Vec<u64> = waits.iter().flat_map(|w| [w.object, w.other]).collect();
+        let mut used: Vec<u64> = waits.iter().map(|w| w.stack).filter(|&s| s != 0).collect();
+        used.sort_unstable();
+        used.dedup();
+        for id in &used {
+            if let Some((_, frames)) = stacks.get(id) {
+                named.extend(frames.iter().map(|f| f.method));
+            }
         }
-        let mut out = Vec::with_capacity(self.symbols.len() + self.stacks.len() + self.done.len());
-        let mut symbols: Vec<_> = self.symbols.into_iter().collect();
-        symbols.sort_unstable_by_key(|s| s.1);
-        out.extend(
-            symbols.into_iter().map(|((pid, text), id)| {
-                Record::JavaSymbol(Box::new(JavaSymbol { pid, id, text }))
-            }),
-        );
-        let mut stacks: Vec<_> = self.stacks.into_iter().collect();
-        stacks.sort_unstable_by_key(|s| s.1);
-        out.extend(stacks.into_iter().map(|((pid, frames), id)| {
-            Record::JavaStack(Box::new(JavaStack {
+        named.sort_unstable();
+        named.dedup();
+        let mut out = Vec::with_capacity(named.len() + used.len() + waits.len());
+        let mut symbols: Vec<(u64, u32, &str)> = self
+            .symbols
+            .iter()
+            .filter(|(_, id)| named.binary_search(id).is_ok())
+            .map(|((pid, text), &id)| (id, *pid, text.as_str()))
+            .collect();
+        symbols.sort_unstable();
+        out.extend(symbols.into_iter().map(|(id, pid, text)| {
+            Record::JavaSymbol(Box::new(JavaSymbol {
                 pid,
                 id,
-                truncated: false,
-                frames,
+                text: text.to_string(),
             }))
         }));
-        self.done.sort_unstable_by_key(|w| (w.pid, w.tid, w.start));
-        let mut waits: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
-        for w in &self.done {
-            let e = waits.entry(w.pid).or_default();
+        out.extend(used.iter().filter_map(|id| {
+            let (pid, frames) = stacks.get(id)?;
+            Some(Record::JavaStack(Box::new(JavaStack {
+                pid: *pid,
+                id: *id,
+                truncated: false,
+                frames: frames.to_vec(),
+            })))
+        }));
+        let mut counts: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
+        for w in &waits {
+            let e = counts.entry(w.pid).or_default();
             e.0 += 1;
             e.1 += u64::from(w.stack == 0);
         }
-        out.extend(self.done.into_iter().map(Record::JavaWait));
-        let mut jvms: Vec<_> = self.jvms.into_iter().collect();
+        out.extend(waits.into_iter().map(Record::JavaWait));
+        let mut jvms: Vec<_> = self.jvms.iter().collect();
         jvms.sort_unstable_by_key(|j| j.0);
-        let dropped = self.dropped;
-        for (pid, jvm) in jvms {
-            let (n, without_stack) = waits.get(&pid).copied().unwrap_or_default();
-            let mut threads: Vec<(u32, String)> = jvm.threads.into_iter().collect();
+        for (&pid, jvm) in jvms {
+            let (n, without_stack) = counts.get(&pid).copied().unwrap_or_default();
+            let mut threads: Vec<(u32, String)> =
+                jvm.threads.iter().map(|(t, n)| (*t, n.clone())).collect();
             threads.sort_unstable();
             let mut notes = Vec::new();
-            if dropped > 0 {
+            if self.dropped > 0 {
                 notes.push(format!(
-                    "{dropped} waits not kept: more than {MAX_WAITS} in the window"
+                    "{} waits not kept: more than {MAX_WAITS} in the window",
+                    self.dropped
                 ));
             }
+            let from = jvm.from.max(from);
             out.push(Record::JvmWaits(Box::new(JvmWaits {
                 pid,
                 source: "vm".into(),
                 waits: n,
                 waits_without_stack: without_stack,
-                recorded_from_ns: jvm.from,
-                recorded_to_ns: end.max(jvm.from),
+                recorded_from_ns: from,
+                recorded_to_ns: end.max(from),
                 threads,
                 notes,
                 ..JvmWaits::default()

@@ -170,6 +170,16 @@ impl JavaWaits {
             .unwrap_or_default()
     }
 
+    /// Which source names the frames of JVM `pid`'s waits: its flight
+    /// recorder, or its structures (source `vm`).
+    pub fn frames_source(&self, pid: u32) -> path::FrameSource {
+        if self.sampled.contains(&pid) {
+            path::FrameSource::Vm
+        } else {
+            path::FrameSource::Jfr
+        }
+    }
+
     /// The stack group (see [`super::PathKey`]) of wait `w`'s stack, 0 if none.
     pub fn wait_group(&self, w: &JavaWait) -> u64 {
         self.group_of.get(&(w.pid, w.stack)).copied().unwrap_or(0)

@@ -108,7 +108,9 @@ pub(crate) fn user_frames(a: &Analysis, id: u64) -> Vec<PathFrame> {
                     file: f.file,
                     ..Frame::new(kind, f.name)
                 },
-                source: if perf_map {
+                source: if f.walked {
+                    FrameSource::Vm
+                } else if perf_map {
                     FrameSource::PerfMap
                 } else {
                     FrameSource::Stack
@@ -223,7 +225,7 @@ pub(crate) fn resolve_row(a: &Analysis, k: &RowKey, r: &RowAcc) -> ResolvedRow {
             .map(|(frame, _)| PathFrame {
                 runtime: java_runtime(&frame.name),
                 frame,
-                source: FrameSource::Jfr,
+                source: a.java.frames_source(k.jvm),
                 module: String::new(),
             })
             .collect(),
@@ -284,8 +286,10 @@ pub(crate) fn names_java(frames: &[PathFrame]) -> bool {
         (matches!(
             f.frame.kind,
             FrameKind::Java | FrameKind::Jit | FrameKind::Inlined | FrameKind::Interpreted
-        ) || matches!(f.source, FrameSource::Jfr | FrameSource::Tree))
-            && f.frame.name.contains('.')
+        ) || matches!(
+            f.source,
+            FrameSource::Jfr | FrameSource::Vm | FrameSource::Tree
+        )) && f.frame.name.contains('.')
             && !f.frame.name.contains(' ')
     })
 }

@@ -175,7 +175,7 @@ pub fn fly(
     }
     let dumps_dir = Arc::new(dumps_dir(&flight.dir, progress)?);
     let mut recorder = Recorder::open(&opts.recorder)?;
-    let opts = &record::choose_java(opts, &mut recorder, true);
+    let opts = &record::choose_java(opts, &mut recorder);
     recorder.enable()?;
     let started = Instant::now();
     // The JVMs' flight recorders keep the window, its tail and a margin for
