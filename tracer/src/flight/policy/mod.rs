@@ -117,6 +117,40 @@ const KTHREADD: u32 = 2;
 /// Idle CPU-time is summed in bins this long, ns.
 const BIN_NS: u64 = 10_000_000;
 
+/// What of the stream a policy keeps, by what its triggers judge.
+#[derive(Debug, Clone, Copy)]
+struct Keeps {
+    waiting: bool,
+    runnable: bool,
+    idle: bool,
+}
+
+impl Keeps {
+    fn of(triggers: &[Trigger]) -> Self {
+        let any = |f: fn(&Condition) -> bool| triggers.iter().any(|t| f(&t.condition));
+        Keeps {
+            waiting: any(|c| {
+                matches!(
+                    c,
+                    Condition::Wait { .. }
+                        | Condition::Waiting { .. }
+                        | Condition::Convoy { .. }
+                        | Condition::Idle { .. }
+                )
+            }),
+            runnable: any(|c| matches!(c, Condition::Unclaimed { .. })),
+            idle: any(|c| {
+                matches!(
+                    c,
+                    Condition::Idle { .. }
+                        | Condition::Unclaimed { .. }
+                        | Condition::Pressure { .. }
+                )
+            }),
+        }
+    }
+}
+
 /// The stream's state the triggers judge, and the triggers.
 #[derive(Debug)]
 pub struct Policy {
@@ -161,6 +195,15 @@ pub struct Policy {
     to_idle: Vec<(u64, Option<(u32, u32)>)>,
     /// Some trigger is a `cpu-idle`.
     counts_to_idle: bool,
+    /// What the triggers judge (each kept only if one does): the threads
+    /// waiting (`wait`, `waiting`, `convoy`, `idle … with waiters`), those
+    /// runnable (`unclaimed`), the CPUs' idle (`idle`, `unclaimed`,
+    /// `pressure`).
+    keeps: Keeps,
+    /// Per thread, which of the first 64 triggers it is of interest to, as
+    /// far as known: (bits known, bits of interest). Forgotten when the
+    /// thread is named again or exits.
+    interest: FxHashMap<u32, (u64, u64)>,
 }
 
 impl Policy {
@@ -175,6 +218,7 @@ impl Policy {
             })
             .max()
             .unwrap_or(0);
+        let keeps = Keeps::of(&triggers);
         Policy {
             longest_convoy,
             chains: FxHashMap::default(),
@@ -197,6 +241,8 @@ impl Policy {
             cpus: cpus.max(1),
             first_ns: None,
             now_ns: 0,
+            interest: FxHashMap::default(),
+            keeps,
         }
     }
 
@@ -276,27 +322,37 @@ impl Policy {
         let time = match r {
             Record::Thread(t) => {
                 self.names.insert(t.tid, (t.pid, t.comm.clone()));
+                self.interest.remove(&t.tid);
                 if t.tid == t.pid && (t.pid == KTHREADD || t.ppid == KTHREADD) {
                     self.kernel_pids.insert(t.pid);
                 }
                 t.time
             }
             Record::Dispatch(d) => {
-                if d.prev_tid != 0
-                    && matches!(
-                        d.prev_state,
-                        PrevState::Sleeping | PrevState::DiskSleep | PrevState::Blocked
-                    )
-                {
-                    self.waiting.entry(d.prev_tid).or_insert((d.time, false));
+                if self.keeps.waiting {
+                    if d.prev_tid != 0
+                        && matches!(
+                            d.prev_state,
+                            PrevState::Sleeping | PrevState::DiskSleep | PrevState::Blocked
+                        )
+                    {
+                        self.waiting.entry(d.prev_tid).or_insert((d.time, false));
+                    }
+                    self.waiting.remove(&d.next_tid);
                 }
-                if d.prev_tid != 0 && d.prev_state == PrevState::Preempted {
-                    self.runnable.insert(d.prev_tid, d.time);
+                if self.keeps.runnable {
+                    if d.prev_tid != 0 && d.prev_state == PrevState::Preempted {
+                        self.runnable.insert(d.prev_tid, d.time);
+                    }
+                    self.runnable.remove(&d.next_tid);
                 }
-                self.waiting.remove(&d.next_tid);
-                self.runnable.remove(&d.next_tid);
                 if self.counts_to_idle && d.next_tid == 0 && d.prev_tid != 0 {
                     self.count_to_idle(d.cpu, d.prev_tid);
+                }
+                if !self.keeps.idle {
+                    self.first_ns.get_or_insert(d.time);
+                    self.now_ns = self.now_ns.max(d.time);
+                    return;
                 }
                 // idleflow's own threads on an idle CPU leave it idle (they
                 // run when the drain wakes, just before every judgement).
@@ -321,8 +377,8 @@ impl Policy {
                 d.time
             }
             Record::Wakeup(w) => {
-                let waited = self.waiting.remove(&w.wakee_tid).is_some();
-                if waited || w.new_thread {
+                let waited = self.keeps.waiting && self.waiting.remove(&w.wakee_tid).is_some();
+                if self.keeps.runnable && (waited || w.new_thread) {
                     self.runnable.entry(w.wakee_tid).or_insert(w.time);
                 }
                 if waited && self.longest_convoy > 0 {
@@ -331,6 +387,7 @@ impl Policy {
                 w.time
             }
             Record::Exit(e) => {
+                self.interest.remove(&e.tid);
                 self.waiting.remove(&e.tid);
                 self.runnable.remove(&e.tid);
                 self.chains.remove(&e.tid);
@@ -356,14 +413,40 @@ impl Policy {
     /// trigger it is of interest to.
     fn count_to_idle(&mut self, cpu: u32, tid: u32) {
         for i in 0..self.triggers.len() {
-            if let Condition::CpuIdle { who } = &self.triggers[i].condition {
-                if self.of_interest(tid, who) {
-                    let e = &mut self.to_idle[i];
-                    e.0 += 1;
-                    e.1 = Some((cpu, tid));
-                }
+            if matches!(self.triggers[i].condition, Condition::CpuIdle { .. })
+                && self.interested(i, tid)
+            {
+                let e = &mut self.to_idle[i];
+                e.0 += 1;
+                e.1 = Some((cpu, tid));
             }
         }
+    }
+
+    /// Whether thread `tid` is of interest to trigger `i`'s threads
+    /// ([`Policy::of_interest`], remembered per thread: a pattern is not
+    /// matched again at each of its switches).
+    fn interested(&mut self, i: usize, tid: u32) -> bool {
+        let who = match &self.triggers[i].condition {
+            Condition::CpuIdle { who } | Condition::Convoy { who, .. } => who,
+            _ => return false,
+        };
+        if i >= 64 {
+            return self.of_interest(tid, who);
+        }
+        let bit = 1u64 << i;
+        if let Some(&(known, yes)) = self.interest.get(&tid) {
+            if known & bit != 0 {
+                return yes & bit != 0;
+            }
+        }
+        let yes = self.of_interest(tid, who);
+        let e = self.interest.entry(tid).or_default();
+        e.0 |= bit;
+        if yes {
+            e.1 |= bit;
+        }
+        yes
     }
 
     /// Takes note of the wake-up `w` that ended its wakee's wait: its
@@ -390,12 +473,12 @@ impl Policy {
             chain.remove(0);
         }
         for i in 0..self.triggers.len() {
-            if let Condition::Convoy { threads, who } = &self.triggers[i].condition {
-                let k = *threads as usize;
+            if let Condition::Convoy { threads, .. } = self.triggers[i].condition {
+                let k = threads as usize;
                 if chain.len() >= k
                     && chain[chain.len() - k..]
                         .iter()
-                        .all(|&t| self.of_interest(t, who))
+                        .all(|&t| self.interested(i, t))
                 {
                     self.convoys[i] = Some(chain[chain.len() - k..].to_vec());
                 }
