@@ -10,6 +10,8 @@
 //! glue; without the kernel's symbols (kallsyms unreadable) nothing is.
 
 use std::fs;
+use std::sync::{Mutex, OnceLock};
+use std::thread::JoinHandle;
 
 /// The address ranges of the glue, from `/proc/kallsyms`.
 #[derive(Debug, Clone, Default)]
@@ -27,6 +29,40 @@ fn is_glue(name: &str) -> bool {
     name.starts_with("bpf_trace_run")
         || name.starts_with("__bpf_trace_")
         || name.starts_with("__traceiter_")
+}
+
+/// [`KernelGlue::load`] on a thread of its own, waited for at its first
+/// use: reading `/proc/kallsyms` takes 50-100 ms, which a recording's
+/// start need not wait for (its first stacks do).
+#[derive(Debug)]
+pub struct LoadingGlue {
+    glue: OnceLock<KernelGlue>,
+    loading: Mutex<Option<JoinHandle<KernelGlue>>>,
+}
+
+impl LoadingGlue {
+    /// Starts reading the glue (read at the first use if no thread could
+    /// be started).
+    pub fn start() -> Self {
+        let loading = std::thread::Builder::new()
+            .name("idleflow-glue".into())
+            .spawn(KernelGlue::load)
+            .ok();
+        LoadingGlue {
+            glue: OnceLock::new(),
+            loading: Mutex::new(loading),
+        }
+    }
+
+    /// The glue, once read.
+    pub fn get(&self) -> &KernelGlue {
+        self.glue.get_or_init(|| {
+            let loading = self.loading.lock().ok().and_then(|mut l| l.take());
+            loading
+                .and_then(|h| h.join().ok())
+                .unwrap_or_else(KernelGlue::load)
+        })
+    }
 }
 
 impl KernelGlue {

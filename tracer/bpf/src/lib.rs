@@ -61,10 +61,10 @@ pub mod state;
 pub mod stats;
 
 pub use error::BpfError;
-pub use glue::KernelGlue;
+pub use glue::{KernelGlue, LoadingGlue};
 pub use idleflow_format::{PrevState, WakeContext};
 pub use percpu::WakeContextSource;
-pub use probe::{probe, Probe};
+pub use probe::{preconditions, probe, Probe};
 pub use record::{
     decode, split_size, stacks, DecodeError, RecordStacks, SchedEvent, Switch, UserCopy, Wake,
     FLAG_STACKS, RECORD_BYTES, STACK_HEAD_BYTES,

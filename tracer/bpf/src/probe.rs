@@ -48,8 +48,9 @@ pub fn probe() -> Result<Probe, BpfError> {
     })
 }
 
-/// The checks that need no program: BTF, capabilities, lockdown.
-pub(crate) fn preconditions() -> Result<(), BpfError> {
+/// The checks that need no program: BTF, capabilities, lockdown (the
+/// verifier's answer comes when the programs load).
+pub fn preconditions() -> Result<(), BpfError> {
     if let Err(source) = fs::File::open(KERNEL_BTF) {
         return Err(BpfError::NoBtf {
             path: KERNEL_BTF,

@@ -107,7 +107,7 @@ pub(super) struct BpfSide {
     /// looks for its sample.
     pub(super) paired: bool,
     /// Strips the tracing glue off the programs' kernel call chains.
-    glue: idleflow_bpf::KernelGlue,
+    glue: idleflow_bpf::LoadingGlue,
     /// eBPF records lost per ring, as written so far.
     lost_written: Vec<u64>,
     /// Events before this (the window's start) are dropped.
@@ -141,7 +141,7 @@ impl BpfSource {
                 base: n,
                 switches: (0..n).map(|_| Pairer::default()).collect(),
                 paired,
-                glue: idleflow_bpf::KernelGlue::load(),
+                glue: idleflow_bpf::LoadingGlue::start(),
                 lost_written: vec![0; n],
                 start_ns: 0,
             },
@@ -203,7 +203,7 @@ impl BpfSide {
         st: &idleflow_bpf::RecordStacks<'_>,
     ) -> (Option<Box<[u64]>>, Option<Box<UserStackCopy>>) {
         let ips: Vec<u64> = st.kernel().collect();
-        let ips = self.glue.strip(&ips);
+        let ips = self.glue.get().strip(&ips);
         let kernel = (!ips.is_empty()).then(|| ips.into());
         let user = st.user.map(|u| {
             Box::new(UserStackCopy {

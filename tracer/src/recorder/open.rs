@@ -188,9 +188,13 @@ fn priv_err(e: SysError) -> RecorderError {
 }
 
 /// The source of the dispatches and wake-ups for `asked`
-/// ([`super::source`]).
+/// ([`super::source`]), by the checks that need no program: the programs
+/// are loaded once, by the recorder itself, which falls back to perf if
+/// the verifier refuses them and nothing was asked
+/// ([`Recorder::open`]; a probe that loaded them first cost a recording's
+/// start 40-50 ms).
 fn choose_events(asked: EventSource) -> Result<Chosen, RecorderError> {
-    choose(asked, || idleflow_bpf::probe().map(drop)).map_err(RecorderError::NoBpf)
+    choose(asked, idleflow_bpf::preconditions).map_err(RecorderError::NoBpf)
 }
 
 impl Recorder {
@@ -250,7 +254,24 @@ impl Recorder {
             // perf samples the switches' stacks only for `--stacks waits`.
             let paired =
                 options.stacks_at_waits && (options.kernel_stacks || options.user_stack_bytes > 0);
-            Some(BpfSource::open(&cpus, rb, stacks, paired).map_err(RecorderError::Bpf)?)
+            match BpfSource::open(&cpus, rb, stacks, paired) {
+                Ok(b) => Some(b),
+                Err(e) if options.events == EventSource::Auto => {
+                    // Refused where only the load could tell (the
+                    // verifier): perf records, and the header says why.
+                    drop(events);
+                    let mut r = Recorder::open(&RecordOptions {
+                        events: EventSource::Perf,
+                        ..options.clone()
+                    })?;
+                    r.event_source = Chosen {
+                        source: Recorded::Perf,
+                        why: format!("eBPF not usable: {e}"),
+                    };
+                    return Ok(r);
+                }
+                Err(e) => return Err(RecorderError::Bpf(e)),
+            }
         } else {
             None
         };
