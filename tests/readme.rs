@@ -86,8 +86,18 @@ fn the_readmes_example_report_is_what_report_prints_today() {
             "the README's example drifted from the code: run `bash examples/readme.sh`"
         );
         // What the README says around it holds for the recording: it leads
-        // with the program's own monitor wait.
-        assert!(now[1].contains("LockedIo.process"), "{}", now[1]);
+        // with the program's own sleep under the lock, then the monitor
+        // wait for that lock.
+        assert!(
+            now[1].contains("sleep") && now[1].contains("LockedIo.fetch"),
+            "{}",
+            now[1]
+        );
+        assert!(
+            now[2].contains("monitor enter") && now[2].contains("LockedIo.process"),
+            "{}",
+            now[2]
+        );
         blocks += 1;
     }
     assert!(blocks >= 1, "no generated example in the README");
