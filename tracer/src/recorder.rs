@@ -304,6 +304,9 @@ impl Recorder {
 
     /// Starts the window: enables every event.
     pub fn enable(&mut self) -> Result<(), RecorderError> {
+        if let Some(b) = &self.bpf {
+            b.ready();
+        }
         for e in &self.events {
             e.enable()?;
         }

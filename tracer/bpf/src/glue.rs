@@ -32,8 +32,8 @@ fn is_glue(name: &str) -> bool {
 }
 
 /// [`KernelGlue::load`] on a thread of its own, waited for at its first
-/// use: reading `/proc/kallsyms` takes 50-100 ms, which a recording's
-/// start need not wait for (its first stacks do).
+/// use: reading `/proc/kallsyms` takes 30-100 ms, which can go on while
+/// the programs load.
 #[derive(Debug)]
 pub struct LoadingGlue {
     glue: OnceLock<KernelGlue>,

@@ -123,6 +123,11 @@ impl BpfSource {
         stacks: idleflow_bpf::StackConfig,
         paired: bool,
     ) -> Result<Self, BpfError> {
+        // Read while the programs load, and waited for before the window
+        // opens: a thread of idleflow's reading `/proc/kallsyms` inside the
+        // window blocks in the kernel, and wake-ups the kernel does not
+        // report (its idle task's) end those waits.
+        let glue = idleflow_bpf::LoadingGlue::start();
         let mut rec = SchedRecorder::open(cpus, ring_bytes, stacks)?;
         rec.detach();
         let max = cpus.iter().copied().max().map_or(0, |c| c as usize + 1);
@@ -141,11 +146,17 @@ impl BpfSource {
                 base: n,
                 switches: (0..n).map(|_| Pairer::default()).collect(),
                 paired,
-                glue: idleflow_bpf::LoadingGlue::start(),
+                glue,
                 lost_written: vec![0; n],
                 start_ns: 0,
             },
         })
+    }
+
+    /// Waits for what must be ready before the window opens (the kernel's
+    /// tracing glue, read while the programs loaded).
+    pub(super) fn ready(&self) {
+        self.side.glue.get();
     }
 
     /// Starts recording at `start_ns`: what the rings held is dropped.
