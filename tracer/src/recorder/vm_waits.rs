@@ -14,6 +14,10 @@
 //! then a `JVM_WAITS` head per JVM with source `vm`), after the stream: one
 //! model, the report joins them to the dispatches as it joins JFR's.
 //!
+//! A flight recorder's dump takes the waits of its window
+//! ([`VmWaits::window`]); the recorder forgets those its ring no longer
+//! reaches ([`VmWaits::forget_before`]).
+//!
 //! Invariant: ids never collide with a flight recorder's of the same JVM
 //! (they start at [`FIRST_ID`]); memory holds the interned texts and
 //! stacks and at most [`MAX_WAITS`] waits (the rest counted, never dropped

@@ -8,10 +8,13 @@
 //! the ring (the segments are shared, never copied), over the recorder's
 //! spare file when there is one ([`spare`]: pages already in memory), then
 //! its user stacks are resolved in place: the recorder goes on while a
-//! dump is written, and dumps may overlap. The JVMs of the tree run
+//! dump is written, and dumps may overlap. In the default mode the
+//! recorder's window carries the JVMs' waits read from their structures
+//! (`idleflow_tracer::flight::Window::follow_with`); with `--java waits`
+//! (or for a JVM whose structures cannot be read) the JVMs of the tree run
 //! idleflow's recording in their own flight recorders, kept for the window
-//! ([`crate::jfr`]); a dump asks them for its span once written and adds
-//! their waits. Each trigger is held to the cooldown and the caps
+//! ([`crate::jfr`]), and a dump asks them for its span once written and
+//! adds their waits. Each trigger is held to the cooldown and the caps
 //! (`--cooldown`, `--max-dumps`, `--max-per-hour`) and, when it fires,
 //! waits the tail (`--tail`) so that the dump also holds what followed.
 //! Once a dump is written, this recorder's oldest dumps are removed (one
