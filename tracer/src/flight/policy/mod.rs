@@ -78,7 +78,7 @@ mod tests;
 use std::collections::VecDeque;
 
 use idleflow_format::names::thread_pattern;
-use idleflow_format::{PrevState, Record, WakeContext, Wakeup};
+use idleflow_format::{Dispatch, PrevState, Record, WakeContext, Wakeup};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use language::{Condition, Interest, NamePattern, Rate, Trigger, TriggerError};
@@ -349,30 +349,8 @@ impl Policy {
                 if self.counts_to_idle && d.next_tid == 0 && d.prev_tid != 0 {
                     self.count_to_idle(d.cpu, d.prev_tid);
                 }
-                if !self.keeps.idle {
-                    self.first_ns.get_or_insert(d.time);
-                    self.now_ns = self.now_ns.max(d.time);
-                    return;
-                }
-                // idleflow's own threads on an idle CPU leave it idle (they
-                // run when the drain wakes, just before every judgement).
-                let own = |tid: u32| {
-                    self.names
-                        .get(&tid)
-                        .is_some_and(|(pid, _)| *pid == self.own_pid)
-                };
-                let next_idle = d.next_tid == 0 || own(d.next_tid);
-                let was_idle = d.prev_tid == 0 || own(d.prev_tid);
-                let since = self.idle_since.entry(d.cpu).or_insert(None);
-                match (*since, next_idle) {
-                    (Some(_), true) => {}
-                    (Some(s), false) => {
-                        *since = None;
-                        let s = s.max(d.time.saturating_sub(60_000_000_000));
-                        self.add_idle(s, d.time);
-                    }
-                    (None, true) if !was_idle || d.next_tid == 0 => *since = Some(d.time),
-                    (None, _) => {}
+                if self.keeps.idle {
+                    self.idle_at(d);
                 }
                 d.time
             }
@@ -397,6 +375,31 @@ impl Policy {
         };
         self.first_ns.get_or_insert(time);
         self.now_ns = self.now_ns.max(time);
+    }
+
+    /// Takes note of dispatch `d` for the CPUs' idle time (`idle`,
+    /// `unclaimed`, `pressure`).
+    fn idle_at(&mut self, d: &Dispatch) {
+        // idleflow's own threads on an idle CPU leave it idle (they
+        // run when the drain wakes, just before every judgement).
+        let own = |tid: u32| {
+            self.names
+                .get(&tid)
+                .is_some_and(|(pid, _)| *pid == self.own_pid)
+        };
+        let next_idle = d.next_tid == 0 || own(d.next_tid);
+        let was_idle = d.prev_tid == 0 || own(d.prev_tid);
+        let since = self.idle_since.entry(d.cpu).or_insert(None);
+        match (*since, next_idle) {
+            (Some(_), true) => {}
+            (Some(s), false) => {
+                *since = None;
+                let s = s.max(d.time.saturating_sub(60_000_000_000));
+                self.add_idle(s, d.time);
+            }
+            (None, true) if !was_idle || d.next_tid == 0 => *since = Some(d.time),
+            (None, _) => {}
+        }
     }
 
     /// The pool a thread is of: its process and its name's
